@@ -1,0 +1,62 @@
+"""The one handle every launcher returns, and the launcher interface.
+
+A launcher turns a LaneConfig into a running server and gives back a Server. Everything that
+measures only needs `base_url`; everything that reports reads `boot_log`, `boot_facts` and
+`provenance`. `stop()` is idempotent and safe to call from teardown, atexit and signal handlers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from pytest_glmf.bootlog import BootFacts
+    from pytest_glmf.config import LaneConfig
+
+
+class BootError(RuntimeError):
+    """The server did not become ready. The message is the sentence a user reads: what happened,
+    the last lines of the boot log and the parsed `problems`."""
+
+
+@dataclass
+class Server:
+    base_url: str                      # e.g. "http://127.0.0.1:30000" (no trailing slash)
+    engine: str                        # "sglang" | "vllm"
+    lane: "LaneConfig"
+    boot_log_path: Path | None = None  # where the launcher streamed the boot log (None: attach without log)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    launcher: str = "attach"
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+    _alive: Callable[[], bool] | None = field(default=None, repr=False)
+
+    @property
+    def boot_log(self) -> str:
+        if self.boot_log_path is None or not self.boot_log_path.exists():
+            return ""
+        return self.boot_log_path.read_text(errors="replace")
+
+    @property
+    def boot_facts(self) -> "BootFacts":
+        from pytest_glmf.bootlog import parse_boot_log
+
+        return parse_boot_log(self.boot_log)
+
+    def is_alive(self) -> bool:
+        """False once the server process/container is known to be gone (attach: always True)."""
+        return True if self._alive is None else self._alive()
+
+    def stop(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+
+
+class Launcher(Protocol):
+    """`start` blocks until the server is ready or raises BootError; it never leaves a process or
+    container behind when it raises."""
+
+    name: str
+
+    def start(self, lane: "LaneConfig", results_dir: Path, session_id: str) -> Server: ...
