@@ -1,0 +1,110 @@
+"""One HTTP client for every gate: JSON calls, and the one SSE parser every streaming endpoint uses.
+
+The parser is a pure function over lines so the load generator's fast path, the tool gate and the
+tests all share it. `Client` is a thin synchronous wrapper over httpx for the non-load gates
+(drift scoring, acceptance probe, tool gate, introspection); the load generator uses its own
+async path but the same `parse_sse_line`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import httpx
+
+DONE = object()  # sentinel returned by parse_sse_line for "data: [DONE]"
+
+
+class SSEError(ValueError):
+    """A line in an event stream that is not valid SSE/JSON."""
+
+
+def parse_sse_line(line: str) -> Any:
+    """Return the decoded JSON of a `data:` line, DONE for `data: [DONE]`, None for blank lines,
+    comments and other fields; raise SSEError for a `data:` line that is not JSON."""
+    if not line or line.startswith(":"):
+        return None
+    if not line.startswith("data:"):
+        return None  # event:, id:, retry: carry nothing the OpenAI/SGLang streams use
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return DONE
+    try:
+        return json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise SSEError(f"malformed SSE data line: {payload[:120]!r}") from exc
+
+
+def iter_sse(lines: Iterable[str]) -> Iterator[Any]:
+    """Decoded JSON events from an iterable of lines, stopping at [DONE]."""
+    for line in lines:
+        event = parse_sse_line(line.rstrip("\r\n"))
+        if event is DONE:
+            return
+        if event is not None:
+            yield event
+
+
+@dataclass
+class Timeouts:
+    connect_s: float = 10.0
+    first_token_s: float = 600.0     # includes queueing behind a full batch
+    between_tokens_s: float = 60.0
+    request_s: float = 1800.0
+
+    def httpx(self) -> httpx.Timeout:
+        # read timeout bounds the gap between bytes: the first-token wait and the between-token gap.
+        return httpx.Timeout(connect=self.connect_s, read=max(self.first_token_s, self.between_tokens_s),
+                             write=self.connect_s, pool=self.connect_s)
+
+
+class Client:
+    """Synchronous JSON/SSE client for one server."""
+
+    def __init__(self, base_url: str, timeouts: Timeouts | None = None, api_key: str | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or Timeouts()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeouts.httpx(), headers=headers)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get_json(self, path: str) -> Any:
+        r = self._http.get(path)
+        r.raise_for_status()
+        return r.json()
+
+    def get_text(self, path: str) -> str:
+        r = self._http.get(path)
+        r.raise_for_status()
+        return r.text
+
+    def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        r = self._http.post(path, json=body)
+        if r.status_code >= 400:
+            raise httpx.HTTPStatusError(
+                f"POST {path} -> HTTP {r.status_code}: {r.text[:300]}", request=r.request, response=r)
+        return r.json()
+
+    def stream_events(self, path: str, body: dict[str, Any]) -> Iterator[tuple[float, Any]]:
+        """POST with stream=true and yield (perf_counter receive time, event dict) per SSE event."""
+        with self._http.stream("POST", path, json={**body, "stream": True}) as r:
+            if r.status_code >= 400:
+                r.read()
+                raise httpx.HTTPStatusError(
+                    f"POST {path} -> HTTP {r.status_code}: {r.text[:300]}", request=r.request, response=r)
+            for line in r.iter_lines():
+                event = parse_sse_line(line)
+                if event is DONE:
+                    return
+                if event is not None:
+                    yield time.perf_counter(), event
