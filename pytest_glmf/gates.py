@@ -1,0 +1,156 @@
+"""Thresholds -> verdict rows -> one readable failure.
+
+Every gate (boot, curve, drift, acceptance, tools) measures plain numbers, turns them into `Check`s
+against the bounds from thresholds.yaml, and calls `assert_checks`. A failure is a table, one row
+per violated item, in domain units, with where the bound came from and which knob to turn
+(STYLE.md). Baseline comparison (regressions against a stored run) produces the same rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+# The metrics each gate accepts in thresholds.yaml. Unknown names are errors (a typo must not
+# silently disable a gate). Direction: "higher" means a bigger number is better.
+GATE_METRICS: dict[str, dict[str, str]] = {
+    "boot": {
+        "max_running_requests": "higher",
+        "kv_tokens": "higher",
+        "context_len": "higher",
+        "kv_cache_memory_gib": "higher",
+    },
+    "curve": {
+        "per_user_tok_s": "higher",        # median over users of the row
+        "per_user_tok_s_p5": "higher",     # the slowest users
+        "aggregate_tok_s": "higher",
+        "ttft_p50_s": "lower",
+        "ttft_p95_s": "lower",
+        "itl_p95_s": "lower",
+        "spread_pct": "lower",
+    },
+    "drift": {
+        "mean_abs_dlogp": "lower",
+        "median_abs_dlogp": "lower",
+        "p90_abs_dlogp": "lower",
+        "p95_abs_dlogp": "lower",
+        "p99_abs_dlogp": "lower",
+        "max_abs_dlogp": "lower",
+        "argmax_mismatch": "lower",
+        "kl_topk": "lower",
+        "self_abs_dlogp": "lower",
+    },
+    "acceptance": {
+        "accept_rate": "higher",
+        "accept_length": "higher",
+        "tok_s": "higher",
+    },
+    "tools": {
+        "parsed": "higher",        # turns whose calls came back parsed and valid
+        "parsed_fraction": "higher",
+        "leaks": "lower",          # turns with tool markup in content/reasoning
+        "wrong_calls": "lower",    # calls made where none was wanted, or schema violations
+    },
+}
+
+
+@dataclass
+class Check:
+    """One measured value against one bound. `bound` is {"min": x} and/or {"max": y}."""
+
+    metric: str
+    value: float | int | None
+    bound: Mapping[str, Any]
+    where: str = ""          # e.g. "@ 48 users", "class=prose"
+    source: str = ""         # e.g. "thresholds.yaml: lanes.batch.curve[48]"
+    hint: str = ""           # the knob to turn, when known
+
+    @property
+    def ok(self) -> bool:
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            return False
+        lo, hi = self.bound.get("min"), self.bound.get("max")
+        return (lo is None or self.value >= lo) and (hi is None or self.value <= hi)
+
+    def expected(self) -> str:
+        parts = []
+        if self.bound.get("min") is not None:
+            parts.append(f">= {fmt(self.bound['min'])}")
+        if self.bound.get("max") is not None:
+            parts.append(f"<= {fmt(self.bound['max'])}")
+        return " and ".join(parts) or "(no bound)"
+
+    def change(self) -> str:
+        """Signed distance to the violated bound, in percent of the bound."""
+        if self.value is None:
+            return "not measured"
+        for key in ("min", "max"):
+            b = self.bound.get(key)
+            if b is None:
+                continue
+            violated = self.value < b if key == "min" else self.value > b
+            if violated:
+                return f"{(self.value - b) / b * 100:+.1f} %" if b else f"{self.value - b:+g}"
+        return ""
+
+
+def fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}" if abs(x) >= 10000 else str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if x != 0 and (abs(x) < 0.01 or abs(x) >= 1e5):
+            return f"{x:.3g}"
+        return f"{x:.3f}".rstrip("0").rstrip(".") if abs(x) < 10 else f"{x:.1f}"
+    return str(x)
+
+
+def render_table(rows: list[list[str]], header: list[str] | None = None) -> str:
+    """Left-aligned pipe table sized to its content (used in failure messages and reports)."""
+    all_rows = ([header] if header else []) + rows
+    if not all_rows:
+        return ""
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in all_rows) for i in range(max(map(len, all_rows)))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in all_rows]
+    if header:
+        lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def failure_table(checks: Iterable[Check]) -> str:
+    rows = []
+    for c in checks:
+        label = f"{c.metric} {c.where}".strip()
+        note = "; ".join(p for p in (c.change(), c.hint, f"({c.source})" if c.source else "") if p)
+        rows.append([label, fmt(c.value), c.expected(), note])
+    return render_table(rows, ["metric", "measured", "expected", "note"])
+
+
+def assert_checks(checks: Iterable[Check], title: str = "") -> None:
+    """Fail the calling test with one table of every violated check (all checks are evaluated,
+    not just the first failure)."""
+    __tracebackhide__ = True
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        import pytest
+
+        head = f"{title}: " if title else ""
+        pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}", pytrace=False)
+
+
+def checks_from_bounds(gate: str, measured: Mapping[str, Any], bounds: Mapping[str, Any], *,
+                       where: str = "", source: str = "", hints: Mapping[str, str] | None = None) -> list[Check]:
+    """One Check per metric named in `bounds` (a thresholds.yaml mapping metric -> {min|max})."""
+    known = GATE_METRICS[gate]
+    out = []
+    for metric, bound in bounds.items():
+        if metric not in known:
+            continue  # non-metric settings (users, allow_queueing, ...) live beside the metrics
+        out.append(Check(metric, measured.get(metric), bound, where=where, source=source,
+                         hint=(hints or {}).get(metric, "")))
+    return out

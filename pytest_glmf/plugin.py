@@ -1,0 +1,1 @@
+"""pytest-glmf plugin (placeholder until the plugin-core work lands)."""
