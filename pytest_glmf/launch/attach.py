@@ -1,0 +1,40 @@
+"""The attach launcher: a server somebody else runs (`--glmf-url`, or `url` + `boot_log` in the
+lane). Nothing is started or stopped; the server must answer within the connect timeout."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from pytest_glmf.config import LaneConfig
+from pytest_glmf.launch.base import BootError, Server
+
+name = "attach"
+
+
+def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
+    if not lane.url:
+        raise BootError(f"lane {lane.name!r} (attach launcher): no url (set url in the lane or pass --glmf-url)")
+    base_url = lane.url.rstrip("/")
+    wait_s = lane.timeouts.get("connect_s", 10.0)
+    deadline = time.monotonic() + wait_s
+    last = "no answer"
+    with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+        while True:
+            try:
+                codes = {p: client.get(base_url + p).status_code for p in ("/health", "/v1/models")}
+                if any(code == 200 for code in codes.values()):
+                    break
+                last = ", ".join(f"GET {p} -> {c}" for p, c in codes.items())
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() > deadline:
+                raise BootError(f"lane {lane.name!r} (attach launcher): {base_url} is not serving "
+                                f"(waited {wait_s:g} s; {last})")
+            time.sleep(0.3)
+    log_path = Path(lane.boot_log) if lane.boot_log else None
+    if log_path is not None and not log_path.is_file():
+        raise BootError(f"lane {lane.name!r} (attach launcher): boot_log {log_path} is not a readable file")
+    return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
+                  provenance={"launcher": "attach", "url": base_url}, launcher="attach")

@@ -1,0 +1,171 @@
+"""The process launcher: run the engine as a child process on this machine.
+
+argv is a list (never a shell), the child gets its own process group so stop() reaches every
+worker it forks, stdout+stderr stream to a log file under the results dir, and readiness is the
+engine's ready line and/or its health endpoints within `boot_timeout_s`.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from pytest_glmf.config import LaneConfig, build_server_argv
+from pytest_glmf.launch.base import BootError, Server
+
+name = "process"
+
+SGLANG_READY_LINE = "The server is fired up and ready to roll!"
+STOP_GRACE_S = 15.0
+LOG_TAIL_LINES = 40
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (bind 127.0.0.1:0 and let the kernel choose)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_port(lane: LaneConfig) -> LaneConfig:
+    return lane if lane.port is not None else replace(lane, port=free_port())
+
+
+def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
+def boot_problems(text: str) -> list[str]:
+    """Problems the boot-log parser finds; never lets a parser bug hide the real boot failure."""
+    try:
+        from pytest_glmf.bootlog import parse_boot_log
+
+        return list(parse_boot_log(text).problems)
+    except Exception:  # noqa: BLE001 - the parser may be incomplete; the log tail still tells the story
+        return []
+
+
+def boot_error(lane: LaneConfig, launcher: str, what: str, argv: list[str] | None, log_path: Path | None) -> BootError:
+    lines = [f"lane {lane.name!r} ({launcher} launcher): {what}"]
+    if argv:
+        lines.append("command: " + " ".join(argv))
+    if log_path is not None:
+        lines.append(f"boot log: {log_path}")
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        problems = boot_problems(text)
+        if problems:
+            lines.append("problems found in the boot log:")
+            lines += [f"  - {p}" for p in problems]
+        tail = log_tail(log_path)
+        lines.append(f"last {len(tail)} log lines:" if tail else "the boot log is empty")
+        lines += [f"  | {line}" for line in tail]
+    return BootError("\n".join(lines))
+
+
+def http_ready(base_url: str, engine: str, client: httpx.Client) -> bool:
+    """SGLang: /health_generate runs a real 1-token generation; vLLM (and anything else): /health
+    and /v1/models both 200."""
+    paths = ["/health_generate"] if engine == "sglang" else ["/health", "/v1/models"]
+    try:
+        return all(client.get(base_url + p).status_code == 200 for p in paths)
+    except httpx.HTTPError:
+        return False
+
+
+def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, log_path: Path,
+               argv: list[str], launcher: str) -> None:
+    deadline = time.monotonic() + lane.boot_timeout_s
+    next_http = 0.0
+    with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+        while True:
+            if proc.poll() is not None:
+                raise boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
+                                 argv, log_path)
+            try:
+                if SGLANG_READY_LINE in log_path.read_text(errors="replace"):
+                    return
+            except OSError:
+                pass
+            now = time.monotonic()
+            if now >= next_http:
+                if http_ready(base_url, lane.engine, client):
+                    return
+                next_http = now + 0.5
+            if now > deadline:
+                raise boot_error(lane, launcher, f"the server was not ready within boot_timeout_s="
+                                 f"{lane.boot_timeout_s:g} s (no ready line, health endpoints not 200)",
+                                 argv, log_path)
+            time.sleep(0.1)
+
+
+def stop_process(proc: subprocess.Popen[bytes], log: IO[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM to the whole process group, SIGKILL after the grace period."""
+    try:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # the leader may be gone while workers it forked still hold the group: kill what is left
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+    finally:
+        log.close()
+
+
+def log_path_for(results_dir: Path, session_id: str, lane: LaneConfig) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return results_dir / f"{lane.name}-{session_id}-server.log"
+
+
+def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, launcher: str) -> Server:
+    """Start argv for a lane whose port is already chosen; block until ready or raise BootError
+    (leaving nothing running)."""
+    assert lane.port is not None
+    log_path = log_path_for(results_dir, session_id, lane)
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **lane.env}, start_new_session=True)
+    except OSError as exc:
+        log.close()
+        raise boot_error(lane, launcher, f"cannot start the server: {exc}", argv, None) from None
+    base_url = f"http://127.0.0.1:{lane.port}"
+    try:
+        wait_ready(proc, base_url, lane, log_path, argv, launcher)
+    except BaseException:
+        stop_process(proc, log, grace_s=5.0)
+        raise
+
+    def stop() -> None:
+        atexit.unregister(stop)
+        stop_process(proc, log)
+
+    atexit.register(stop)  # an interrupted session must not leave a server running
+    provenance = {"launcher": launcher, "argv": argv, "pid": proc.pid, "port": lane.port,
+                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
+                  provenance=provenance, launcher=launcher, _stop=stop, _alive=lambda: proc.poll() is None)
+
+
+def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
+    lane = with_port(lane)
+    return run(lane, build_server_argv(lane), results_dir, session_id, name)
