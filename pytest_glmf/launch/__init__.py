@@ -15,7 +15,7 @@ from pytest_glmf.launch.base import BootError, Launcher, Server
 if TYPE_CHECKING:
     from pytest_glmf.config import LaneConfig
 
-__all__ = ["BootError", "Launcher", "Server", "get_launcher", "launch_lane"]
+__all__ = ["BootError", "Launcher", "Server", "get_launcher", "launch_lane", "server_from_dict", "server_to_dict"]
 
 
 def get_launcher(name: str) -> Launcher:
@@ -31,3 +31,19 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     return get_launcher(lane.launcher).start(lane, results_dir, session_id)
+
+
+def server_to_dict(server: Server) -> dict:
+    """What an xdist worker needs to use a server another process owns (JSON-able)."""
+    return {"base_url": server.base_url, "engine": server.engine, "lane": server.lane.to_dict(),
+            "boot_log_path": str(server.boot_log_path) if server.boot_log_path else None,
+            "provenance": server.provenance, "launcher": server.launcher}
+
+
+def server_from_dict(data: dict) -> Server:
+    """A handle on a server owned by another process: stop() does nothing here."""
+    from pytest_glmf.config import LaneConfig
+
+    return Server(base_url=data["base_url"], engine=data["engine"], lane=LaneConfig(**data["lane"]),
+                  boot_log_path=Path(data["boot_log_path"]) if data["boot_log_path"] else None,
+                  provenance=dict(data["provenance"]), launcher=data["launcher"])
