@@ -1,5 +1,111 @@
-"""The `glmf` command (placeholder until the plugin-core work lands)."""
+"""The `glmf` command: `glmf <sub> ...` dispatches to `cli(argv) -> int` in the module that owns
+the subcommand, so the command line runs the same code as the suites."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shlex
+import sys
+
+# subcommand -> (module with `cli(argv) -> int`, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "sim": ("pytest_glmf.sim.__main__", "run the built-in SGLang-compatible simulator"),
+    "bootlog": ("pytest_glmf.bootlog", "parse a boot log into facts (seats, cap reason, KV pools)"),
+    "curve": ("pytest_glmf.load", "run a concurrency curve against a server"),
+    "drift": ("pytest_glmf.drift", "log-prob drift: oracle reference, scoring, comparison"),
+    "accept": ("pytest_glmf.acceptance", "speculative acceptance per prompt class"),
+    "tools": ("pytest_glmf.toolcalls", "tool-call gate against a server"),
+    "report": ("pytest_glmf.report", "render a result file as tables"),
+    "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
+    "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = ["usage: glmf <command> [args...]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
+    lines += ["", "`glmf <command> --help` shows a command's options. The test suites run with "
+              "`pytest --glmf-lane NAME`."]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    raise SystemExit("glmf: not implemented yet")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0 if argv else 2
+    sub, rest = argv[0], argv[1:]
+    if sub in ("--version", "-V"):
+        from pytest_glmf import __version__
+
+        print(f"glmf {__version__}")
+        return 0
+    if sub not in SUBCOMMANDS:
+        print(f"glmf: unknown command {sub!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    if sub == "lanes":
+        return lanes_cli(rest)
+    if sub == "thresholds":
+        return thresholds_cli(rest)
+    module_name = SUBCOMMANDS[sub][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            print(f"glmf {sub}: not available in this build ({module_name} is missing)", file=sys.stderr)
+            return 2
+        raise
+    func = getattr(module, "cli", None)
+    if func is None:
+        print(f"glmf {sub}: not available in this build ({module_name}.cli is missing)", file=sys.stderr)
+        return 2
+    result = func(rest)
+    return int(result or 0)
+
+
+def lanes_cli(argv: list[str]) -> int:
+    from pytest_glmf.config import ConfigError, build_server_argv, load_lanes
+
+    parser = argparse.ArgumentParser(prog="glmf lanes", description=SUBCOMMANDS["lanes"][1])
+    parser.add_argument("--lanes", metavar="FILE", help="lanes file (default: the built-in lanes)")
+    parser.add_argument("--json", action="store_true", help="print the lanes as JSON")
+    args = parser.parse_args(argv)
+    try:
+        lanes = load_lanes(args.lanes)
+    except ConfigError as exc:
+        print(f"glmf lanes: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({name: {**lane.to_dict(), "argv": build_server_argv(lane)}
+                          for name, lane in lanes.items()}, indent=2))
+        return 0
+    from pytest_glmf.launch.sim import sim_argv
+
+    for name, lane in lanes.items():
+        argv = sim_argv(lane) if lane.launcher == "sim" else build_server_argv(lane)
+        target = lane.url if lane.launcher == "attach" else shlex.join(argv)
+        print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}):\n  {target}")
+    return 0
+
+
+def thresholds_cli(argv: list[str]) -> int:
+    from pytest_glmf.config import ConfigError, load_thresholds
+
+    parser = argparse.ArgumentParser(prog="glmf thresholds", description=SUBCOMMANDS["thresholds"][1])
+    parser.add_argument("file", nargs="?", help="thresholds file (default: the one shipped with pytest-glmf)")
+    args = parser.parse_args(argv)
+    try:
+        thresholds = load_thresholds(args.file)
+    except ConfigError as exc:
+        print(f"glmf thresholds: {exc}", file=sys.stderr)
+        return 2
+    for lane, gates in thresholds.lanes.items():
+        print(f"{lane}: {', '.join(gates) or '(no gates)'}")
+    print(f"{thresholds.path}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -443,7 +443,7 @@ def _check_gate(path: Path, lane: str, gate: str, section: Any) -> None:
             users = row.get("users")
             if isinstance(users, bool) or not isinstance(users, int) or users < 1:
                 raise ConfigError(f"{where}.rows[{i}]: users must be a positive integer, got {users!r}")
-            _check_metrics(f"{where}.rows[{i}] (users={users})", "curve", row, ("users", "settings"))
+            _check_metrics(f"{where}.rows[{i}] (users={users})", "curve", row, ("users", "allow_queueing", "settings"))
     if gate == "acceptance" and "classes" in section:
         classes = section["classes"]
         if not isinstance(classes, dict):
