@@ -1,10 +1,33 @@
 """Boot log -> BootFacts, for SGLang and vLLM. Contract: DESIGN.md section 5.
 
-(Parser to be completed by the boot-log work; the dataclass and its keys are the contract.)
+Log formats drift between engine versions (engines.md sections 1, 2, 7), so every fact is read from
+`key=value` / `key: value` fragments of a line, never from a whole-line pattern. Per-rank lines
+(SGLang `[ts TP3]`, vLLM `(Worker_TP1 pid=..)`) are copies of one fact: a fact is taken from the
+primary rank (TP0 / DP0 / rank=0 / no rank) when it printed one, else from the first rank that did.
+
+Engine-specific decisions (documented because the engines do not print them the same way):
+- SGLang `max_running_requests` is the effective value from the summary line
+  (`max_total_num_tokens=..., max_running_requests=N, context_len=...`); without a summary line, the
+  cap line's value. The `server_args` dump only gives `requested_max_running_requests`.
+- vLLM prints no effective cap. Its scheduler admits at most `max_num_seqs` sequences; the KV cache
+  only limits how many *full-length* requests fit (`Maximum concurrency ... Fx`), shorter requests
+  share it. So `max_running_requests` = `--max-num-seqs` when `non-default args` shows it, else
+  vLLM's default when the log tells which one applies (CPU: 128 x world size, capped by
+  max_num_batched_tokens; vllm/engine/arg_utils.py `get_batch_defaults`); on GPU the default depends
+  on the card (1024 on >= 70 GiB non-A100, else 256), which the log does not say: null, and
+  `cap_reason` says so. `cap_reason` also names the KV limit when fewer full-length requests fit.
+- `kv_pools[].dtype` drops the `torch.` prefix (`bfloat16`, `float8_e4m3fn`); vLLM's `auto` KV dtype
+  is reported as the model dtype. `size_gb` is the sum of the sizes on the pool's line, as printed
+  (SGLang's "GB" are GiB); for vLLM it is the KV cache memory in GiB.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import re
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -29,5 +52,482 @@ class BootFacts:
         return asdict(self)
 
 
+# ---------------------------------------------------------------------------------------------
+# Lines: strip the engine prefix, keep the rank.
+
+# SGLang: `[2026-03-12 09:57:51 DP0 TP0 EP0] msg`, optionally `INFO file.py:NN: msg` after the bracket.
+_SGL_PREFIX = re.compile(
+    r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: (?P<rank>[^\]]*))?\]\s*"
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S+:\d+:\s*)?")
+# vLLM: `(EngineCore_DP0 pid=1) INFO 11-29 14:28:17 [file.py:12] msg` or `INFO 12-20 20:25:46 file.py:241] msg`.
+_VLLM_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[^)]*)\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
+    r"\s+(?:\[[^\]]*\]|\S+\])\s?")
+_VLLM_PROC_ONLY = re.compile(r"^\((?P<proc>[^)]*pid=\d+[^)]*)\)\s+")
+
+
+@dataclass
+class _Line:
+    no: int            # 1-based line number in the text
+    rank: str          # "" when the line names no rank
+    primary: bool      # TP0 / DP0 / rank=0 / no rank
+    msg: str           # the line without its engine prefix
+
+
+def _rank_is_primary(rank: str) -> bool:
+    rank = re.sub(r"pid=\d+", "", rank)
+    numbers = re.findall(r"(?:TP|DP|PP|EP|rank=|_|-)(\d+)", rank)
+    if numbers:
+        return all(int(n) == 0 for n in numbers)
+    # V0 `(VllmWorkerProcess pid=N)` lines come from the non-driver workers.
+    return "Worker" not in rank
+
+
+def _lines(text: str) -> list[_Line]:
+    out = []
+    for no, raw in enumerate(text.splitlines(), start=1):
+        if raw.startswith("# source:"):
+            continue  # provenance header of the saved excerpts, not engine output
+        rank, msg = "", raw
+        if m := _SGL_PREFIX.match(raw):
+            rank, msg = (m.group("rank") or "").strip(), raw[m.end():]
+        elif m := _VLLM_PREFIX.match(raw):
+            rank, msg = (m.group("proc") or "").strip(), raw[m.end():]
+        elif m := _VLLM_PROC_ONLY.match(raw):
+            rank, msg = m.group("proc").strip(), raw[m.end():]
+        out.append(_Line(no, rank, _rank_is_primary(rank), msg.strip()))
+    return out
+
+
+def _find(lines: list[_Line], pattern: re.Pattern[str]) -> tuple[_Line, re.Match[str]] | None:
+    """First match on the primary rank, else the first match anywhere."""
+    first = None
+    for line in lines:
+        if m := pattern.search(line.msg):
+            if line.primary:
+                return line, m
+            first = first or (line, m)
+    return first
+
+
+def _int(s: str) -> int:
+    return int(s.replace(",", ""))
+
+
+def _dtype(s: str | None) -> str | None:
+    return None if s is None else s.strip().removeprefix("torch.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine detection: count lines that only one engine prints.
+
+_SGL_MARKS = re.compile(
+    r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}|KV Cache is allocated|Mamba Cache is allocated|"
+    r"max_total_num_tokens=|Capture cuda graph|Decode batch|Prefill batch|Scheduler hit an exception|"
+    r"ServerArgs\(|ready to roll|max_running_requests (?:is |was )?(?:capped|reduced)|sglang|"
+    r"speculative_algorithm=|mem_fraction_static=|Load weight end\.|Memory pool end\.")
+_VLLM_MARKS = re.compile(
+    r"^\((?:APIServer|EngineCore|Worker|VllmWorker)|^(?:INFO|WARNING|ERROR|DEBUG) \d{2}-\d{2} |"
+    r"(?:GPU|CPU) KV cache size|# GPU blocks|Maximum concurrency for|vllm|vLLM|non-default args|"
+    r"SpecDecoding metrics|Available KV cache memory|Graph capturing finished")
+
+
+def _engine(text: str) -> str | None:
+    sgl = vllm = 0
+    for raw in text.splitlines():
+        if raw.startswith("# source:"):
+            continue
+        sgl += bool(_SGL_MARKS.search(raw))
+        vllm += bool(_VLLM_MARKS.search(raw))
+    if sgl == vllm:
+        return None
+    return "sglang" if sgl > vllm else "vllm"
+
+
+_VERSION = [
+    re.compile(r"\bversion (\d+\.\d+\.\d+\S*)"),                           # vLLM banner / API server
+    re.compile(r"LLM engine \(v(\d+\.\d+\.\d+\S*)\)"),                      # vLLM config line
+    re.compile(r"\b[Ss][Gg][Ll]ang(?: version|==| v)\s*v?(\d+\.\d+\.\d+\S*)"),
+]
+
+
+def engine_version(text: str) -> str | None:
+    """The engine version the log prints (vLLM banner/config line; SGLang prints none at boot)."""
+    for pattern in _VERSION:
+        if m := pattern.search(text):
+            return m.group(1)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems: fatal errors and memory failures, both engines.
+
+_FATAL = re.compile(
+    r"Scheduler hit an exception|Not enough memory\. Please try to increase --mem-fraction-static|"
+    r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|illegal memory access|"
+    r"Initialization failed\. warmup error|Not enough GPU memory for hybrid|"
+    r"Not enough space for mamba ping pong idx|Capture cuda graph failed|"
+    r"max_total_tokens=\d+ is larger than the profiled value -\d+|"
+    r"max_running_requests is capped to 0\b|"
+    r"Engine core initialization failed|EngineCore failed to start|(?:WorkerProc|EngineCore) hit an exception|"
+    r"larger than the maximum number of tokens that can be stored in KV cache")
+# The last line of a Python traceback: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception))(?::\s|$)")
+# Optional imports that fail with a traceback while the server still boots fine.
+_BENIGN_EXCEPTIONS = {"ImportError", "ModuleNotFoundError"}
+_PROBLEM_CHARS = 240
+
+
+def _problems(lines: list[_Line]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for line in lines:
+        msg = line.msg
+        m = _EXCEPTION.match(msg)
+        if not (_FATAL.search(msg) or (m and m.group("name") not in _BENIGN_EXCEPTIONS)):
+            continue
+        if msg in seen:
+            continue  # every TP rank prints the same failure
+        seen.add(msg)
+        short = msg if len(msg) <= _PROBLEM_CHARS else msg[:_PROBLEM_CHARS - 3] + "..."
+        out.append(f"line {line.no}: {short}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang
+
+_SGL_SUMMARY = re.compile(r"\bmax_total_num_tokens=(\d+)")
+_SGL_KV = re.compile(r"KV Cache is allocated\.(?P<rest>.*#tokens:.*)")
+_SGL_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
+_SGL_MAMBA = re.compile(r"Mamba Cache is allocated\.\s*max_mamba_cache_size:\s*(\d+)")
+# `max_running_requests is capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots per request)`
+_SGL_CAP = re.compile(r"max_running_requests (?:is |was )?capped to (?P<n>\d+) by the (?P<why>[^(.]+?)\s*(?:\((?P<detail>[^)]*)\)|[.:]|$)")
+# `max_running_requests was reduced from the requested 74 to 26 (per dp worker) due to the available KV cache capacity.`
+# and PR #32360's `... reduced from the requested 74 to 26 (per dp worker), bound by mamba_state_pool (...)`
+_SGL_REDUCED = re.compile(r"max_running_requests (?:was )?reduced from the requested (?P<req>\d+) to (?P<n>\d+)(?P<rest>.*)")
+_SGL_BOUND = re.compile(r"max_running_requests=(?P<n>\d+)(?: \(per dp worker\))?, bound by (?P<rest>.*)")
+_SGL_POST_CAPTURE = re.compile(r"Post-capture KV sizing: max_running_requests (\d+) -> (\d+)")
+_SGL_ARGS_REQUESTED = re.compile(r"\bmax_running_requests=(\d+|None)\b")
+_SGL_CG_BS = re.compile(r"Capture cuda graph bs \[([\d,\s]*)\]")
+_SGL_READY = re.compile(r"The server is fired up and ready to roll|Decode batch[.,]|"
+                        r"\"POST /v1/(?:chat/)?completions HTTP/[\d.]+\" 200")
+_MAMBA_SIZE = re.compile(r"max_mamba_cache_size[=:]\s*(\d+)")
+_SLOTS = re.compile(r"(\d+) (?:state )?slots per request")
+_SIZE_GB = re.compile(r"size:\s*([\d.]+)\s*GB")
+
+_RAISE_FLAGS = {
+    "mamba": "raise --max-mamba-cache-size",
+    "kv": "raise --mem-fraction-static or lower --context-length",
+    "estimate": "set --max-running-requests explicitly",
+}
+
+
+def _kind(why: str) -> str:
+    why = why.lower()
+    if "mamba" in why or "state" in why:
+        return "mamba"
+    if "kv" in why or "token" in why or "memory" in why:
+        return "kv"
+    if "estimate" in why:
+        return "estimate"
+    return "max_running_requests" if "max_running_requests" in why else "unknown"
+
+
+def _sgl_kv_pools(lines: list[_Line]) -> list[dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    primary_rank = None
+    dtype_hint = None
+    for line in lines:
+        if m := _SGL_KV_DTYPE.search(line.msg):
+            dtype_hint = _dtype(m.group(1))
+        m = _SGL_KV.search(line.msg)
+        if not m:
+            continue
+        rest = m.group("rest")
+        tokens = re.search(r"#tokens:\s*([\d,]+)", rest)
+        dtype = re.search(r"dtype:\s*([\w.]+)", rest)
+        sizes = [float(s) for s in _SIZE_GB.findall(rest)]
+        groups.setdefault(line.rank, []).append({
+            "tokens": _int(tokens.group(1)) if tokens else None,
+            "dtype": _dtype(dtype.group(1)) if dtype else dtype_hint,
+            "size_gb": round(sum(sizes), 2) if sizes else None,
+        })
+        if line.primary and primary_rank is None:
+            primary_rank = line.rank
+    if not groups:
+        return []
+    return groups[primary_rank if primary_rank is not None else next(iter(groups))]
+
+
+def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
+    summary = _find(lines, _SGL_SUMMARY)
+    if summary:
+        line, m = summary
+        kv = dict(re.findall(r"(\w+)=(-?\d+)\b", line.msg))
+        facts.kv_tokens = int(m.group(1))
+        facts.max_running_requests = int(kv["max_running_requests"]) if "max_running_requests" in kv else None
+        facts.context_len = int(kv["context_len"]) if "context_len" in kv else None
+        if post := _find([ln for ln in lines if ln.no > line.no], _SGL_POST_CAPTURE):
+            facts.max_running_requests = int(post[1].group(2))
+
+    for line in lines:  # the server_args dump: requested values only
+        if "ServerArgs(" in line.msg or "server_args=" in line.msg or "model_path=" in line.msg:
+            if (m := _SGL_ARGS_REQUESTED.search(line.msg)) and m.group(1) != "None":
+                facts.requested_max_running_requests = int(m.group(1))
+                break
+
+    if mamba := _find(lines, _SGL_MAMBA):
+        facts.max_mamba_cache_size = int(mamba[1].group(1))
+
+    cap_n, cap_kind, cap_detail = None, None, ""
+    if cap := _find(lines, _SGL_CAP):
+        m = cap[1]
+        cap_n, cap_kind, cap_detail = int(m.group("n")), _kind(m.group("why")), m.group("detail") or ""
+        cap_why = m.group("why").strip()
+    elif red := _find(lines, _SGL_REDUCED):
+        m = red[1]
+        facts.requested_max_running_requests = int(m.group("req"))
+        cap_n, cap_detail = int(m.group("n")), m.group("rest")
+        bound = re.search(r"bound by (\w+)", cap_detail) or re.search(r"due to (?:the )?([^.;]+)", cap_detail)
+        cap_why = bound.group(1).strip() if bound else ""
+        cap_kind = _kind(cap_why)
+    elif bnd := _find(lines, _SGL_BOUND):
+        m = bnd[1]
+        cap_n, cap_detail = int(m.group("n")), m.group("rest")
+        cap_why = cap_detail.split(" ", 1)[0]
+        cap_kind = _kind(cap_why)
+
+    if cap_n is not None:
+        if ms := _MAMBA_SIZE.search(cap_detail):
+            facts.max_mamba_cache_size = int(ms.group(1))
+        if sl := _SLOTS.search(cap_detail):
+            facts.state_slots_per_request = int(sl.group(1))
+        if facts.max_running_requests is None:
+            facts.max_running_requests = cap_n
+        facts.cap_reason = _sgl_cap_reason(facts, cap_n, cap_kind or "unknown", cap_why)
+    elif (facts.requested_max_running_requests is not None and facts.max_running_requests is not None
+          and facts.max_running_requests < facts.requested_max_running_requests):
+        facts.cap_reason = (
+            f"max_running_requests is {facts.max_running_requests}, below the requested "
+            f"{facts.requested_max_running_requests}, and the log names no reason: check "
+            f"--mem-fraction-static and, on hybrid models, --max-mamba-cache-size")
+
+    facts.kv_pools = _sgl_kv_pools(lines)
+    if facts.kv_tokens is None and facts.kv_pools:
+        facts.kv_tokens = facts.kv_pools[0]["tokens"]
+    sizes = [p["size_gb"] for p in facts.kv_pools if p["size_gb"] is not None]
+    facts.kv_cache_memory_gib = round(sum(sizes), 2) if sizes else None
+
+    if bs := _find(lines, _SGL_CG_BS):
+        facts.cuda_graph_bs = [int(x) for x in re.findall(r"\d+", bs[1].group(1))]
+    facts.ready = any(_SGL_READY.search(line.msg) for line in lines)
+
+
+def _sgl_cap_reason(facts: BootFacts, n: int, kind: str, why: str) -> str | None:
+    if kind == "max_running_requests":
+        return None  # bound by the user's own request: nothing capped it
+    if kind == "mamba":
+        what = "the mamba state cache"
+        parts = []
+        if facts.max_mamba_cache_size is not None:
+            parts.append(f"max_mamba_cache_size={facts.max_mamba_cache_size}")
+        if facts.state_slots_per_request is not None:
+            parts.append(f"{facts.state_slots_per_request} state slots per request")
+        if parts:
+            what += f" ({', '.join(parts)})"
+    elif kind == "kv":
+        what = "the available KV cache capacity"
+    else:
+        what = why or "an unnamed limit"
+    verb = "capped to" if facts.requested_max_running_requests is None else \
+        f"reduced from the requested {facts.requested_max_running_requests} to"
+    fix = _RAISE_FLAGS.get(kind, "raise --max-running-requests and the pool the log names")
+    return f"max_running_requests {verb} {n} by {what}: {fix}"
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM
+
+_VLLM_KVTOK = re.compile(r"(?P<dev>GPU|CPU) KV cache size: (?P<tok>[\d,]+) tokens")
+_VLLM_KVTOK_V0 = re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)")
+_VLLM_BLOCKS = re.compile(r"# GPU blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?")
+_VLLM_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
+_VLLM_MEM = [
+    re.compile(r"Available KV cache memory: ([\d.]+) GiB"),
+    re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache"),          # CPU backend
+    re.compile(r"the rest of the memory reserved for KV Cache is ([\d.]+)\s*GiB"),  # V0
+    re.compile(r"\bkv_cache_size=([\d.]+)\s*GiB"),                                  # V0 profiling
+]
+_VLLM_CTX = [
+    re.compile(r"Using max model len (\d+)"),
+    re.compile(r"\bmax_seq_len=(\d+)"),
+    re.compile(r"The model's max seq len \((\d+)\)"),
+]
+_VLLM_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
+_VLLM_CONFIG = re.compile(r"Initializing a V\d LLM engine|LLM engine \(v[\d.]")
+_VLLM_READY = re.compile(r"Application startup complete|\"(?:GET|POST) /\S* HTTP/[\d.]+\" 200")
+
+
+def _dict_int(text: str, key: str) -> int | None:
+    m = re.search(rf"'{key}': (\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
+    nondefault = _find(lines, _VLLM_NONDEFAULT)
+    args = nondefault[1].group(1) if nondefault else ""
+    facts.requested_max_running_requests = _dict_int(args, "max_num_seqs")
+    config = _find(lines, _VLLM_CONFIG)
+    config_msg = config[0].msg if config else ""
+
+    device = None
+    if kv := _find(lines, _VLLM_KVTOK):
+        facts.kv_tokens, device = _int(kv[1].group("tok")), kv[1].group("dev")
+    elif kv0 := _find(lines, _VLLM_KVTOK_V0):
+        facts.kv_tokens = int(kv0[1].group(1))
+    if device is None and ("device_config=cpu" in config_msg
+                           or any("cpu_worker.py" in ln.msg or "CPU KV cache" in ln.msg for ln in lines)):
+        device = "CPU"
+
+    if conc := _find(lines, _VLLM_CONC):
+        facts.max_concurrency = {"tokens_per_request": _int(conc[1].group("len")),
+                                 "factor": float(conc[1].group("x"))}
+    for pattern in _VLLM_MEM:
+        if mem := _find(lines, pattern):
+            facts.kv_cache_memory_gib = float(mem[1].group(1))
+            break
+    for pattern in _VLLM_CTX:
+        if ctx := _find(lines, pattern):
+            facts.context_len = int(ctx[1].group(1))
+            break
+    if facts.context_len is None and facts.max_concurrency:
+        # vLLM prints the concurrency for max_model_len-token requests
+        facts.context_len = facts.max_concurrency["tokens_per_request"]
+
+    if facts.kv_tokens is not None:
+        kv_dtype = re.search(r"\bkv_cache_dtype=([\w.]+)", config_msg)
+        model_dtype = re.search(r"\bdtype=([\w.]+)", config_msg)
+        dtype = kv_dtype.group(1) if kv_dtype else None
+        if dtype == "auto":  # auto: the KV cache uses the model's dtype
+            dtype = model_dtype.group(1) if model_dtype else None
+        facts.kv_pools = [{"tokens": facts.kv_tokens, "dtype": _dtype(dtype),
+                           "size_gb": facts.kv_cache_memory_gib}]
+
+    if m := re.search(r"'cudagraph_capture_sizes': \[([\d,\s]*)\]", config_msg):
+        facts.cuda_graph_bs = sorted(int(x) for x in re.findall(r"\d+", m.group(1)))
+    facts.ready = any(_VLLM_READY.search(line.msg) for line in lines)
+
+    blocks = _find(lines, _VLLM_BLOCKS)
+    booted = (facts.kv_tokens is not None or facts.max_concurrency is not None
+              or facts.kv_cache_memory_gib is not None or blocks or nondefault or config)
+    if booted:
+        # `# GPU blocks: N, # CPU blocks: M` is the V0 engine's line (V1 prints GPU blocks alone)
+        v0 = bool(blocks and blocks[1].group("cpu"))
+        _vllm_cap(facts, device, v0, args, config_msg)
+
+
+def _vllm_cap(facts: BootFacts, device: str | None, v0: bool, args: str, config_msg: str) -> None:
+    kv_fix = ("raise VLLM_CPU_KVCACHE_SPACE or lower --max-model-len" if device == "CPU"
+              else "raise --gpu-memory-utilization or lower --max-model-len")
+    if facts.requested_max_running_requests is not None:
+        seqs = facts.requested_max_running_requests
+        reason = f"max_running_requests is vLLM's --max-num-seqs {seqs}: raise --max-num-seqs"
+    elif device == "CPU":
+        world = 1
+        for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+            if m := re.search(rf"\b{key}=(\d+)", config_msg):
+                world *= int(m.group(1))
+        seqs = 128 * world
+        batched = _dict_int(args, "max_num_batched_tokens")
+        seqs = min(seqs, batched) if batched else seqs
+        reason = (f"max_running_requests is vLLM's CPU default max_num_seqs {seqs} "
+                  f"(128 x world size {world}; --max-num-seqs not set): raise --max-num-seqs")
+    elif v0:
+        seqs = 256
+        reason = ("max_running_requests is vLLM V0's default max_num_seqs 256 (--max-num-seqs not set): "
+                  "raise --max-num-seqs")
+    else:
+        seqs = None
+        reason = ("vLLM's default max_num_seqs depends on the GPU (1024 on >= 70 GiB cards other than "
+                  "A100, else 256) and the log does not say which: set --max-num-seqs to pin "
+                  "max_running_requests")
+    facts.max_running_requests = seqs
+    conc = facts.max_concurrency
+    if conc and (seqs is None or conc["factor"] < seqs):
+        reason += (f"; the KV cache holds only {conc['factor']:g} requests of "
+                   f"{conc['tokens_per_request']:,} tokens: {kv_fix}")
+    facts.cap_reason = reason
+
+
+# ---------------------------------------------------------------------------------------------
+
+
 def parse_boot_log(text: str) -> BootFacts:
-    raise NotImplementedError
+    """Facts a boot log states, null where it does not say (see the module docstring)."""
+    lines = _lines(text)
+    facts = BootFacts(engine=_engine(text))
+    if facts.engine == "vllm":
+        _parse_vllm(lines, facts)
+    elif facts.engine == "sglang":
+        _parse_sglang(lines, facts)
+    facts.problems = _problems(lines)
+    return facts
+
+
+def _gb(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def render_facts(facts: BootFacts, version: str | None = None) -> str:
+    """The readable key | value table of `glmf bootlog FILE`."""
+    from pytest_glmf.gates import fmt, render_table
+
+    d = facts.to_dict()
+    rows: list[list[str]] = [["engine", fmt(d["engine"])]]
+    if version:
+        rows.append(["engine_version", version])
+    for key in ("max_running_requests", "requested_max_running_requests", "max_mamba_cache_size",
+                "state_slots_per_request", "kv_tokens", "context_len"):
+        rows.append([key, fmt(d[key])])
+    rows.append(["kv_cache_memory_gib", _gb(facts.kv_cache_memory_gib)])
+    for i, pool in enumerate(facts.kv_pools):
+        rows.append([f"kv_pool[{i}]", f"{fmt(pool['tokens'])} tokens, {pool['dtype'] or '?'}, "
+                                      f"{_gb(pool['size_gb'])} GB"])
+    if facts.max_concurrency:
+        mc = facts.max_concurrency
+        rows.append(["max_concurrency", f"{mc['factor']:g}x at {mc['tokens_per_request']:,} tokens/request"])
+    bs = facts.cuda_graph_bs
+    if bs is None:
+        shown = "-"
+    elif len(bs) <= 12:
+        shown = ", ".join(map(str, bs)) or "none"
+    else:
+        shown = f"{len(bs)} sizes, {bs[0]}..{bs[-1]}"
+    rows.append(["cuda_graph_bs", shown])
+    rows.append(["ready", str(facts.ready)])
+    rows.append(["cap_reason", facts.cap_reason or "-"])
+    rows.extend(["problem", p] for p in facts.problems)
+    if not facts.problems:
+        rows.append(["problems", "none"])
+    return render_table(rows, ["key", "value"])
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="glmf bootlog", description=(
+        "Read an SGLang or vLLM boot log and print what it says: the effective concurrency cap and "
+        "its reason, KV pools, context length, CUDA-graph sizes, readiness and fatal problems."))
+    parser.add_argument("file", metavar="FILE", help="boot log file")
+    parser.add_argument("--json", action="store_true", help="print the BootFacts dict as JSON")
+    ns = parser.parse_args(argv)
+    path = Path(ns.file)
+    if not path.is_file():
+        print(f"glmf bootlog: no such file: {ns.file}", file=sys.stderr)
+        return 2
+    text = path.read_text(errors="replace")
+    facts = parse_boot_log(text)
+    if ns.json:
+        print(json.dumps(facts.to_dict(), indent=2))
+    else:
+        print(render_facts(facts, engine_version(text)))
+    return 0
