@@ -1,0 +1,401 @@
+"""The docker launcher: a lane's server in a container, through the docker SDK.
+
+`docker.from_env()` honours DOCKER_HOST, so a lane can run on a remote GPU engine. The server's
+port is published on 127.0.0.1 only, on a host port the engine picks (read back after start).
+`start` blocks until the server answers or raises BootError with a sentence, the log tail and the
+parsed problems; it never leaves a container behind (a failed *start* leaves a `created`
+container: it is removed too). Containers carry labels so that `cleanup_stale` can remove what a
+killed session left.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import re
+import shlex
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.launch.docker_logs import LogStreamer
+from pytest_glmf.launch.docker_provenance import host_path_for, model_dir_provenance
+from pytest_glmf.launch.process import SGLANG_READY_LINE, boot_error, log_path_for
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+    from pytest_glmf.config import LaneConfig
+
+OWNER = "pytest-glmf"
+LABEL_OWNER = "glmf.owner"
+LABEL_SESSION = "glmf.session"
+LABEL_LANE = "glmf.lane"
+LABEL_HOST = "glmf.host"            # with the two below: is the session that made it still alive?
+LABEL_PID = "glmf.pid"
+LABEL_PID_START = "glmf.pid_start"  # guards against a reused pid keeping a leftover "alive"
+DEFAULT_CONTAINER_PORT = 30000      # SGLang's default port
+# The engine's own "ready" line; without one known, HTTP alone decides.
+READY_LINES = {"sglang": SGLANG_READY_LINE}
+GPU_DRIVER_REFUSAL = "could not select device driver"
+
+
+# --- the container spec (pure: no engine needed) -------------------------------------------------
+
+def device_requests(gpus: str | int | list[str] | None) -> list[dict[str, Any]]:
+    """`gpus` as docker's --gpus: "all", a count (int or digits), or device ids (list, "0,2",
+    "device=0,2"). None/0/"" requests nothing."""
+    from docker.types import DeviceRequest
+
+    if gpus is None or gpus == "" or gpus == 0:
+        return []
+    if isinstance(gpus, bool):
+        raise ValueError(f"gpus: {gpus!r} is not 'all', a count or device ids")
+    if isinstance(gpus, int):
+        return [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+    if isinstance(gpus, str):
+        text = gpus.strip().strip('"')
+        if text == "all":
+            return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if text.isdigit():
+            return device_requests(int(text))
+        text = text.removeprefix("device=")
+        gpus = [g.strip() for g in text.split(",") if g.strip()]
+    ids = [str(g) for g in gpus]
+    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])] if ids else []
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _set_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == flag and i + 1 < len(out):
+            out[i + 1] = value
+            return out
+        if arg.startswith(flag + "="):
+            out[i] = f"{flag}={value}"
+            return out
+    return out
+
+
+def server_argv(lane: "LaneConfig") -> tuple[list[str], int]:
+    """(argv inside the container, container port), through `config.build_server_argv` (which
+    also expands `{port}` in a lane's explicit `command`)."""
+    from pytest_glmf.config import build_server_argv
+
+    port = lane.port
+    if port is None and lane.command and not any("{port}" in arg for arg in lane.command):
+        written = _flag_value(list(lane.command), "--port")   # a command with its port spelled out
+        port = int(written) if written and written.isdigit() else None
+    port = port or DEFAULT_CONTAINER_PORT
+    argv = list(build_server_argv(dataclasses.replace(lane, port=port)))
+    # Loopback inside the container is unreachable through a published port; the container's
+    # own network namespace is private, and the publish itself is bound to the host's 127.0.0.1.
+    if _flag_value(argv, "--host") in ("127.0.0.1", "localhost"):
+        argv = _set_flag(argv, "--host", "0.0.0.0")
+    return argv, port
+
+
+def container_name(lane_name: str, session_id: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"glmf-{lane_name}-{session_id}")[:120]
+
+
+def _pid_start(pid: int) -> str:
+    # Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (Linux only).
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def session_labels(lane_name: str, session_id: str) -> dict[str, str]:
+    pid = os.getpid()
+    return {LABEL_OWNER: OWNER, LABEL_SESSION: session_id, LABEL_LANE: lane_name,
+            LABEL_HOST: socket.gethostname(), LABEL_PID: str(pid), LABEL_PID_START: _pid_start(pid)}
+
+
+def container_spec(lane: "LaneConfig", session_id: str = "spec") -> dict[str, Any]:
+    """The keyword arguments of `client.containers.create(**spec)` (or `run`) for this lane."""
+    if not lane.image:
+        raise BootError(f"lane {lane.name!r} ({lane.source}): launcher docker needs an image "
+                        "(lanes file `image:` or --glmf-image)")
+    argv, port = server_argv(lane)
+    spec: dict[str, Any] = {
+        "image": lane.image,
+        "command": argv,
+        "name": container_name(lane.name, session_id),
+        "labels": session_labels(lane.name, session_id),
+        "environment": dict(lane.env),
+        "ports": {f"{port}/tcp": ("127.0.0.1", None)},   # None: the engine picks a free host port
+        "volumes": {host: {"bind": bind, "mode": "ro"} for host, bind in lane.volumes.items()},
+        "init": True,       # tini as PID 1 forwards SIGTERM: stop takes 0.1 s, not the 10 s kill
+        "detach": True,
+    }
+    requests = device_requests(lane.gpus)
+    if requests:
+        spec["device_requests"] = requests
+    if lane.shm_size:
+        spec["shm_size"] = lane.shm_size
+    if lane.ipc_mode:
+        spec["ipc_mode"] = lane.ipc_mode
+    return spec
+
+
+# --- stale containers ------------------------------------------------------------------------------
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    if labels.get(LABEL_HOST) != socket.gethostname():
+        return True          # another machine's session: we cannot tell, so never touch it
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        pass                 # exists, owned by someone else
+    start = labels.get(LABEL_PID_START)
+    return not start or _pid_start(pid) == start
+
+
+def cleanup_stale(client: "docker.DockerClient", current_session: str | None = None) -> list[str]:
+    """Remove containers an earlier, no longer running session of this plugin left on the engine
+    (killed with SIGKILL, OOM, a closed CI runner). Returns their names, for the session to say so.
+    Containers of live sessions, of this session and of other hosts are left alone."""
+    import docker.errors
+
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"}):
+        labels = container.labels or {}
+        if labels.get(LABEL_SESSION) == current_session or _owner_alive(labels):
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue         # a concurrent cleanup got it first
+        removed.append(container.name)
+    return removed
+
+
+# --- the launcher ----------------------------------------------------------------------------------
+
+def _host_port(container: "Container", port: int) -> int | None:
+    bindings = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+    for binding in bindings.get(f"{port}/tcp") or []:
+        if binding.get("HostPort"):
+            return int(binding["HostPort"])
+    return None
+
+
+def _answers(http: Any, url: str) -> bool:
+    import httpx
+
+    try:
+        return bool(http.get(url).status_code == 200)
+    except httpx.HTTPError:
+        return False         # not listening yet (docker-proxy accepts, then resets)
+
+
+def http_ready(http: Any, base_url: str, engine: str, ready_line_seen: bool) -> bool:
+    """As the process launcher: SGLang is ready when /health_generate (a real one-token
+    generation) answers, or its ready line is logged; others when /health and /v1/models answer.
+    The ready line alone is not enough here: the published port must answer too."""
+    if engine in READY_LINES:
+        if ready_line_seen and _answers(http, base_url + "/health"):
+            return True
+        return _answers(http, base_url + "/health_generate")
+    return all(_answers(http, base_url + path) for path in ("/health", "/v1/models"))
+
+
+def _remove(container: "Container", stop_timeout_s: float) -> None:
+    import docker.errors
+
+    try:
+        container.stop(timeout=int(stop_timeout_s))
+    except docker.errors.APIError:
+        pass                 # already stopped, or gone: removal below settles it
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+
+
+def engine_address(client: "docker.DockerClient") -> str:
+    return os.environ.get("DOCKER_HOST") or str(client.api.base_url)
+
+
+class DockerLauncher:
+    name = "docker"
+
+    def __init__(self, client: "docker.DockerClient | None" = None, poll_interval_s: float = 0.25,
+                 stop_timeout_s: float = 10.0) -> None:
+        self._client = client
+        self.poll_interval_s = poll_interval_s
+        self.stop_timeout_s = stop_timeout_s
+
+    def client(self) -> "docker.DockerClient":
+        if self._client is None:
+            import docker
+
+            try:
+                client = docker.from_env()
+                client.ping()
+            except docker.errors.DockerException as exc:
+                raise BootError(f"no Docker engine answers at DOCKER_HOST="
+                                f"{os.environ.get('DOCKER_HOST', '(unset: default socket)')}: {exc}. "
+                                "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it.") from exc
+            self._client = client
+        return self._client
+
+    def start(self, lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
+        client = self.client()
+        spec = container_spec(lane, session_id)
+        container = self._create(client, spec, lane)
+        try:
+            return self._boot(client, container, spec, lane, Path(results_dir), session_id)
+        except BaseException:
+            # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call.
+            _remove(container, 2)
+            raise
+
+    def _create(self, client: "docker.DockerClient", spec: dict[str, Any], lane: "LaneConfig") -> "Container":
+        import docker.errors
+        from docker.utils import parse_repository_tag
+
+        try:
+            return client.containers.create(**spec)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise boot_error(lane, self.name, f"the engine at {engine_address(client)} refused to create "
+                             f"the container: {exc.explanation or exc}", spec["command"], None) from exc
+        repo, tag = parse_repository_tag(spec["image"])
+        try:
+            client.images.pull(repo, tag=tag or "latest")
+        except docker.errors.APIError as exc:
+            raise boot_error(lane, self.name, f"image {spec['image']} is not on the engine at "
+                             f"{engine_address(client)} and pulling it failed (no registry reachable, "
+                             f"or no such image): {exc.explanation or exc}", None, None) from exc
+        return client.containers.create(**spec)
+
+    def _boot(self, client: "docker.DockerClient", container: "Container", spec: dict[str, Any],
+              lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
+        import docker.errors
+        import httpx
+
+        argv = spec["command"]
+        log_path = log_path_for(results_dir, session_id, lane)
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            text = str(exc.explanation or exc)
+            if GPU_DRIVER_REFUSAL in text:
+                raise boot_error(lane, self.name,
+                                 f"the engine at {engine_address(client)} has no GPU runtime: it refused the "
+                                 f"GPU request (gpus={lane.gpus!r}) with {text!r}. Install the NVIDIA container "
+                                 "toolkit on that host, or point DOCKER_HOST at the GPU host's engine.",
+                                 argv, None) from exc
+            raise boot_error(lane, self.name, f"the engine refused to start container {container.name}: "
+                             f"{text}", argv, None) from exc
+
+        streamer = LogStreamer(container, log_path, watch=READY_LINES.get(lane.engine))
+        streamer.start()
+        (container_port,) = [int(p.split("/")[0]) for p in spec["ports"]]
+        t0 = time.monotonic()
+        base_url = None
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as http:
+            while True:
+                container.reload()
+                elapsed_s = time.monotonic() - t0
+                if container.status in ("exited", "dead"):
+                    streamer.join(5)
+                    code = container.attrs.get("State", {}).get("ExitCode")
+                    raise boot_error(lane, self.name, f"container {container.name} (image {lane.image}) "
+                                     f"exited with code {code} during boot, after {elapsed_s:.1f} s",
+                                     argv, log_path)
+                if base_url is None:
+                    host_port = _host_port(container, container_port)
+                    if host_port is not None:
+                        base_url = f"http://127.0.0.1:{host_port}"
+                if base_url and http_ready(http, base_url, lane.engine, streamer.seen):
+                    break
+                if elapsed_s > lane.boot_timeout_s:
+                    said = "its log says ready, but " if streamer.seen else ""
+                    raise boot_error(
+                        lane, self.name, f"container {container.name} (image {lane.image}) was not ready "
+                        f"within boot_timeout_s={lane.boot_timeout_s:g} s: {said}{base_url or 'no published port'} "
+                        f"(container port {container_port}) did not answer its health endpoints; "
+                        "the container was stopped and removed", argv, log_path)
+                time.sleep(self.poll_interval_s)
+        boot_s = time.monotonic() - t0
+
+        def stop() -> None:
+            atexit.unregister(stop)
+            _remove(container, self.stop_timeout_s)
+            streamer.join(5)
+
+        def alive() -> bool:
+            try:
+                container.reload()
+            except docker.errors.NotFound:
+                return False
+            return container.status == "running"
+
+        atexit.register(stop)  # an interrupted session must not leave a container running
+        provenance = self._provenance(client, container, spec, lane, base_url=base_url,
+                                      container_port=container_port, boot_s=round(boot_s, 3))
+        return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
+                      provenance=provenance, launcher=self.name, _stop=stop, _alive=alive)
+
+    def _provenance(self, client: "docker.DockerClient", container: "Container", spec: dict[str, Any],
+                    lane: "LaneConfig", **extra: Any) -> dict[str, Any]:
+        image = container.image
+        lane_revision = getattr(lane, "model_revision", None) or getattr(lane, "revision", None)
+
+        def model(path: str | None, revision: str | None) -> dict[str, Any] | None:
+            if not path:
+                return None
+            return model_dir_provenance(host_path_for(path, lane.volumes), declared=path,
+                                        lane_revision=revision)
+
+        try:
+            engine_version = client.version().get("Version")
+        except Exception:  # noqa: BLE001 - provenance must never fail a boot that succeeded
+            engine_version = None
+        return {
+            "launcher": self.name,
+            "docker_host": engine_address(client),
+            "docker_engine_version": engine_version,
+            "image": lane.image,
+            "image_id": image.id if image else None,
+            "repo_digests": image.attrs.get("RepoDigests", []) if image else [],
+            "container_id": container.id,
+            "container_name": container.name,
+            "argv": spec["command"],
+            "command_line": shlex.join(spec["command"]),
+            "gpus": lane.gpus,
+            "env": dict(lane.env),
+            "model": model(lane.model, lane_revision),
+            "draft": model(lane.draft, None),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **extra,
+        }
+
+
+# The launcher protocol as `launch_lane` uses it: a module with `name` and `start`.
+name = DockerLauncher.name
+
+
+def start(lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
+    return DockerLauncher().start(lane, results_dir, session_id)

@@ -1,0 +1,55 @@
+"""A container's log, streamed to a file as it arrives.
+
+The file is the boot log the rest of the plugin reads (`Server.boot_log`, BootFacts); it is written
+by a thread so that a hung or slow server never blocks the readiness loop.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
+
+
+class LogStreamer:
+    """Follows `container.logs` (stdout and stderr, in arrival order) into `path` and notes when a
+    line contains `watch` (the engine's ready line)."""
+
+    def __init__(self, container: "Container", path: Path, watch: str | None = None) -> None:
+        self.container = container
+        self.path = path
+        self.watch = watch
+        self.seen = False
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name=f"glmf-log-{container.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _line(self, line: str) -> None:
+        if self.watch and self.watch in line:
+            self.seen = True
+
+    def _run(self) -> None:
+        pending = ""
+        try:
+            with self.path.open("w", encoding="utf-8") as out:
+                for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                    text = chunk.decode("utf-8", errors="replace")
+                    out.write(text)
+                    out.flush()              # readers (and a crash) see every line at once
+                    lines = (pending + text).split("\n")
+                    pending = lines.pop()
+                    for line in lines:
+                        self._line(line.rstrip("\r"))
+                if pending:
+                    self._line(pending)
+        except Exception as exc:             # the container was removed under us, engine gone...
+            self.error = f"{type(exc).__name__}: {exc}"
+
