@@ -287,6 +287,8 @@ def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int =
     """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise."""
     if tool_choice not in TOOL_CHOICES:
         raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")
+    if model is None:
+        model = _first_model(client)  # vLLM wants the served model's name; SGLang ignores it
     skipped = {s.id: why for s in scenarios if (why := applies(s, tool_choice))}
     todo = [s for s in scenarios if s.id not in skipped]
     repeats = max(1, -(-concurrency // len(todo))) if todo else 0
@@ -345,7 +347,7 @@ def cli(argv: list[str] | None = None) -> int:
     scenarios = load_scenarios(args.scenarios)
     with Client(args.url) as client:
         summary = run_harness(client, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
-                              strict=args.strict, model=_first_model(client), check_stream=not args.no_stream_check)
+                              strict=args.strict, check_stream=not args.no_stream_check)
     print(render_summary(summary))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
