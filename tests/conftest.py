@@ -1,0 +1,86 @@
+"""Shared helpers for the plugin's own tests: a tiny real server process for launcher tests.
+
+`fake_server.py` behaves like an SGLang boot in miniature: prints a boot log, then either serves
+HTTP on 127.0.0.1 and prints the ready line (mode ok), exits with an out-of-memory line (exit),
+never becomes ready (hang), or serves /health but prints no ready line and answers
+/health_generate with 503 until a delay passes (slowready). Each start appends its pid to
+`launches.txt` in its working directory so tests can count launches.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+FAKE_SERVER = r'''
+import http.server, json, os, sys, time
+
+args = sys.argv[1:]
+mode = args[args.index("--mode") + 1] if "--mode" in args else "ok"
+port = int(args[args.index("--port") + 1])
+with open("launches.txt", "a") as f:
+    f.write(f"{os.getpid()}\n")
+print("[2026-09-11 10:00:00] server_args=ServerArgs(model_path='/models/fake', max_running_requests=None)", flush=True)
+print("[2026-09-11 10:00:01] Load weight end. type=FakeForCausalLM, avail mem=10.00 GB, mem usage=1.00 GB.", flush=True)
+if mode == "exit":
+    for i in range(60):
+        print(f"[2026-09-11 10:00:02] capture step {i}", flush=True)
+    print("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", flush=True)
+    sys.exit(3)
+if mode == "hang":
+    time.sleep(3600)
+started = time.monotonic()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if mode == "slowready" and self.path == "/health_generate" and time.monotonic() - started < 0.5:
+            self.send_response(503); self.end_headers(); return
+        body = json.dumps({"path": self.path, "pid": os.getpid()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+if mode != "slowready":
+    print("[2026-09-11 10:00:03] The server is fired up and ready to roll!", flush=True)
+server.serve_forever()
+'''
+
+
+@pytest.fixture
+def fake_lanes(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """Write fake_server.py and a lanes file with one process lane per mode (ok, exit, hang,
+    slowready); returns a function taking extra YAML per lane and giving the lanes file path."""
+    pytester.makefile(".py", fake_server=FAKE_SERVER)
+
+    def write(boot_timeout_s: float = 10.0, extra: str = "") -> Path:
+        lanes = ["lanes:"]
+        for mode in ("ok", "exit", "hang", "slowready"):
+            lanes += [f"  {mode}:",
+                      "    launcher: process",
+                      f"    command: [{sys.executable!r}, fake_server.py, --port, '{{port}}', --mode, {mode}]",
+                      f"    boot_timeout_s: {boot_timeout_s}"]
+            if extra:
+                lanes.append("\n".join("    " + line for line in extra.splitlines()))
+        path = pytester.path / "lanes.yaml"
+        path.write_text("\n".join(lanes) + "\n")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def launched_pids(pytester: pytest.Pytester) -> Callable[[], list[int]]:
+    """The pids of every fake server started in the pytester directory so far."""
+    def read() -> list[int]:
+        path = pytester.path / "launches.txt"
+        return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+    return read
