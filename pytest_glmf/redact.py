@@ -1,0 +1,68 @@
+"""Secrets never reach a log, a header, a result file or a report.
+
+A lane's environment is passed to the server as it is; everything the plugin *writes* goes through
+`Redactor`: values of variables whose names look secret (HF_TOKEN, anything with TOKEN, KEY,
+SECRET, PASSWORD or CREDENTIAL in its name) are replaced by `***` wherever they appear, and
+`--flag VALUE` / `FLAG=VALUE` pairs with such names are masked in command lines.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+MASK = "***"
+_MIN_SECRET_LEN = 4  # shorter values ("1", "yes") would mask ordinary text everywhere
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+class Redactor:
+    def __init__(self, env: Mapping[str, str] | None = None, extra_values: Iterable[str] = ()):
+        values = {v for k, v in (env or {}).items() if is_secret_name(k) and v}
+        values |= {v for v in extra_values if v}
+        # Longest first so a secret containing another is masked whole.
+        self.values = sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+    @classmethod
+    def from_environment(cls, lane_env: Mapping[str, str] | None = None) -> "Redactor":
+        return cls({**os.environ, **(lane_env or {})})
+
+    def text(self, s: str) -> str:
+        for v in self.values:
+            if v in s:
+                s = s.replace(v, MASK)
+        return s
+
+    def argv(self, argv: list[str]) -> list[str]:
+        out, mask_next = [], False
+        for a in argv:
+            if mask_next:
+                out.append(MASK)
+                mask_next = False
+                continue
+            if a.startswith("-") and "=" in a and is_secret_name(a.split("=", 1)[0]):
+                out.append(a.split("=", 1)[0] + "=" + MASK)
+            elif a.startswith("--") and is_secret_name(a):
+                out.append(a)
+                mask_next = True
+            else:
+                out.append(self.text(a))
+        return out
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {k: (MASK if is_secret_name(k) else self.text(v)) for k, v in env.items()}
+
+    def data(self, obj: Any) -> Any:
+        """Deep copy of JSON-like data with secrets masked (values of secret-named keys too)."""
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, Mapping):
+            return {k: (MASK if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) and v
+                        else self.data(v)) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.data(v) for v in obj]
+        return obj
