@@ -64,6 +64,8 @@ _VLLM_PREFIX = re.compile(
     r"^(?:\((?P<proc>[^)]*)\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
     r"\s+(?:\[[^\]]*\]|\S+\])\s?")
 _VLLM_PROC_ONLY = re.compile(r"^\((?P<proc>[^)]*pid=\d+[^)]*)\)\s+")
+# `docker logs --timestamps` puts an RFC 3339 stamp before the engine's own prefix.
+_DOCKER_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
 
 
 @dataclass
@@ -88,6 +90,7 @@ def _lines(text: str) -> list[_Line]:
     for no, raw in enumerate(text.splitlines(), start=1):
         if raw.startswith("# source:"):
             continue  # provenance header of the saved excerpts, not engine output
+        raw = _DOCKER_TS.sub("", raw, count=1)
         rank, msg = "", raw
         if m := _SGL_PREFIX.match(raw):
             rank, msg = (m.group("rank") or "").strip(), raw[m.end():]
@@ -137,6 +140,7 @@ def _engine(text: str) -> str | None:
     for raw in text.splitlines():
         if raw.startswith("# source:"):
             continue
+        raw = _DOCKER_TS.sub("", raw, count=1)
         sgl += bool(_SGL_MARKS.search(raw))
         vllm += bool(_VLLM_MARKS.search(raw))
     if sgl == vllm:
@@ -173,18 +177,25 @@ _FATAL = re.compile(
     r"larger than the maximum number of tokens that can be stored in KV cache")
 # The last line of a Python traceback: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`.
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception))(?::\s|$)")
-# Optional imports that fail with a traceback while the server still boots fine.
+# Optional imports that fail with a traceback while the server still boots fine (SGLang probes
+# torchcodec for video input and logs the failure).
 _BENIGN_EXCEPTIONS = {"ImportError", "ModuleNotFoundError"}
+_BENIGN_TRACEBACK = re.compile(r"torchcodec")
 _PROBLEM_CHARS = 240
 
 
 def _problems(lines: list[_Line]) -> list[str]:
     seen: set[str] = set()
     out = []
+    traceback = ""  # the frames since the last `Traceback (most recent call last):`
     for line in lines:
         msg = line.msg
+        if msg.endswith("Traceback (most recent call last):"):
+            traceback = ""
+        traceback += msg + "\n"
         m = _EXCEPTION.match(msg)
-        if not (_FATAL.search(msg) or (m and m.group("name") not in _BENIGN_EXCEPTIONS)):
+        benign = m and (m.group("name") in _BENIGN_EXCEPTIONS or _BENIGN_TRACEBACK.search(traceback))
+        if not (_FATAL.search(msg) or (m and not benign)):
             continue
         if msg in seen:
             continue  # every TP rank prints the same failure
@@ -197,7 +208,9 @@ def _problems(lines: list[_Line]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # SGLang
 
-_SGL_SUMMARY = re.compile(r"\bmax_total_num_tokens=(\d+)")
+# The summary line starts with the pool size; `full_` is the hybrid-SWA spelling. Other lines that
+# carry `max_total_num_tokens=` (post-capture resize, PR #32360's `bound by kv_capacity (...)`) do not.
+_SGL_SUMMARY = re.compile(r"(?<![\w(])(?<!sizing: )(?:full_)?max_total_num_tokens=(\d+)")
 _SGL_KV = re.compile(r"KV Cache is allocated\.(?P<rest>.*#tokens:.*)")
 _SGL_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
 _SGL_MAMBA = re.compile(r"Mamba Cache is allocated\.\s*max_mamba_cache_size:\s*(\d+)")
@@ -268,8 +281,6 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
         facts.kv_tokens = int(m.group(1))
         facts.max_running_requests = int(kv["max_running_requests"]) if "max_running_requests" in kv else None
         facts.context_len = int(kv["context_len"]) if "context_len" in kv else None
-        if post := _find([ln for ln in lines if ln.no > line.no], _SGL_POST_CAPTURE):
-            facts.max_running_requests = int(post[1].group(2))
 
     for line in lines:  # the server_args dump: requested values only
         if "ServerArgs(" in line.msg or "server_args=" in line.msg or "model_path=" in line.msg:
@@ -280,34 +291,10 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
     if mamba := _find(lines, _SGL_MAMBA):
         facts.max_mamba_cache_size = int(mamba[1].group(1))
 
-    cap_n, cap_kind, cap_detail = None, None, ""
-    if cap := _find(lines, _SGL_CAP):
-        m = cap[1]
-        cap_n, cap_kind, cap_detail = int(m.group("n")), _kind(m.group("why")), m.group("detail") or ""
-        cap_why = m.group("why").strip()
-    elif red := _find(lines, _SGL_REDUCED):
-        m = red[1]
-        facts.requested_max_running_requests = int(m.group("req"))
-        cap_n, cap_detail = int(m.group("n")), m.group("rest")
-        bound = re.search(r"bound by (\w+)", cap_detail) or re.search(r"due to (?:the )?([^.;]+)", cap_detail)
-        cap_why = bound.group(1).strip() if bound else ""
-        cap_kind = _kind(cap_why)
-    elif bnd := _find(lines, _SGL_BOUND):
-        m = bnd[1]
-        cap_n, cap_detail = int(m.group("n")), m.group("rest")
-        cap_why = cap_detail.split(" ", 1)[0]
-        cap_kind = _kind(cap_why)
-
-    if cap_n is not None:
-        if ms := _MAMBA_SIZE.search(cap_detail):
-            facts.max_mamba_cache_size = int(ms.group(1))
-        if sl := _SLOTS.search(cap_detail):
-            facts.state_slots_per_request = int(sl.group(1))
-        if facts.max_running_requests is None:
-            facts.max_running_requests = cap_n
-        facts.cap_reason = _sgl_cap_reason(facts, cap_n, cap_kind or "unknown", cap_why)
-    elif (facts.requested_max_running_requests is not None and facts.max_running_requests is not None
-          and facts.max_running_requests < facts.requested_max_running_requests):
+    _sgl_cap(lines, facts)
+    if (facts.cap_reason is None and facts.requested_max_running_requests is not None
+            and facts.max_running_requests is not None
+            and facts.max_running_requests < facts.requested_max_running_requests):
         facts.cap_reason = (
             f"max_running_requests is {facts.max_running_requests}, below the requested "
             f"{facts.requested_max_running_requests}, and the log names no reason: check "
@@ -324,9 +311,37 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
     facts.ready = any(_SGL_READY.search(line.msg) for line in lines)
 
 
-def _sgl_cap_reason(facts: BootFacts, n: int, kind: str, why: str) -> str | None:
+def _sgl_cap(lines: list[_Line], facts: BootFacts) -> None:
+    """The cap's reason (and the cap, when no summary line), from whichever cap line this version prints."""
+    requested = None
+    if cap := _find(lines, _SGL_CAP):
+        m = cap[1]
+        n, why, detail = int(m.group("n")), m.group("why").strip(), m.group("detail") or ""
+    elif red := _find(lines, _SGL_REDUCED):
+        m = red[1]
+        n, detail, requested = int(m.group("n")), m.group("rest"), int(m.group("req"))
+        bound = re.search(r"bound by (\w+)", detail) or re.search(r"due to (?:the )?([^.;]+)", detail)
+        why = bound.group(1).strip() if bound else ""
+    elif bnd := _find(lines, _SGL_BOUND):
+        m = bnd[1]
+        n, detail = int(m.group("n")), m.group("rest")
+        why = detail.split(" ", 1)[0]
+    elif post := _find(lines, _SGL_POST_CAPTURE):
+        # the KV pool shrank after CUDA-graph capture, and the cap with it
+        n, detail, why = int(post[1].group(2)), "", f"post-capture KV sizing (from {post[1].group(1)})"
+    else:
+        return
+    if requested is not None:
+        facts.requested_max_running_requests = requested
+    if ms := _MAMBA_SIZE.search(detail):
+        facts.max_mamba_cache_size = int(ms.group(1))
+    if sl := _SLOTS.search(detail):
+        facts.state_slots_per_request = int(sl.group(1))
+    if facts.max_running_requests is None:
+        facts.max_running_requests = n
+    kind = _kind(why)
     if kind == "max_running_requests":
-        return None  # bound by the user's own request: nothing capped it
+        return  # bound by the user's own request: nothing capped it
     if kind == "mamba":
         what = "the mamba state cache"
         parts = []
@@ -337,13 +352,12 @@ def _sgl_cap_reason(facts: BootFacts, n: int, kind: str, why: str) -> str | None
         if parts:
             what += f" ({', '.join(parts)})"
     elif kind == "kv":
-        what = "the available KV cache capacity"
+        what = f"the {why}" if why.startswith("post-capture") else "the available KV cache capacity"
     else:
         what = why or "an unnamed limit"
-    verb = "capped to" if facts.requested_max_running_requests is None else \
-        f"reduced from the requested {facts.requested_max_running_requests} to"
-    fix = _RAISE_FLAGS.get(kind, "raise --max-running-requests and the pool the log names")
-    return f"max_running_requests {verb} {n} by {what}: {fix}"
+    verb = "capped to" if requested is None else f"reduced from the requested {requested} to"
+    fix = _RAISE_FLAGS.get(kind, "raise --max-running-requests and the limit the log names")
+    facts.cap_reason = f"max_running_requests {verb} {n} by {what}: {fix}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -370,3 +370,55 @@ def test_cli_problems_rows(capsys):
     assert cli([str(LOGS / "vllm_10_oom_cudagraph_capture_2025-06.log")]) == 0
     out = capsys.readouterr().out
     assert "problem                        | line 8: RuntimeError: CUDA error: out of memory" in out
+
+
+@pytest.mark.parametrize("line", [
+    # the post-capture resize and PR #32360's attribution carry the key but are not the summary
+    "Post-capture KV sizing: max_total_num_tokens=4096, free memory=3.10 GB",
+    "max_running_requests=64 (per dp worker), bound by kv_capacity (max_total_num_tokens=128 / 2).",
+])
+def test_lines_that_only_look_like_the_summary(line):
+    f = parse_boot_log(f"[2026-09-11 10:00:41 TP0] {line}\n")
+    assert f.engine == "sglang"
+    assert f.kv_tokens is None
+
+
+def test_bound_by_the_users_own_request_is_no_cap():
+    f = parse_boot_log("[2026-09-11 10:00:41 TP0] max_running_requests=48 (per dp worker), bound by "
+                       "max_running_requests (--max-running-requests=48); other limits: kv_capacity=9000.\n")
+    assert (f.max_running_requests, f.cap_reason) == (48, None)
+
+
+def test_post_capture_resize_is_a_kv_cap():
+    f = parse_boot_log("[2026-09-11 10:00:41 TP0] Post-capture KV sizing: max_running_requests 64 -> 40\n")
+    assert f.max_running_requests == 40
+    assert f.cap_reason == ("max_running_requests capped to 40 by the post-capture KV sizing (from 64): "
+                            "raise --mem-fraction-static or lower --context-length")
+
+
+def test_hybrid_swa_summary_and_dp_prefix_with_file_tag():
+    f = parse_boot_log("[2026-03-12 09:57:51 DP0 TP0 EP0] INFO scheduler.py:148: full_max_total_num_tokens=800000, "
+                       "swa_max_total_num_tokens=200000, max_prefill_tokens=16384, max_running_requests=256, "
+                       "context_len=131072, available_gpu_mem=12.00 GB\n")
+    assert (f.kv_tokens, f.max_running_requests, f.context_len) == (800000, 256, 131072)
+
+
+def test_docker_timestamps_and_benign_torchcodec_traceback():
+    log = """\
+2026-09-11T10:00:00.316014996Z [start of libtorchcodec loading traceback]
+2026-09-11T10:00:00.316028456Z Traceback (most recent call last):
+2026-09-11T10:00:00.316031346Z   File "/usr/local/lib/python3.12/dist-packages/torchcodec/_core/ops.py", line 57, in load_torchcodec_shared_libraries
+2026-09-11T10:00:00.316045686Z OSError: libnvrtc.so.13: cannot open shared object file: No such file or directory
+2026-09-11T10:00:00.316049156Z [end of libtorchcodec loading traceback].
+2026-09-11T10:01:31.000000000Z [2026-09-11 10:01:31 TP0] max_total_num_tokens=597504, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=1048576, available_gpu_mem=28.79 GB
+2026-09-11T10:01:36.000000000Z [2026-09-11 10:01:36] The server is fired up and ready to roll!
+2026-09-11T10:05:00.000000000Z [2026-09-11 10:05:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+2026-09-11T10:05:00.000000000Z   File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1, in event_loop
+2026-09-11T10:05:00.000000000Z AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.
+"""
+    f = parse_boot_log(log)
+    assert (f.engine, f.max_running_requests, f.kv_tokens, f.ready) == ("sglang", 48, 597504, True)
+    assert f.problems == [
+        "line 8: Scheduler hit an exception: Traceback (most recent call last):",
+        "line 10: AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+    ]
