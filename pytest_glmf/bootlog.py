@@ -222,7 +222,7 @@ _SGL_REDUCED = re.compile(r"max_running_requests (?:was )?reduced from the reque
 _SGL_BOUND = re.compile(r"max_running_requests=(?P<n>\d+)(?: \(per dp worker\))?, bound by (?P<rest>.*)")
 _SGL_POST_CAPTURE = re.compile(r"Post-capture KV sizing: max_running_requests (\d+) -> (\d+)")
 _SGL_ARGS_REQUESTED = re.compile(r"\bmax_running_requests=(\d+|None)\b")
-_SGL_CG_BS = re.compile(r"Capture cuda graph bs \[([\d,\s]*)\]")
+_SGL_CG_BS = re.compile(r"Capture (?:decode )?cuda graph bs \[([\d,\s]*)\]")
 _SGL_READY = re.compile(r"The server is fired up and ready to roll|Decode batch[.,]|"
                         r"\"POST /v1/(?:chat/)?completions HTTP/[\d.]+\" 200")
 _MAMBA_SIZE = re.compile(r"max_mamba_cache_size[=:]\s*(\d+)")
@@ -444,9 +444,13 @@ def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
 def _vllm_cap(facts: BootFacts, device: str | None, v0: bool, args: str, config_msg: str) -> None:
     kv_fix = ("raise VLLM_CPU_KVCACHE_SPACE or lower --max-model-len" if device == "CPU"
               else "raise --gpu-memory-utilization or lower --max-model-len")
+    resolved = re.search(r"\bmax_num_seqs[=:]\s*(\d+)", config_msg)  # builds that print the scheduler config
     if facts.requested_max_running_requests is not None:
         seqs = facts.requested_max_running_requests
         reason = f"max_running_requests is vLLM's --max-num-seqs {seqs}: raise --max-num-seqs"
+    elif resolved:
+        seqs = int(resolved.group(1))
+        reason = f"max_running_requests is vLLM's max_num_seqs {seqs} (engine config): raise --max-num-seqs"
     elif device == "CPU":
         world = 1
         for key in ("tensor_parallel_size", "pipeline_parallel_size"):

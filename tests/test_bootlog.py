@@ -422,3 +422,20 @@ def test_docker_timestamps_and_benign_torchcodec_traceback():
         "line 8: Scheduler hit an exception: Traceback (most recent call last):",
         "line 10: AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
     ]
+
+
+def test_cap_to_zero_is_a_problem():
+    log = ("[2026-09-11 10:00:41 TP0] max_running_requests is capped to 0 by the mamba state cache "
+           "(max_mamba_cache_size=2, 5 state slots per request).\n")
+    f = parse_boot_log(log)
+    assert (f.max_running_requests, f.max_mamba_cache_size, f.state_slots_per_request) == (0, 2, 5)
+    assert f.problems == ["line 1: " + log.split("] ", 1)[1].strip()]
+    assert f.cap_reason.endswith(": raise --max-mamba-cache-size")
+
+
+def test_vllm_resolved_max_num_seqs_in_config_line():
+    log = ("(EngineCore_DP0 pid=7) INFO 03-17 17:07:00 [core.py:90] Initializing a V1 LLM engine (v0.40.0) with "
+           "config: model='m', dtype=torch.bfloat16, max_seq_len=8192, max_num_seqs=1024, device_config=cuda\n")
+    f = parse_boot_log(log)
+    assert (f.engine, f.max_running_requests, f.requested_max_running_requests, f.context_len) == ("vllm", 1024, None, 8192)
+    assert f.cap_reason == "max_running_requests is vLLM's max_num_seqs 1024 (engine config): raise --max-num-seqs"
