@@ -356,14 +356,24 @@ def test_cli_json_gives_the_contract_keys(capsys):
     assert data == EXPECTED["vllm_cpu_smollm2_boot.log"]
 
 
-def test_cli_missing_file_exits_2_naming_it(tmp_path):
+def _glmf(*args: str) -> subprocess.CompletedProcess:
+    # through the `glmf` dispatcher, the way a user runs it
+    return subprocess.run([sys.executable, "-m", "pytest_glmf.cli", "bootlog", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_glmf_bootlog_missing_file_exits_2_naming_it(tmp_path):
     missing = tmp_path / "nope.log"
-    proc = subprocess.run([sys.executable, "-c",
-                           "import sys; from pytest_glmf.bootlog import cli; sys.exit(cli(sys.argv[1:]))",
-                           str(missing)], capture_output=True, text=True, timeout=60)
+    proc = _glmf(str(missing))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"glmf bootlog: no such file: {missing}"
     assert proc.stdout == ""
+
+
+def test_glmf_bootlog_json_subprocess():
+    proc = _glmf(str(LOGS / "vllm_cpu_smollm2_boot.log"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == EXPECTED["vllm_cpu_smollm2_boot.log"]
 
 
 def test_cli_problems_rows(capsys):
