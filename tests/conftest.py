@@ -14,6 +14,18 @@ from typing import Callable
 
 import pytest
 
+# In-process pytester runs drop modules first imported inside them; a later re-import makes a
+# second copy of httpx/httpcore whose exception classes no longer match (ConnectError escapes
+# `except httpx.HTTPError`). Import them once here so every run shares one copy.
+import httpcore  # noqa: F401  (httpx imports it lazily, on the first request)
+import httpx  # noqa: F401
+import pytest_glmf.bootlog  # noqa: F401
+import pytest_glmf.client  # noqa: F401
+import pytest_glmf.launch.attach  # noqa: F401
+import pytest_glmf.launch.process  # noqa: F401
+import pytest_glmf.launch.sim  # noqa: F401
+import pytest_glmf.results  # noqa: F401
+
 FAKE_SERVER = r'''
 import http.server, json, os, sys, time
 
