@@ -278,8 +278,17 @@ def detect_engine(base_url: str, timeouts: Timeouts | None = None) -> str:
     raise ScoringError(f"{base_url}: cannot tell whether this is SGLang or vLLM; pass the engine explicitly")
 
 
-def make_adapter(base_url: str, engine: str | None = None, timeouts: Timeouts | None = None) -> DriftAdapter:
-    engine = engine or detect_engine(base_url, timeouts)
+def make_adapter(base_url: str, engine: str | None = None, timeouts: Timeouts | None = None, *,
+                 hint: str | None = None) -> DriftAdapter:
+    """`engine` forces the adapter; otherwise the server says what it is, and `hint` (e.g. the
+    lane's engine, which an attached server may not match) is used only when it cannot tell."""
+    if engine is None:
+        try:
+            engine = detect_engine(base_url, timeouts)
+        except ScoringError:
+            if hint is None:
+                raise
+            engine = hint
     if engine not in ADAPTERS:
         raise ValueError(f"unknown engine {engine!r}: expected one of {sorted(ADAPTERS)}")
     return ADAPTERS[engine](base_url, timeouts)
