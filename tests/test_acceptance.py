@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+from importlib import resources
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -250,3 +252,77 @@ def test_prometheus_counters_sum_over_label_sets():
             'vllm:spec_decode_num_drafts_created 1.7e9\n')
     assert acceptance.parse_prometheus_counters(text, [acceptance.VLLM_DRAFTS, acceptance.VLLM_ACCEPTED]) == {
         acceptance.VLLM_DRAFTS: 15.0}
+
+
+# ---------------------------------------------------------------------------- the suite, via pytester
+
+SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_acceptance.py")
+
+
+def run_suite(pytester: pytest.Pytester, lane: str, url: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest(SUITE, "--glmf-lane", lane, "--glmf-url", url,
+                              "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider", *extra)
+
+
+def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    result = run_suite(pytester, "daily", stub.url)
+    result.assert_outcomes(passed=1 + len(CLASSES))
+    doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())
+    table = doc["gates"]["acceptance"]["table"]
+    assert table["source"] == acceptance.SOURCE_SGLANG and table["speculative"] is True
+    rows = {r["class"]: r for r in table["rows"]}
+    assert set(rows) == {c.name for c in CLASSES}
+    assert rows["math"]["accept_rate"] == pytest.approx(0.61, abs=0.03)
+    assert rows["prose"]["accept_rate"] == pytest.approx(0.29, abs=0.03)
+    assert all(r["tok_s"] > 0 and r["accept_length"] > 1 for r in rows.values())
+
+
+def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
+      classes:
+        prose: {accept_rate: {min: 0.5}, accept_length: {min: 1.5}}
+        math: {accept_rate: {min: 0.55}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml")
+    result.assert_outcomes(passed=len(CLASSES), failed=1)
+    result.stdout.re_match_lines([
+        r".*speculative acceptance of lane 'daily', class 'prose': 1 threshold\(s\) missed",
+        r"accept_rate class=prose +\| 0\.29\d* +\| >= 0\.5 +\| -4\d\.\d %; drafts rejected more often.*"
+        r"\(thresholds\.yaml: lanes\.daily\.acceptance\.classes\.prose\)",
+    ])
+
+
+def test_suite_rejects_a_threshold_class_that_does_not_exist(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.2}
+      classes: {poetry: {accept_rate: {min: 0.3}}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "is_measured")
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([r".*lanes\.daily\.acceptance\.classes names unknown prompt class\(es\) \['poetry'\]; known: \['code', .*"])
+
+
+def test_suite_skips_on_a_lane_without_speculation(pytester, stub_factory):
+    stub = stub_factory("sglang", speculative=False)
+    result = run_suite(pytester, "batch", stub.url, "-rs")
+    result.assert_outcomes(skipped=1 + len(CLASSES))
+    result.stdout.fnmatch_lines(["*the server of lane 'batch' reports no speculative decoding*"])
+
+
+def test_suite_fails_when_the_lane_says_spec_but_the_server_does_not(pytester, stub_factory):
+    stub = stub_factory("sglang", speculative=False)
+    result = run_suite(pytester, "daily", stub.url, "-k", "is_measured")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*lane 'daily' sets spec='dflash' but the server reports no speculative decoding*"])

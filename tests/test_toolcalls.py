@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
+from importlib import resources
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -294,3 +296,48 @@ def test_cli_exit_code_and_json(tool_stub, tmp_path, capsys):
     assert toolcalls.cli(["--url", tool_stub("leak").url, "--concurrency", "4"]) == 1
     printed = capsys.readouterr().out
     assert "parsed 9/12" in printed and "leaks 3" in printed and "turn" in printed and "came back" in printed
+
+
+# ---------------------------------------------------------------------------- the suite, via pytester
+
+SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_tools.py")
+
+
+def run_suite(pytester: pytest.Pytester, url: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest(SUITE, "--glmf-lane", "daily", "--glmf-url", url,
+                              "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider", *extra)
+
+
+def test_suite_passes_with_a_parser_at_one_user_and_under_concurrency(pytester, tool_stub):
+    stub = tool_stub("good")
+    result = run_suite(pytester, stub.url)
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())
+    recorded = doc["gates"]["tools"]
+    assert set(recorded) == {"users=1", "users=8"}, "daily's tools.settings.concurrency is 8"
+    assert (recorded["users=8"]["parsed"], recorded["users=8"]["turns"]) == (12, 12)
+    assert len(stub.bodies) == 2 * (12 + 12)
+
+
+def test_suite_fails_on_leaks_listing_each_bad_turn(pytester, tool_stub):
+    stub = tool_stub("leak")
+    result = run_suite(pytester, stub.url, "-k", "one_user")
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([
+        r"tool gate of lane 'daily' @ 1 user\(s\): parsed 9/12, leaks 3, wrong calls 0: 2 threshold\(s\) missed",
+        r"parsed_fraction @ 1 user\(s\) +\| 0\.75 +\| >= 1 .*",
+        r"leaks @ 1 user\(s\) +\| 3 +\| <= 0 .*tool markup left in content.*",
+        r"bad turns:",
+        r"turn +\| expected +\| came back +\| problems",
+        r"weather_single#0 +\| get_weather +\| finish=stop; no tool_calls; content '<tool_call>get_weather.*LEAK.*",
+    ])
+
+
+def test_suite_catches_empty_arguments_with_the_default_bar(pytester, tool_stub):
+    stub = tool_stub("empty_args")
+    pytester.makefile(".yaml", thresholds="schema: 1\nlanes: {}\n")
+    result = run_suite(pytester, stub.url, "--glmf-thresholds", "thresholds.yaml")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 2, outcomes  # 1 user and 8 users (default concurrency without curve rows)
+    result.stdout.fnmatch_lines(["*default: the recipe's 10/10 parsed, no leaks*",
+                                 "*EMPTY_ARGS get_weather: arguments '{}' but the schema requires *city*"])
