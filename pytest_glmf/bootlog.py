@@ -182,20 +182,29 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exceptio
 _BENIGN_EXCEPTIONS = {"ImportError", "ModuleNotFoundError"}
 _BENIGN_TRACEBACK = re.compile(r"torchcodec")
 _PROBLEM_CHARS = 240
+_FATAL_REPORT_LINES = 200  # a fatal line's traceback ends within this many lines
 
 
-def _problems(lines: list[_Line]) -> list[str]:
+def _problems(lines: list[_Line], ready_no: int | None) -> list[str]:
+    """Fatal lines anywhere; other exception lines only during boot or in a fatal line's traceback.
+    (After the ready line, a request the server rejected logs a traceback too; that is no failure.)"""
     seen: set[str] = set()
     out = []
     traceback = ""  # the frames since the last `Traceback (most recent call last):`
+    last_fatal_no = -_FATAL_REPORT_LINES
     for line in lines:
         msg = line.msg
         if msg.endswith("Traceback (most recent call last):"):
             traceback = ""
         traceback += msg + "\n"
+        fatal = bool(_FATAL.search(msg))
+        if fatal:
+            last_fatal_no = line.no
         m = _EXCEPTION.match(msg)
-        benign = m and (m.group("name") in _BENIGN_EXCEPTIONS or _BENIGN_TRACEBACK.search(traceback))
-        if not (_FATAL.search(msg) or (m and not benign)):
+        counts = m and m.group("name") not in _BENIGN_EXCEPTIONS and not _BENIGN_TRACEBACK.search(traceback)
+        if counts and ready_no is not None and line.no > ready_no:
+            counts = line.no - last_fatal_no <= _FATAL_REPORT_LINES
+        if not (fatal or counts):
             continue
         if msg in seen:
             continue  # every TP rank prints the same failure
@@ -308,7 +317,6 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
 
     if bs := _find(lines, _SGL_CG_BS):
         facts.cuda_graph_bs = [int(x) for x in re.findall(r"\d+", bs[1].group(1))]
-    facts.ready = any(_SGL_READY.search(line.msg) for line in lines)
 
 
 def _sgl_cap(lines: list[_Line], facts: BootFacts) -> None:
@@ -430,7 +438,6 @@ def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
 
     if m := re.search(r"'cudagraph_capture_sizes': \[([\d,\s]*)\]", config_msg):
         facts.cuda_graph_bs = sorted(int(x) for x in re.findall(r"\d+", m.group(1)))
-    facts.ready = any(_VLLM_READY.search(line.msg) for line in lines)
 
     blocks = _find(lines, _VLLM_BLOCKS)
     booted = (facts.kv_tokens is not None or facts.max_concurrency is not None
@@ -485,11 +492,15 @@ def parse_boot_log(text: str) -> BootFacts:
     """Facts a boot log states, null where it does not say (see the module docstring)."""
     lines = _lines(text)
     facts = BootFacts(engine=_engine(text))
+    ready = None
     if facts.engine == "vllm":
         _parse_vllm(lines, facts)
+        ready = next((ln for ln in lines if _VLLM_READY.search(ln.msg)), None)
     elif facts.engine == "sglang":
         _parse_sglang(lines, facts)
-    facts.problems = _problems(lines)
+        ready = next((ln for ln in lines if _SGL_READY.search(ln.msg)), None)
+    facts.ready = ready is not None
+    facts.problems = _problems(lines, ready.no if ready else None)
     return facts
 
 

@@ -449,3 +449,17 @@ def test_vllm_resolved_max_num_seqs_in_config_line():
     f = parse_boot_log(log)
     assert (f.engine, f.max_running_requests, f.requested_max_running_requests, f.context_len) == ("vllm", 1024, None, 8192)
     assert f.cap_reason == "max_running_requests is vLLM's max_num_seqs 1024 (engine config): raise --max-num-seqs"
+
+
+def test_request_errors_after_ready_are_not_problems_but_crashes_are():
+    log = (RECIPE_DAILY_CAPPED
+           + "[2026-09-11 10:02:00] Error in request: Traceback (most recent call last):\n"
+           + "ValueError: The input (1100000 tokens) is longer than the model's context length (1048576 tokens).\n"
+           + "[2026-09-11 10:03:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+           + '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1, in event_loop_overlap\n'
+           + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    f = parse_boot_log(log)
+    n = len(RECIPE_DAILY_CAPPED.splitlines())
+    assert f.ready is True
+    assert f.problems == [f"line {n + 3}: Scheduler hit an exception: Traceback (most recent call last):",
+                          f"line {n + 5}: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
