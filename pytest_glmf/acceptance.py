@@ -186,8 +186,17 @@ def measure_sglang(client: Client, class_name: str, prompt_index: int, messages:
         rec.error = f"{type(exc).__name__}: {exc}"[:300]
         return rec
     if not meta:
-        rec.error = "no meta_info in the /generate stream"
-        return rec
+        # a server that ignores `stream` answers with one JSON body: fall back to it, e2e timing only
+        try:
+            t0 = time.perf_counter()
+            meta = (client.post_json("/generate", body) or {}).get("meta_info") or {}
+            t_last = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001
+            rec.error = f"{type(exc).__name__}: {exc}"[:300]
+            return rec
+        if not meta:
+            rec.error = "no meta_info in the /generate answer"
+            return rec
     rec.completion_tokens = meta.get("completion_tokens")
     for k, v in spec_from_meta_info(meta).items():
         setattr(rec, k, v)

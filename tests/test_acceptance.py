@@ -45,8 +45,9 @@ def plan(n_tokens: int, rate: float) -> tuple[int, int]:
 class Stub:
     """SGLang (/generate, /get_server_info) or vLLM (/v1/chat/completions, /metrics, /version)."""
 
-    def __init__(self, engine: str, speculative: bool = True, counters_in_meta: bool = True):
+    def __init__(self, engine: str, speculative: bool = True, counters_in_meta: bool = True, streams: bool = True):
         self.engine, self.speculative, self.counters_in_meta = engine, speculative, counters_in_meta
+        self.streams = streams  # False: /generate ignores `stream` and answers one JSON body
         self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.bodies: list[dict[str, Any]] = []
         stub = self
@@ -111,7 +112,10 @@ class Stub:
                                     meta["spec_accept_token_num"] = acc
                                     meta["spec_draft_token_num"] = steps * DRAFTS_PER_STEP
                         events.append({"text": "x" * done, "meta_info": meta})
-                    self._stream(events)
+                    if stub.streams:
+                        self._stream(events)
+                    else:
+                        self._send(200, json.dumps(events[-1]).encode())
                 elif stub.engine == "vllm" and self.path == "/v1/chat/completions":
                     n = body["max_tokens"]
                     if stub.speculative:
@@ -175,6 +179,15 @@ def test_sglang_meta_info_gives_the_configured_acceptance_per_class(stub_factory
     # the chat was rendered client-side with the GLM template and sent greedy
     assert stub.bodies[0]["text"].startswith("[gMASK]<sop><|user|>")
     assert stub.bodies[0]["sampling_params"]["temperature"] == 0
+
+
+def test_sglang_without_streaming_falls_back_to_one_json_answer(stub_factory):
+    stub = stub_factory("sglang", streams=False)
+    with Client(stub.url) as client:
+        result = acceptance.probe(client, "sglang", CLASSES[:2], prompts_per_class=1)
+    assert [r["errors"] for r in result["classes"]] == [0, 0]
+    assert result["classes"][1]["accept_rate"] == pytest.approx(0.41, abs=0.01)
+    assert result["records"][0]["ttft_s"] is None and result["classes"][0]["tok_s"] == result["classes"][0]["e2e_tok_s"]
 
 
 def test_vllm_metrics_delta_gives_the_configured_acceptance_per_class(stub_factory):
