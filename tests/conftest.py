@@ -96,3 +96,17 @@ def launched_pids(pytester: pytest.Pytester) -> Callable[[], list[int]]:
         return [int(x) for x in path.read_text().split()] if path.exists() else []
 
     return read
+
+
+def _pid_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.fixture
+def pid_alive() -> Callable[[int], bool]:
+    return _pid_alive

@@ -24,19 +24,7 @@ def test_again(glmf_server):
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (exited, not yet reaped by its parent) counts as gone
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
-
-
-def test_process_lane_boots_once_serves_and_is_stopped(pytester, fake_lanes, launched_pids) -> None:
+def test_process_lane_boots_once_serves_and_is_stopped(pytester, fake_lanes, launched_pids, pid_alive) -> None:
     lanes = fake_lanes()
     pytester.makepyfile(USES_SERVER)
     result = pytester.runpytest("-s", "--glmf-lanes", str(lanes), "--glmf-lane", "ok",
@@ -44,7 +32,7 @@ def test_process_lane_boots_once_serves_and_is_stopped(pytester, fake_lanes, lau
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*SERVER http://127.0.0.1:* process*"])
     pids = launched_pids()
-    assert len(pids) == 1 and not alive(pids[0])
+    assert len(pids) == 1 and not pid_alive(pids[0])
     assert len(list((pytester.path / "glmf-results").glob("ok-*-server.log"))) == 1
 
 
@@ -74,7 +62,7 @@ def test_boot_failure_lists_parsed_problems() -> None:
     assert any("Not enough memory" in p for p in problems)
 
 
-def test_boot_timeout_kills_the_hung_server(pytester, fake_lanes, launched_pids) -> None:
+def test_boot_timeout_kills_the_hung_server(pytester, fake_lanes, launched_pids, pid_alive) -> None:
     lanes = fake_lanes(boot_timeout_s=1)
     pytester.makepyfile(USES_SERVER)
     t0 = time.monotonic()
@@ -88,7 +76,7 @@ def test_boot_timeout_kills_the_hung_server(pytester, fake_lanes, launched_pids)
         "*last 2 log lines:",
     ])
     pids = launched_pids()
-    assert len(pids) == 1 and not alive(pids[0])
+    assert len(pids) == 1 and not pid_alive(pids[0])
 
 
 def test_readiness_by_health_generate_without_ready_line(pytester, fake_lanes) -> None:
@@ -145,7 +133,7 @@ def test_attach_to_nothing_fails_with_the_url(pytester) -> None:
     result.stdout.fnmatch_lines([f"*BootError: lane 'gone' (attach launcher): {url} is not serving (waited 0.5 s; ConnectError*"])
 
 
-def test_stop_reaches_the_whole_process_group(tmp_path: Path, pytester, fake_lanes) -> None:
+def test_stop_reaches_the_whole_process_group(tmp_path: Path, pytester, fake_lanes, pid_alive) -> None:
     """Engines fork workers (SGLang scheduler, detokenizer); SIGTERM goes to the group."""
     fake_lanes()
     script = ("import subprocess, sys, os; "
@@ -161,13 +149,13 @@ def test_stop_reaches_the_whole_process_group(tmp_path: Path, pytester, fake_lan
     finally:
         os.chdir(old)
     child = int((pytester.path / "child.pid").read_text())
-    assert alive(child) and server.is_alive()
+    assert pid_alive(child) and server.is_alive()
     server.stop()
     server.stop()  # idempotent
     deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
+    while pid_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(child) and not server.is_alive()
+    assert not pid_alive(child) and not server.is_alive()
 
 
 def test_unknown_executable_is_a_boot_error(tmp_path: Path) -> None:
