@@ -1,0 +1,193 @@
+"""The load generator's lean HTTP/1.1 streaming path.
+
+Why not httpx here: measured on this project's 2-core box (bench/README.md), httpx's async stream
+costs ~10x more client CPU per SSE event (its h11 state machine, line decoder and anyio layers run
+per event), which saturates one core long before 256 streams x 100 tok/s. The hot path here is one
+`perf_counter()` call and one list append per socket read; de-chunking, line splitting and JSON
+parsing (`client.parse_sse_line`, the one SSE parser) happen after the run, from the stored
+(time, bytes) pairs, so they cannot delay the timestamps of other streams.
+Connections are opened before a run starts, so connect time is never inside a TTFT.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl as ssl_mod
+import time
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+perf = time.perf_counter
+
+
+def split_url(base_url: str) -> tuple[str, int, bool, str]:
+    u = urlsplit(base_url)
+    https = u.scheme == "https"
+    return u.hostname or "127.0.0.1", u.port or (443 if https else 80), https, u.path.rstrip("/")
+
+
+def build_request(host: str, port: int, path: str, body: dict[str, Any], api_key: str | None = None) -> bytes:
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\n{auth}Content-Length: {len(payload)}\r\n\r\n")
+    return head.encode() + payload
+
+
+class StreamProtocol(asyncio.Protocol):
+    """Collects (receive time, bytes) for one streamed response; resolves `done` at [DONE], at the
+    end of a non-streamed (error) body, or when the connection closes."""
+
+    __slots__ = ("reads", "done", "transport", "t_send_s", "_prev", "_plain")
+
+    def __init__(self, done: asyncio.Future[None]):
+        self.reads: list[tuple[float, bytes]] = []
+        self.done = done
+        self.transport: asyncio.Transport | None = None
+        self.t_send_s: float | None = None
+        self._prev = b""
+        self._plain: int | None = None   # expected total length of a Content-Length response
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, request: bytes) -> None:
+        self.t_send_s = perf()
+        self.transport.write(request)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        self.reads.append((perf(), data))
+        # End detection stays cheap: substring searches over this read plus the seam with the last.
+        if b"[DONE]" in data or b"[DONE]" in self._prev + data[:8]:
+            self._finish()
+        elif data.endswith(b"0\r\n\r\n") and (self._prev + data).endswith(b"\r\n0\r\n\r\n"):
+            self._finish()   # chunked body ended without a [DONE] event
+        elif len(self.reads) <= 2 or self._plain is not None:
+            self._check_plain_body()
+        self._prev = data[-8:]
+
+    def _check_plain_body(self) -> None:
+        raw = b"".join(d for _, d in self.reads)
+        end = raw.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = raw[:end].lower()
+        if b"transfer-encoding: chunked" in head:
+            if raw.endswith(b"\r\n0\r\n\r\n"):
+                self._finish()
+            return
+        for line in head.split(b"\r\n"):
+            if line.startswith(b"content-length:"):
+                self._plain = end + 4 + int(line.split(b":", 1)[1])
+        if self._plain is not None and len(raw) >= self._plain:
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
+
+
+async def open_stream(host: str, port: int, https: bool) -> StreamProtocol:
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    ctx = ssl_mod.create_default_context() if https else None
+    _, proto = await loop.create_connection(lambda: StreamProtocol(done), host, port, ssl=ctx,
+                                            server_hostname=host if https else None)
+    return proto
+
+
+def decode_reads(reads: list[tuple[float, bytes]]) -> tuple[int | None, list[tuple[float, str]], str | None]:
+    """(status, timed lines of the body, error) from the raw reads of one response. Each line gets
+    the receive time of the read that completed it."""
+    status: int | None = None
+    lines: list[tuple[float, str]] = []
+    raw = b""
+    body = b""
+    chunked: bool | None = None
+    need = 0            # bytes still owed to the current chunk
+    error: str | None = None
+    for t, data in reads:
+        raw += data
+        if chunked is None:
+            end = raw.find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            head = raw[:end].decode("latin-1").split("\r\n")
+            try:
+                status = int(head[0].split()[1])
+            except (IndexError, ValueError):
+                return None, [], f"bad status line {head[0][:80]!r}"
+            chunked = any(h.lower().replace(" ", "") == "transfer-encoding:chunked" for h in head[1:])
+            raw = raw[end + 4:]
+        if chunked:
+            while raw:
+                if need == 0:
+                    eol = raw.find(b"\r\n")
+                    if eol < 0:
+                        break
+                    size_txt = raw[:eol].split(b";")[0].strip()
+                    if not size_txt:       # CRLF after a chunk's data
+                        raw = raw[eol + 2:]
+                        continue
+                    need = int(size_txt, 16)
+                    raw = raw[eol + 2:]
+                    if need == 0:
+                        raw = b""
+                        break
+                take = raw[:need]
+                body += take
+                need -= len(take)
+                raw = raw[len(take):]
+        else:
+            body += raw
+            raw = b""
+        while True:
+            nl = body.find(b"\n")
+            if nl < 0:
+                break
+            lines.append((t, body[:nl].rstrip(b"\r").decode("utf-8", "replace")))
+            body = body[nl + 1:]
+    if status is not None and status != 200:
+        text = "".join(line for _, line in lines) + body.decode("utf-8", "replace")
+        error = f"HTTP {status}: {text[:200]}"
+    elif body.strip():
+        lines.append((reads[-1][0], body.decode("utf-8", "replace")))
+    return status, lines, error
+
+
+async def http_call(host: str, port: int, https: bool, path: str, method: str = "GET", timeout_s: float = 10.0,
+                    api_key: str | None = None) -> tuple[int, bytes]:
+    """A one-shot request on its own connection (cache flush, /metrics snapshots and sampling)."""
+    ctx = ssl_mod.create_default_context() if https else None
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), timeout_s)
+    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    try:
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{auth}Content-Length: 0\r\n"
+                     f"Connection: close\r\n\r\n".encode())
+        data = await asyncio.wait_for(reader.read(-1), timeout_s)
+    finally:
+        writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head else 0
+    if b"transfer-encoding: chunked" in head.lower():
+        body = b"".join(_dechunk(body))
+    return status, body
+
+
+def _dechunk(raw: bytes) -> Iterator[bytes]:
+    while raw:
+        eol = raw.find(b"\r\n")
+        if eol < 0:
+            return
+        size = int(raw[:eol].split(b";")[0] or b"0", 16)
+        if size == 0:
+            return
+        yield raw[eol + 2: eol + 2 + size]
+        raw = raw[eol + 4 + size:]

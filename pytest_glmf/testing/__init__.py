@@ -1,0 +1,1 @@
+"""Known-truth servers for calibrating the plugin's own measurements (used by tests/ and bench/)."""

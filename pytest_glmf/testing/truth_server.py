@@ -1,0 +1,346 @@
+"""A ground-truth OpenAI-style SSE server: emits tokens at exactly known times and records when it
+really sent each one, so a load generator's numbers can be checked against the truth.
+
+    python -m pytest_glmf.testing.truth_server --port 0 --ttft-ms 50 --itl-ms 10 [--seats 8]
+    -> prints "READY http://127.0.0.1:PORT" and serves until killed
+
+Behaviour, per streamed chat completion (always the full `max_tokens`, as with ignore_eos):
+- a role-only chunk is sent the moment the request is received (even when it must queue), like
+  vLLM's first chunk, so a client that stops its TTFT clock there is caught;
+- with `--seats K` at most K requests run; the rest wait FIFO (queue time belongs in TTFT);
+- the first content token is due `ttft` after the request starts running, token i at
+  `ttft + i * itl`; after the first token, chunks carry `--tokens-per-chunk` tokens (as under
+  speculative decoding) and go out when their last token is due;
+- the final usage chunk reports completion_tokens + `--usage-delta` (to provoke a count mismatch);
+- `/flush_cache` advances through `--speed-schedule` (factors on ttft and itl) to make runs noisy.
+Truth endpoints: GET /truth (every request: receive, start and per-chunk send times on the
+CLOCK_MONOTONIC `time.perf_counter` clock shared by processes on one host), /metrics
+(SGLang counter and gauge names), /flush_cache, /v1/models, /health.
+
+The protocol is a minimal HTTP/1.1 server on purpose: a framework would add per-event costs and
+jitter to the very times this server is meant to pin down.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+perf = time.perf_counter
+
+
+@dataclass
+class TruthConfig:
+    ttft_s: float = 0.05
+    itl_s: float = 0.01
+    tokens_per_chunk: int = 1
+    seats: int = 0                       # 0: unlimited
+    usage_delta: int = 0
+    speed_schedule: list[float] = field(default_factory=lambda: [1.0])
+    prompt_tokens: int | None = None     # None: ~4 characters per token of the messages
+
+
+@dataclass
+class Job:
+    rid: str
+    proto: "_Conn"
+    max_tokens: int
+    prompt_tokens: int
+    include_usage: bool
+    continuous_usage: bool
+    t_recv_s: float
+    t_start_s: float | None = None
+    sends: list[tuple[float, int]] = field(default_factory=list)   # (perf_counter send time, tokens)
+    factor: float = 1.0
+    next_token: int = 0
+    done: bool = False
+
+
+class TruthState:
+    def __init__(self, cfg: TruthConfig):
+        self.cfg = cfg
+        self.jobs: list[Job] = []
+        self.queue: deque[Job] = deque()
+        self.running = 0
+        self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.flushes = 0
+        self.next_id = 0
+
+    def factor(self) -> float:
+        sched = self.cfg.speed_schedule
+        return sched[self.flushes % len(sched)]
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _sse(obj: Any) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, state: TruthState):
+        self.state = state
+        self.buf = b""
+        self.close_after = False
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        t_recv = perf()
+        self.buf += data
+        while True:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1")
+            lines = head.split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+            length = int(headers.get("content-length", "0"))
+            if len(self.buf) < head_end + 4 + length:
+                return
+            body = self.buf[head_end + 4: head_end + 4 + length]
+            self.buf = self.buf[head_end + 4 + length:]
+            self.close_after = headers.get("connection", "").lower() == "close"
+            self.route(method, path.split("?")[0], body, t_recv)
+
+    # -- plain responses -------------------------------------------------------------------------
+    def reply(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        if self.transport is None:
+            return
+        reason = {200: "OK", 404: "Not Found", 400: "Bad Request"}.get(status, "OK")
+        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+                             % (status, reason.encode(), ctype.encode(), len(body), body))
+        if self.close_after:
+            self.transport.close()
+
+    def route(self, method: str, path: str, body: bytes, t_recv: float) -> None:
+        st = self.state
+        if path in ("/v1/chat/completions", "/v1/completions") and method == "POST":
+            try:
+                req = json.loads(body or b"{}")
+            except json.JSONDecodeError:
+                return self.reply(400, b'{"error":"bad json"}')
+            return self.start_stream(req, t_recv, chat=path.endswith("chat/completions"))
+        if path in ("/flush_cache", "/reset_prefix_cache"):
+            st.flushes += 1
+            return self.reply(200, b"Cache flushed.", "text/plain")
+        if path == "/metrics":
+            text = ("# TYPE sglang:generation_tokens_total counter\n"
+                    f'sglang:generation_tokens_total{{model_name="truth"}} {st.generated_tokens}\n'
+                    f'sglang:prompt_tokens_total{{model_name="truth"}} {st.prompt_tokens}\n'
+                    f'sglang:num_running_reqs{{model_name="truth"}} {st.running}\n'
+                    f'sglang:num_queue_reqs{{model_name="truth"}} {len(st.queue)}\n')
+            return self.reply(200, text.encode(), "text/plain; version=0.0.4")
+        if path == "/truth":
+            return self.reply(200, json.dumps([_job_dict(j) for j in st.jobs]).encode())
+        if path == "/truth/reset":
+            st.jobs.clear()
+            return self.reply(200, b"{}")
+        if path == "/v1/models":
+            return self.reply(200, b'{"object":"list","data":[{"id":"truth","object":"model"}]}')
+        if path in ("/health", "/health_generate"):
+            return self.reply(200, b"")
+        return self.reply(404, b'{"error":"not found"}')
+
+    # -- streaming -------------------------------------------------------------------------------
+    def start_stream(self, req: dict[str, Any], t_recv: float, chat: bool) -> None:
+        st = self.state
+        opts = req.get("stream_options") or {}
+        text = json.dumps(req.get("messages") or req.get("prompt") or "")
+        job = Job(rid=f"chatcmpl-truth-{st.next_id}", proto=self, max_tokens=int(req.get("max_tokens") or req.get("max_completion_tokens") or 16),
+                  prompt_tokens=st.cfg.prompt_tokens or max(1, len(text) // 4),
+                  include_usage=bool(opts.get("include_usage")),
+                  continuous_usage=bool(opts.get("continuous_usage_stats")), t_recv_s=t_recv)
+        st.next_id += 1
+        st.jobs.append(job)
+        st.prompt_tokens += job.prompt_tokens
+        if self.transport is None:
+            return
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+        self.transport.write(self.event(job, {"role": "assistant", "content": ""}, None))
+        if st.cfg.seats and st.running >= st.cfg.seats:
+            st.queue.append(job)
+        else:
+            self.run(job)
+
+    def event(self, job: Job, delta: dict[str, Any], finish: str | None, usage: dict | None = None) -> bytes:
+        obj: dict[str, Any] = {"id": job.rid, "object": "chat.completion.chunk", "model": "truth",
+                               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if usage is not None:
+            obj["usage"] = usage
+        return _sse(obj)
+
+    def run(self, job: Job) -> None:
+        st = self.state
+        st.running += 1
+        job.t_start_s = perf()
+        job.factor = st.factor()
+        self.schedule(job)
+
+    def due(self, job: Job, token_index: int) -> float:
+        cfg = self.state.cfg
+        return job.t_start_s + job.factor * (cfg.ttft_s + token_index * cfg.itl_s)  # type: ignore[operator]
+
+    def schedule(self, job: Job) -> None:
+        k = 1 if job.next_token == 0 else self.state.cfg.tokens_per_chunk
+        last = min(job.next_token + k, job.max_tokens) - 1
+        delay = self.due(job, last) - perf()
+        self.loop.call_later(max(0.0, delay), self.emit, job, last + 1 - job.next_token)
+
+    def emit(self, job: Job, ntok: int) -> None:
+        st = self.state
+        first = job.next_token
+        job.next_token += ntok
+        final = job.next_token >= job.max_tokens
+        content = "".join(f" w{i}" for i in range(first, first + ntok))
+        usage = ({"prompt_tokens": job.prompt_tokens, "completion_tokens": job.next_token,
+                  "total_tokens": job.prompt_tokens + job.next_token} if job.continuous_usage else None)
+        payload = self.event(job, {"content": content}, "length" if final else None, usage)
+        if self.transport is not None:
+            t = perf()
+            self.transport.write(payload)
+            job.sends.append((t, ntok))
+        st.generated_tokens += ntok
+        if not final:
+            return self.schedule(job)
+        reported = job.next_token + st.cfg.usage_delta
+        tail = b""
+        if job.include_usage:
+            tail += _sse({"id": job.rid, "object": "chat.completion.chunk", "model": "truth", "choices": [],
+                          "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": reported,
+                                    "total_tokens": job.prompt_tokens + reported}})
+        tail += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        if self.transport is not None:
+            self.transport.write(tail)
+            if self.close_after:
+                self.transport.close()
+        job.done = True
+        st.running -= 1
+        if st.queue:
+            nxt = st.queue.popleft()
+            nxt.proto.run(nxt)
+
+
+def _job_dict(j: Job) -> dict[str, Any]:
+    return {"id": j.rid, "t_recv_s": j.t_recv_s, "t_start_s": j.t_start_s, "max_tokens": j.max_tokens,
+            "sends": j.sends, "done": j.done, "prompt_tokens": j.prompt_tokens}
+
+
+def true_metrics(job: dict[str, Any]) -> dict[str, float | int | None]:
+    """The truth for one request, in the load generator's definitions (see pytest_glmf.load_metrics):
+    TTFT from receipt to the first content send (queueing included), per-user tok/s =
+    (tokens - 1) / (last send - first send)."""
+    sends = job["sends"]
+    if not sends:
+        return {"ttft_s": None, "tok_s": None, "tokens": 0, "t_first_s": None, "t_last_s": None}
+    tokens = sum(n for _, n in sends)
+    span = sends[-1][0] - sends[0][0]
+    return {"ttft_s": sends[0][0] - job["t_recv_s"], "tok_s": (tokens - 1) / span if span > 0 else None,
+            "tokens": tokens, "t_first_s": sends[0][0], "t_last_s": sends[-1][0]}
+
+
+async def serve(cfg: TruthConfig, host: str, port: int) -> None:
+    state = TruthState(cfg)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Conn(state), host, port, backlog=4096)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"READY http://{host}:{bound}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pytest_glmf.testing.truth_server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--seats", type=int, default=0)
+    p.add_argument("--usage-delta", type=int, default=0)
+    p.add_argument("--prompt-tokens", type=int, default=None)
+    p.add_argument("--speed-schedule", default="1.0", help="comma-separated factors, advanced by /flush_cache")
+    p.add_argument("--no-uvloop", action="store_true")
+    a = p.parse_args(argv)
+    cfg = TruthConfig(ttft_s=a.ttft_ms / 1e3, itl_s=a.itl_ms / 1e3, tokens_per_chunk=a.tokens_per_chunk,
+                      seats=a.seats, usage_delta=a.usage_delta, prompt_tokens=a.prompt_tokens,
+                      speed_schedule=[float(x) for x in a.speed_schedule.split(",")])
+    factory = None
+    if not a.no_uvloop:
+        try:
+            import uvloop
+            factory = uvloop.new_event_loop
+        except ImportError:
+            pass
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve(cfg, a.host, a.port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+class TruthServer:
+    """Run the truth server in a child process: `with TruthServer(itl_ms=5) as ts: ts.url`."""
+
+    def __init__(self, **flags: Any):
+        self.argv = [sys.executable, "-m", "pytest_glmf.testing.truth_server"]
+        for key, value in flags.items():
+            self.argv += [f"--{key.replace('_', '-')}", str(value)]
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def __enter__(self) -> "TruthServer":
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"truth server did not start: {line!r}")
+        self.url = line.split()[1]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+
+    def _get(self, path: str) -> Any:
+        import httpx
+
+        return httpx.get(self.url + path, timeout=30).json()
+
+    def truth(self) -> list[dict[str, Any]]:
+        return self._get("/truth")
+
+    def reset(self) -> None:
+        self._get("/truth/reset")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
