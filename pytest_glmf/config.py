@@ -8,6 +8,8 @@ disable a gate or change a flag).
 from __future__ import annotations
 
 import math
+import os
+import re
 import shlex
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -252,13 +254,28 @@ _LANE_KEYS: dict[str, Callable[[Any], Any]] = {
 assert set(_LANE_KEYS) == {f.name for f in fields(LaneConfig)} - {"name", "source"}
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: Any) -> Any:
+    """`${NAME}` in any string of a lane becomes the environment variable's value (an unset
+    variable stays as written, so the error shows up where the path is used, naming it)."""
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [expand_env(x) for x in value]
+    if isinstance(value, dict):
+        return {expand_env(k): expand_env(x) for k, x in value.items()}
+    return value
+
+
 def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir: Path | None = None) -> LaneConfig:
     """Validate one lane's mapping (as written in a lanes file) into a LaneConfig."""
     where = f"{source}: lane {name!r}"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a mapping of keys (allowed: {_allowed(_LANE_KEYS)})")
     values: dict[str, Any] = {}
-    for key, v in raw.items():
+    for key, v in expand_env(raw).items():
         if key not in _LANE_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r}; allowed: {_allowed(_LANE_KEYS)}")
         if v is None and key in ("engine", "launcher", "cuda_graph_max_bs_flag", "executable",
@@ -345,7 +362,8 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
 
     `lane.command` wins when given (`{port}` in it becomes the port). Port: lane.port (launchers
     pick a free port first and pass a lane with it set). SGLang's algorithm names are upper case
-    (EAGLE3, NEXTN, DFLASH).
+    (EAGLE3, NEXTN, DFLASH). A flag that also appears in `extra` is left to `extra` (the lane's
+    explicit words win over the fields, and the engine never sees a flag twice).
     """
     port = str(lane.port if lane.port is not None else 30000)
     if lane.command:
@@ -371,7 +389,7 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
         if lane.maxbs is not None and lane.cuda_graph_max_bs_flag != "--cuda-graph-max-bs":
             # vLLM has no --cuda-graph-max-bs; a lane names its spelling (e.g. --max-cudagraph-capture-size)
             argv += [lane.cuda_graph_max_bs_flag, str(lane.maxbs)]
-        return argv + list(lane.extra)
+        return _extra_wins(argv, lane.extra)
     argv = [lane.executable, "-m", "sglang.launch_server", "--model-path", lane.model or ""]
     if lane.spec:
         argv += ["--speculative-algorithm", lane.spec.upper()]
@@ -386,7 +404,21 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
     if lane.maxbs is not None:
         argv += [lane.cuda_graph_max_bs_flag, str(lane.maxbs)]
     argv += ["--host", "127.0.0.1", "--port", port]
-    return argv + list(lane.extra)
+    return _extra_wins(argv, lane.extra)
+
+
+def _extra_wins(argv: list[str], extra: list[str]) -> list[str]:
+    """Drop `--flag value` pairs from the built argv (after the program) whose flag is in extra."""
+    overridden = {x.split("=", 1)[0] for x in extra if x.startswith("--")}
+    out = argv[:3]
+    i = 3
+    while i < len(argv):
+        if argv[i] in overridden:
+            i += 2  # every flag built above takes exactly one value
+            continue
+        out.append(argv[i])
+        i += 1
+    return out + list(extra)
 
 
 # --------------------------------------------------------------------------------------------
