@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
@@ -25,6 +25,9 @@ import pytest_glmf.launch.attach  # noqa: F401
 import pytest_glmf.launch.process  # noqa: F401
 import pytest_glmf.launch.sim  # noqa: F401
 import pytest_glmf.results  # noqa: F401
+
+if TYPE_CHECKING:
+    from pytest_glmf.launch.base import Server
 
 FAKE_SERVER = r'''
 import http.server, json, os, sys, time
@@ -110,3 +113,17 @@ def _pid_alive(pid: int) -> bool:
 @pytest.fixture
 def pid_alive() -> Callable[[int], bool]:
     return _pid_alive
+
+
+@pytest.fixture
+def running_fake_server(pytester: pytest.Pytester, fake_lanes: Callable[..., Path]) -> Iterator["Server"]:
+    """A fake server started outside the pytest run under test (what --glmf-url attaches to)."""
+    from pytest_glmf.config import LaneConfig
+    from pytest_glmf.launch import launch_lane
+
+    fake_lanes()
+    server = launch_lane(LaneConfig(name="ext", launcher="process", boot_timeout_s=10,
+                                    command=[sys.executable, "fake_server.py", "--port", "{port}"]),
+                         pytester.path / "ext", "ext")
+    yield server
+    server.stop()

@@ -87,32 +87,21 @@ def test_readiness_by_health_generate_without_ready_line(pytester, fake_lanes) -
     result.assert_outcomes(passed=2)
 
 
-@pytest.fixture
-def running_fake(pytester, fake_lanes):
-    """A fake server started outside pytest (what --glmf-url attaches to)."""
-    fake_lanes()
-    server = launch_lane(LaneConfig(name="ext", launcher="process", boot_timeout_s=10,
-                                    command=[sys.executable, "fake_server.py", "--port", "{port}"]),
-                         pytester.path / "ext", "ext")
-    yield server
-    server.stop()
-
-
-def test_attach_by_url_starts_and_stops_nothing(pytester, running_fake, launched_pids) -> None:
+def test_attach_by_url_starts_and_stops_nothing(pytester, running_fake_server, launched_pids) -> None:
     pytester.makepyfile("""
         def test_health(glmf_server, glmf_client):
             assert glmf_server.launcher == "attach"
             assert glmf_client.get_json("/v1/models")["path"] == "/v1/models"
     """)
-    result = pytester.runpytest("--glmf-url", running_fake.base_url, "--glmf-lane", "batch",
+    result = pytester.runpytest("--glmf-url", running_fake_server.base_url, "--glmf-lane", "batch",
                                 "test_attach_by_url_starts_and_stops_nothing.py")
     result.assert_outcomes(passed=1)
-    assert running_fake.is_alive() and len(launched_pids()) == 1
+    assert running_fake_server.is_alive() and len(launched_pids()) == 1
 
 
-def test_attach_lane_reads_its_boot_log(pytester, running_fake) -> None:
+def test_attach_lane_reads_its_boot_log(pytester, running_fake_server) -> None:
     log = pytester.makefile(".log", boot="[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
-    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  remote: {{launcher: attach, url: '{running_fake.base_url}', "
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  remote: {{launcher: attach, url: '{running_fake_server.base_url}', "
                                              f"boot_log: {log.name}}}\n")
     pytester.makepyfile("""
         def test_log(glmf_server):
