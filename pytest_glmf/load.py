@@ -32,6 +32,20 @@ def briefing_prompts() -> list[str]:
     return prompts_from_text(text)
 
 
+def load_prompts(ref: str | Path | None) -> list[str]:
+    """Prompt variants from a file path, or from a file of the packaged fixtures by name
+    (e.g. "briefing_history_essay.md"); None: the recipe's briefing."""
+    if ref is None:
+        return briefing_prompts()
+    path = Path(ref)
+    if not path.is_file():
+        packaged = resources.files("pytest_glmf.fixtures").joinpath(str(ref))
+        if not packaged.is_file():
+            raise FileNotFoundError(f"prompt file {ref}: not a file, nor a packaged fixture")
+        return prompts_from_text(packaged.read_text(encoding="utf-8"))
+    return prompts_from_text(path.read_text(encoding="utf-8"))
+
+
 def prompts_from_text(text: str) -> list[str]:
     """Split a briefing file into variants: sections start with '## '; the last one is the task and
     stays last. A file without sections is one prompt."""
@@ -109,7 +123,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=384)
     p.add_argument("--runs", type=int, default=3, help="measured runs per users value (default 3)")
     p.add_argument("--no-warmup", action="store_true", help="skip the discarded warm pass per users value")
-    p.add_argument("--prompt-file", type=Path, help="prompt text; '## ' sections are rotated into variants")
+    p.add_argument("--prompt-file", help="prompt text file (or a packaged fixture name); '## ' sections are "
+                   "rotated into variants (default: the recipe's briefing)")
     p.add_argument("--rate", type=float, help="open loop: requests per second instead of all at once")
     p.add_argument("--boot-log", type=Path, help="server boot log: seats and KV pool for the row checks")
     p.add_argument("--model", help="model name to send (default: 'default')")
@@ -127,7 +142,10 @@ def cli(argv: list[str] | None = None) -> int:
         from pytest_glmf.bootlog import parse_boot_log
 
         facts = parse_boot_log(a.boot_log.read_text(errors="replace")).to_dict()
-    prompts = prompts_from_text(a.prompt_file.read_text()) if a.prompt_file else briefing_prompts()
+    try:
+        prompts = load_prompts(a.prompt_file)
+    except (OSError, UnicodeDecodeError) as exc:
+        p.error(str(exc))
     workload = Workload(prompts=prompts, max_tokens=a.max_tokens, path=a.path, model=a.model,
                         continuous_usage=a.continuous_usage)
     settings = CurveSettings(users=users, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
