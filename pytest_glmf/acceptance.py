@@ -14,7 +14,7 @@ numbers per class, one request at a time, so each request's speculation statisti
 
 Sources (recorded in every result as `source`):
 - SGLang: native `/generate` with the chat rendered client-side by a named template (default
-  `glm`, the GLM-4.7/5 format with thinking off), streamed; the last chunk's `meta_info` carries
+  `glm`, the GLM-4.5+ layout, which the simulator also uses server-side), streamed; the last chunk's `meta_info` carries
   `spec_verify_ct` and, depending on the version, `spec_accept_rate` / `spec_accept_length` and
   accepted/drafted counters (`spec_accept_token_num`/`spec_draft_token_num`,
   `spec_num_correct_drafts`/`spec_num_proposed_drafts`, `spec_accepted_drafts`/`spec_proposed_drafts`).
@@ -82,20 +82,25 @@ def load_prompt_classes(path: str | Path | None = None) -> list[PromptClass]:
     return out
 
 
+TEMPLATES = ("glm", "glm-nothink", "chatml", "raw")
+
+
 def render_chat(messages: list[dict[str, str]], template: str) -> str:
     """Client-side chat template for SGLang's native /generate (which takes text, not messages).
 
-    glm: GLM-4.7/5 (`[gMASK]<sop><|user|>...<|assistant|></think>`, thinking off); chatml:
-    `<|im_start|>role ...`; raw: the last user message as is."""
-    if template == "glm":
-        body = "".join(f"<|{m['role']}|>{m['content']}" for m in messages)
-        return f"[gMASK]<sop>{body}<|assistant|></think>"
+    glm: the GLM-4.5+ layout (`[gMASK]<sop><|system|>\n...<|user|>\n...<|assistant|>`), the model
+    decides whether to think; glm-nothink: the same with an empty `<think></think>` block opened,
+    so the answer itself is drafted; chatml: `<|im_start|>role ...`; raw: the last user message."""
+    if template in ("glm", "glm-nothink"):
+        body = "".join(f"<|{m['role']}|>\n{m['content']}" for m in messages)
+        tail = "\n<think></think>\n" if template == "glm-nothink" else ""
+        return f"[gMASK]<sop>{body}<|assistant|>{tail}"
     if template == "chatml":
         body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
         return body + "<|im_start|>assistant\n"
     if template == "raw":
         return [m["content"] for m in messages if m["role"] == "user"][-1]
-    raise ValueError(f"unknown template {template!r} (glm, chatml, raw)")
+    raise ValueError(f"unknown template {template!r} ({', '.join(TEMPLATES)})")
 
 
 @dataclass
@@ -381,7 +386,7 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
     ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
     ap.add_argument("--max-tokens-scale", type=float, default=1.0, help="scale each class's target length")
-    ap.add_argument("--template", default="glm", choices=("glm", "chatml", "raw"),
+    ap.add_argument("--template", default="glm", choices=TEMPLATES,
                     help="chat template for SGLang /generate text (default glm)")
     ap.add_argument("--json", dest="json_out", help="write the result JSON here")
     args = ap.parse_args(argv)

@@ -5,7 +5,7 @@ on step-by-step math, with single-stream tok/s per class, and "the largest lever
 single-stream speed". Every class of fixtures/prompt_classes.yaml is measured once per session,
 one request at a time, and each class is gated on the lane's `acceptance.classes` bounds
 (accept_rate, accept_length, tok_s). Settings (`acceptance.settings`): `prompts_per_class`,
-`max_tokens_scale`, `template` (glm | chatml | raw: the chat template for SGLang's /generate).
+`max_tokens_scale`, `template` (glm | glm-nothink | chatml | raw: the chat template for SGLang's /generate).
 
 A lane without speculative decoding skips with the reason; a lane whose spec field says it
 speculates but whose server reports no speculation fails.
