@@ -351,14 +351,10 @@ def _sgl_cap(lines: list[_Line], facts: BootFacts) -> None:
     if kind == "max_running_requests":
         return  # bound by the user's own request: nothing capped it
     if kind == "mamba":
-        what = "the mamba state cache"
-        parts = []
-        if facts.max_mamba_cache_size is not None:
-            parts.append(f"max_mamba_cache_size={facts.max_mamba_cache_size}")
+        parts = [f"max_mamba_cache_size={facts.max_mamba_cache_size}"] if facts.max_mamba_cache_size is not None else []
         if facts.state_slots_per_request is not None:
             parts.append(f"{facts.state_slots_per_request} state slots per request")
-        if parts:
-            what += f" ({', '.join(parts)})"
+        what = "the mamba state cache" + (f" ({', '.join(parts)})" if parts else "")
     elif kind == "kv":
         what = f"the {why}" if why.startswith("post-capture") else "the available KV cache capacity"
     else:
@@ -504,10 +500,6 @@ def parse_boot_log(text: str) -> BootFacts:
     return facts
 
 
-def _gb(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
 def render_facts(facts: BootFacts, version: str | None = None) -> str:
     """The readable key | value table of `glmf bootlog FILE`."""
     from pytest_glmf.gates import fmt, render_table
@@ -519,26 +511,20 @@ def render_facts(facts: BootFacts, version: str | None = None) -> str:
     for key in ("max_running_requests", "requested_max_running_requests", "max_mamba_cache_size",
                 "state_slots_per_request", "kv_tokens", "context_len"):
         rows.append([key, fmt(d[key])])
-    rows.append(["kv_cache_memory_gib", _gb(facts.kv_cache_memory_gib)])
+    def gb(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    rows.append(["kv_cache_memory_gib", gb(facts.kv_cache_memory_gib)])
     for i, pool in enumerate(facts.kv_pools):
-        rows.append([f"kv_pool[{i}]", f"{fmt(pool['tokens'])} tokens, {pool['dtype'] or '?'}, "
-                                      f"{_gb(pool['size_gb'])} GB"])
+        rows.append([f"kv_pool[{i}]", f"{fmt(pool['tokens'])} tokens, {pool['dtype'] or '?'}, {gb(pool['size_gb'])} GB"])
     if facts.max_concurrency:
         mc = facts.max_concurrency
         rows.append(["max_concurrency", f"{mc['factor']:g}x at {mc['tokens_per_request']:,} tokens/request"])
     bs = facts.cuda_graph_bs
-    if bs is None:
-        shown = "-"
-    elif len(bs) <= 12:
-        shown = ", ".join(map(str, bs)) or "none"
-    else:
-        shown = f"{len(bs)} sizes, {bs[0]}..{bs[-1]}"
-    rows.append(["cuda_graph_bs", shown])
-    rows.append(["ready", str(facts.ready)])
-    rows.append(["cap_reason", facts.cap_reason or "-"])
-    rows.extend(["problem", p] for p in facts.problems)
-    if not facts.problems:
-        rows.append(["problems", "none"])
+    shown = "-" if bs is None else (", ".join(map(str, bs)) or "none") if len(bs) <= 12 else \
+        f"{len(bs)} sizes, {bs[0]}..{bs[-1]}"
+    rows += [["cuda_graph_bs", shown], ["ready", str(facts.ready)], ["cap_reason", facts.cap_reason or "-"]]
+    rows += [["problem", p] for p in facts.problems] or [["problems", "none"]]
     return render_table(rows, ["key", "value"])
 
 
