@@ -177,7 +177,7 @@ def test_sglang_meta_info_gives_the_configured_acceptance_per_class(stub_factory
         assert row["accept_length_basis"] == "completion_tokens / spec_verify_ct"
         assert row["tok_s"] and row["tok_s"] > 0 and row["errors"] == 0 and row["requests"] == 2
     # the chat was rendered client-side with the GLM template and sent greedy
-    assert stub.bodies[0]["text"].startswith("[gMASK]<sop><|user|>\nWrite a 500-word history essay")
+    assert stub.bodies[0]["text"].startswith("[gMASK]<sop><|user|>\nWrite a 500-word historical essay")
     assert stub.bodies[0]["text"].endswith("<|assistant|>")
     assert stub.bodies[0]["sampling_params"]["temperature"] == 0
 
