@@ -317,6 +317,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+@pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if _SESSION not in config.stash:
