@@ -1,0 +1,104 @@
+"""`python -m pytest_glmf.sim [flags]` / `glmf sim [flags]`: boot log, then serve until killed.
+
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 when boot fails (out of memory, port in
+use; the log says why), 2 for bad flags (argparse's message names the flag).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+import time
+
+from pytest_glmf.sim import boot
+from pytest_glmf.sim.args import SimArgError, SimConfig, parse_args
+from pytest_glmf.sim.http import StreamCut
+from pytest_glmf.sim.memory import DRAFTER_GB, WEIGHTS_GB, BootOOM, plan
+
+# GLM-5.3's NextN (MTP) path crashes on the first request on the recipe's SGLang build (#37548).
+CRASHING_SPEC = ("NEXTN", "MTP")
+
+
+class _DropStreamCuts(logging.Filter):
+    """A deliberately cut stream (fault) is not an application error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, StreamCut)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(cfg: SimConfig, log: boot.BootLog) -> int:
+    import uvicorn
+
+    from pytest_glmf.sim.app import SimApp
+
+    weights = WEIGHTS_GB[cfg.checkpoint]
+    drafter = DRAFTER_GB if cfg.spec is not None else 0.0
+    boot.print_until_weights(log, cfg, weights, drafter)
+    if cfg.faults.boot_hang:
+        log.tp(f"Capture cuda graph begin. This can take up to several minutes. avail mem={cfg.gpu_mem_gib - weights:.2f} GB")
+        while True:  # hangs like a stuck graph capture; the launcher's boot timeout has to catch it
+            time.sleep(3600)
+    if cfg.faults.boot_oom:
+        boot.print_scheduler_exception(log, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        return 1
+    try:
+        p = plan(cfg)
+    except BootOOM as exc:
+        boot.print_scheduler_exception(log, str(exc))
+        return 1
+    boot.print_pools_and_graphs(log, cfg, p)
+    if cfg.boot_s > 0:
+        time.sleep(cfg.boot_s * cfg.time_scale)
+    try:
+        sock = _bind(cfg.host, cfg.port)
+    except OSError as exc:
+        log.http(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
+                 f"{exc.strerror.lower() if exc.strerror else exc}")
+        return 1
+    app = SimApp(cfg, p, log)
+    logging.getLogger("uvicorn.error").addFilter(_DropStreamCuts())
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", loop="uvloop", http="httptools",
+                            timeout_keep_alive=60, timeout_graceful_shutdown=1, backlog=2048)
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            boot.print_http_ready(log, cfg.host, cfg.port, os.getpid())
+        await task
+
+    asyncio.run(main())
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "glmf sim" if os.environ.get("GLMF_PROG") == "glmf" else "python -m pytest_glmf.sim"
+    try:
+        cfg = parse_args(argv, prog=prog)
+    except SystemExit as exc:  # argparse: --help (0) or a bad flag (2), message already printed
+        return int(exc.code or 0)
+    except SimArgError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if cfg.spec in CRASHING_SPEC and cfg.faults.crash_after_requests is None:
+        cfg.faults.apply(["crash-first-request"])
+    return serve(cfg, boot.BootLog())
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,297 @@
+"""The ASGI app: routing, introspection endpoints, /metrics, the fault admin, request plumbing.
+
+Generation endpoints live in openai_api.py (/v1/chat/completions, /v1/completions) and
+native_api.py (/generate). Admin (simulator only, not part of SGLang): `GET|POST|DELETE
+/sim/faults` (see faults.py), `GET /sim/state` (seats, running, queued, tuned shapes, counters),
+`POST /sim/reset_autotune` (forget tuned batch shapes, as after a restart).
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from pytest_glmf.sim import boot, timing
+from pytest_glmf.sim.args import SimConfig
+from pytest_glmf.sim.faults import Faults
+from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, send_text
+from pytest_glmf.sim.logits import Ctx, LogitModel, START, context_of
+from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
+from pytest_glmf.sim.scheduler import Scheduler, SimRequest
+from pytest_glmf.sim.tokenizer import decode
+
+VERSION = "0.5.19-glmf-sim"
+
+
+class SimApp:
+    def __init__(self, cfg: SimConfig, plan: MemoryPlan, log: boot.BootLog):
+        self.cfg, self.plan, self.log = cfg, plan, log
+        self.faults: Faults = cfg.faults
+        self.model = LogitModel(cfg.checkpoint, cfg.perturb_shared_sigma, cfg.perturb_own_sigma)
+        self.scheduler: Scheduler | None = None
+        self.created = int(time.time())
+        self.generation_requests = 0
+        self._ctx_cache: OrderedDict[tuple[int, ...], Ctx] = OrderedDict()
+        self._routes = {
+            ("GET", "/health"): self.health, ("GET", "/health_generate"): self.health_generate,
+            ("GET", "/get_server_info"): self.server_info, ("GET", "/server_info"): self.server_info,
+            ("GET", "/get_model_info"): self.model_info, ("GET", "/model_info"): self.model_info,
+            ("GET", "/v1/models"): self.models, ("GET", "/metrics"): self.metrics,
+            ("POST", "/flush_cache"): self.flush_cache, ("GET", "/flush_cache"): self.flush_cache,
+            ("GET", "/sim/faults"): self.faults_get, ("POST", "/sim/faults"): self.faults_post,
+            ("DELETE", "/sim/faults"): self.faults_delete, ("GET", "/sim/state"): self.state,
+            ("POST", "/sim/reset_autotune"): self.reset_autotune,
+        }
+
+    # -- ASGI -----------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        from pytest_glmf.sim import native_api, openai_api
+
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        gen = {"/v1/chat/completions": openai_api.chat, "/v1/completions": openai_api.completions,
+               "/generate": native_api.generate}.get(path)
+        try:
+            if gen is not None:
+                if method != "POST":
+                    raise HTTPError(405, "Method Not Allowed", "MethodNotAllowed")
+                await gen(self, scope, receive, send)
+                return
+            handler = self._routes.get((method, path))
+            if handler is None:
+                known = any(p == path for _, p in self._routes)
+                raise HTTPError(405 if known else 404, "Method Not Allowed" if known else "Not Found", "NotFoundError")
+            await handler(scope, receive, send)
+        except HTTPError as exc:
+            await send_json(send, exc.body(), exc.status)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                self.start_scheduler()
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                if self.scheduler is not None:
+                    await self.scheduler.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def start_scheduler(self) -> None:
+        cfg = self.cfg
+        self.scheduler = Scheduler(
+            seats=self.plan.seats, kv_tokens=self.plan.kv_tokens, model=self.model, time_scale=cfg.time_scale,
+            spec_draft_tokens=cfg.num_draft_tokens, block_size=cfg.dflash_block_size,
+            capture_bs=DEFAULT_CAPTURE_BS, autotune_s=cfg.autotune_s, seed=cfg.seed, log=self.log.tp,
+            slow=lambda: self.faults.slow)
+        self.scheduler.start()
+
+    # -- request plumbing (used by the generation endpoints) ------------------------------------
+    def admit_generation(self) -> None:
+        """Faults that act when a generation request arrives: 503s and scheduler crashes."""
+        if self.faults.http_503_left > 0:
+            self.faults.http_503_left -= 1
+            raise HTTPError(503, "The server is overloaded (http-503 fault).", "ServiceUnavailable")
+        n = self.generation_requests
+        self.generation_requests += 1
+        if self.faults.crash_after_requests is not None and n >= self.faults.crash_after_requests:
+            self.crash()
+
+    def crash(self) -> None:
+        msg = ("RuntimeError: CUDA error: an illegal memory access was encountered"
+               if self.cfg.spec in ("NEXTN", "EAGLE", "EAGLE3", "MTP")
+               else "RuntimeError: CUDA error: an illegal memory access was encountered (crash fault)")
+        boot.print_scheduler_exception(self.log, msg, where="request")
+        os._exit(1)
+
+    def context(self, prompt_ids: list[int]) -> Ctx:
+        key = tuple(prompt_ids)
+        ctx = self._ctx_cache.get(key)
+        if ctx is None:
+            ctx = context_of(prompt_ids, START)
+            self._ctx_cache[key] = ctx
+            if len(self._ctx_cache) > 256:
+                self._ctx_cache.popitem(last=False)
+        return ctx
+
+    def check_prompt(self, prompt_ids: list[int], max_new_tokens: int | None) -> int:
+        """SGLang's context-length check; returns the effective max_new_tokens."""
+        n, ctx_len = len(prompt_ids), self.cfg.context_length
+        if n >= ctx_len:
+            raise HTTPError(400, f"The input ({n} tokens) is longer than the model's context length ({ctx_len} tokens).")
+        if max_new_tokens is None:
+            return ctx_len - n
+        if max_new_tokens < 0:
+            raise HTTPError(400, f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if n + max_new_tokens > ctx_len:
+            raise HTTPError(400, f"Requested token count exceeds the model's maximum context length of {ctx_len} "
+                                 f"tokens. You requested a total of {n + max_new_tokens} tokens: {n} tokens from the "
+                                 f"input messages and {max_new_tokens} tokens for the completion.")
+        return max_new_tokens
+
+    def new_request(self, prompt_ids: list[int], max_new_tokens: int, *, cls: timing.PromptClass,
+                    temperature: float = 0.0, **kw: Any) -> SimRequest:
+        rid = uuid.uuid4().hex
+        seed = kw.pop("sample_seed", None)
+        if seed is None:
+            seed = hash((self.cfg.seed, rid)) & 0xFFFFFFFF
+        return SimRequest(rid=rid, prompt_ids=prompt_ids, max_new_tokens=max_new_tokens, ctx=self.context(prompt_ids),
+                          temperature=temperature, cls=cls, sample_seed=seed, **kw)
+
+    async def run_to_end(self, r: SimRequest, receive: Receive) -> None:
+        """Submit and wait for the end (non-streaming); abort if the client goes away."""
+        from pytest_glmf.sim.http import watch_disconnect
+
+        assert self.scheduler is not None
+        self.scheduler.submit(r)
+        watcher = watch_disconnect(receive, lambda: self.scheduler.abort(r))  # type: ignore[union-attr]
+        try:
+            while not r.done:
+                await r.event.wait()
+                r.event.clear()
+        finally:
+            watcher.cancel()
+        if r.finish_reason == "abort":
+            raise StreamCut("client disconnected")
+
+    # -- introspection --------------------------------------------------------------------------
+    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_text(send, "")
+
+    async def health_generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.admit_generation()
+        ids = [1, 2, 4] + list(range(400, 408)) + [5]
+        r = self.new_request(ids, 1, cls=timing.DEFAULT_CLASS)
+        await self.run_to_end(r, receive)
+        await send_text(send, "")
+
+    def server_args_dict(self) -> dict[str, Any]:
+        args = {k: v for k, v in self.cfg.server_args.items() if k not in boot.SIM_ONLY_KEYS}
+        args.update(speculative_algorithm=self.cfg.spec, served_model_name=self.cfg.served_model_name,
+                    mem_fraction_static=self.cfg.mem_fraction_static, context_length=self.cfg.server_args.get("context_length"),
+                    chunked_prefill_size=self.cfg.chunked_prefill_size)
+        return args
+
+    async def server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        s = self.scheduler
+        c = s.counters if s else None
+        accept_len = (1 + c.spec_accepted / c.spec_verify_ct) if c and c.spec_verify_ct else None
+        info = dict(self.server_args_dict())
+        info.update({
+            "max_total_num_tokens": self.plan.kv_tokens, "version": VERSION, "status": "ready",
+            "internal_states": [{
+                "effective_max_running_requests_per_dp": self.plan.seats,
+                "avg_spec_accept_length": accept_len,
+                "last_gen_throughput": c.last_gen_tok_s if c else 0.0,
+                "memory_usage": {"weight": round(self.plan.weights_gb, 2), "kvcache": round(self.plan.mla_gb + self.plan.indexer_gb, 2),
+                                 "mamba": round(self.plan.state_gb, 2), "token_capacity": self.plan.kv_tokens},
+            }],
+        })
+        await send_json(send, info)
+
+    async def model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, {"model_path": self.cfg.model_path, "tokenizer_path": self.cfg.model_path,
+                               "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+                               "has_image_understanding": False, "has_audio_understanding": False,
+                               "model_type": "glm5", "architectures": [boot.ARCHITECTURE]})
+
+    async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, {"object": "list", "data": [{
+            "id": self.cfg.served_model_name, "object": "model", "created": self.created, "owned_by": "sglang",
+            "root": self.cfg.served_model_name, "parent": None, "max_model_len": self.cfg.context_length}]})
+
+    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.cfg.enable_metrics:
+            raise HTTPError(404, "Not Found (start the server with --enable-metrics)", "NotFoundError")
+        s = self.scheduler
+        assert s is not None
+        c = s.counters
+        labels = f'model_name="{self.cfg.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        used = sum(len(r.prompt_ids) + len(r.out_ids) for r in s.running)
+        rows = [
+            ("sglang:num_running_reqs", "gauge", "The number of running requests.", len(s.running)),
+            ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", len(s.waiting)),
+            ("sglang:num_used_tokens", "gauge", "The number of used tokens.", used),
+            ("sglang:token_usage", "gauge", "The token usage.", round(used / max(1, self.plan.kv_tokens), 4)),
+            ("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", round(c.last_gen_tok_s, 2)),
+            ("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0),
+            ("sglang:max_running_requests", "gauge", "The effective max running requests.", self.plan.seats),
+            ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens),
+            ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens),
+            ("sglang:num_requests_total", "counter", "Number of requests processed.", c.requests),
+            ("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", c.aborted),
+        ]
+        if self.cfg.spec is not None:
+            rows += [
+                ("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+                 round(1 + c.spec_accepted / c.spec_verify_ct, 4) if c.spec_verify_ct else 0.0),
+                ("sglang:spec_verify_ct_total", "counter", "Speculative verify steps.", c.spec_verify_ct),
+                ("sglang:spec_accepted_tokens_total", "counter", "Accepted draft tokens.", c.spec_accepted),
+                ("sglang:spec_draft_tokens_total", "counter", "Proposed draft tokens.", c.spec_drafted),
+            ]
+        lines = []
+        for name, kind, help_text, value in rows:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {float(value)}"]
+        name = "sglang:time_to_first_token_seconds"
+        lines += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram",
+                  f'{name}_bucket{{{labels},le="+Inf"}} {float(c.ttft_count)}',
+                  f"{name}_sum{{{labels}}} {c.ttft_sum_s}", f"{name}_count{{{labels}}} {float(c.ttft_count)}"]
+        await send_text(send, "\n".join(lines) + "\n", content_type=b"text/plain; version=0.0.4; charset=utf-8")
+
+    async def flush_cache(self, scope: Scope, receive: Receive, send: Send) -> None:
+        s = self.scheduler
+        if s is not None and (s.running or s.waiting):
+            await send_text(send, "Cache not flushed: there are running or waiting requests.", 400)
+            return
+        if s is not None:
+            s._greedy.clear()
+        self._ctx_cache.clear()
+        await send_text(send, "Cache flushed.\nPlease check backend logs for more details. (When there are running "
+                              "or waiting requests, the operation will not be performed.)\n")
+
+    # -- admin ----------------------------------------------------------------------------------
+    async def faults_get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, self.faults.to_dict())
+
+    async def faults_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_json(receive)
+        specs = body.get("faults", [])
+        if isinstance(specs, str):
+            specs = [specs]
+        if body.get("replace"):
+            self.faults = self.cfg.faults = Faults()
+        try:
+            self.faults.apply(list(specs))
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        await send_json(send, self.faults.to_dict())
+
+    async def faults_delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.faults = self.cfg.faults = Faults()
+        await send_json(send, self.faults.to_dict())
+
+    async def state(self, scope: Scope, receive: Receive, send: Send) -> None:
+        s = self.scheduler
+        assert s is not None
+        c = s.counters
+        await send_json(send, {
+            "seats": self.plan.seats, "running": len(s.running), "queued": len(s.waiting),
+            "tuned_shapes": sorted(s.tuned_shapes), "time_scale": self.cfg.time_scale, "checkpoint": self.cfg.checkpoint,
+            "logits": self.model.params(), "generation_requests": self.generation_requests,
+            "counters": {k: getattr(c, k) for k in c.__dataclass_fields__}, "faults": self.faults.to_dict(),
+            "kv_tokens": self.plan.kv_tokens, "max_mamba_cache_size": self.plan.slots})
+
+    async def reset_autotune(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.scheduler is not None
+        self.scheduler.reset_shapes()
+        await send_json(send, {"tuned_shapes": sorted(self.scheduler.tuned_shapes)})
+
+
+def prompt_text_for_class(prompt_ids: list[int]) -> str:
+    return decode(prompt_ids[-1500:])

@@ -1,0 +1,207 @@
+"""Command line of the simulator: the SGLang flags the launcher builds, plus sim-only knobs.
+
+`parse_args(argv) -> SimConfig`. Unknown flags fail the way SGLang's argparse fails
+(`error: unrecognized arguments: --foo`, exit code 2). SGLang-only flags the simulator has no use
+for are still accepted (and echoed in the server_args dump) so a real lane's command line runs
+unchanged. The host must be a loopback address: the simulator never listens beyond this machine.
+
+Checkpoint: `--checkpoint fp8|nvidia|libertai` picks the logit variant (see logits.py). Without it
+the model path decides: a path naming "libertai" is the community quant, one naming "nvfp4" (or
+"fp4") NVIDIA's, anything else the FP8 original.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_glmf.sim import faults as faults_mod
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "MTP")
+
+
+class SimArgError(ValueError):
+    """A flag value the simulator refuses (after argparse accepted its shape)."""
+
+
+def _bool_flag(ap: argparse.ArgumentParser, name: str, help_text: str = "") -> None:
+    ap.add_argument(name, action="store_true", default=False, help=help_text or argparse.SUPPRESS)
+
+
+def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=prog, description="SGLang-compatible simulator of the recipe's GB300 (GLM-5.3-Flash).",
+        allow_abbrev=False)
+    g = ap.add_argument_group("SGLang flags")
+    g.add_argument("--model-path", "--model", dest="model_path", default="/models/GLM-5.3-Flash-NVFP4")
+    g.add_argument("--tokenizer-path", default=None)
+    g.add_argument("--served-model-name", default=None)
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=30000)
+    g.add_argument("--speculative-algorithm", default=None,
+                   help="none/NONE (autoregressive), DFLASH, EAGLE, EAGLE3, NEXTN, ...")
+    g.add_argument("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path",
+                   default=None)
+    g.add_argument("--speculative-dflash-block-size", type=int, default=None)
+    g.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    g.add_argument("--speculative-num-steps", type=int, default=None)
+    g.add_argument("--speculative-eagle-topk", type=int, default=None)
+    g.add_argument("--speculative-draft-attention-backend", default=None)
+    g.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])
+    g.add_argument("--mem-fraction-static", type=float, default=None)
+    g.add_argument("--context-length", type=int, default=None)
+    g.add_argument("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
+    g.add_argument("--cuda-graph-bs", type=int, nargs="+", default=None)
+    _bool_flag(g, "--disable-cuda-graph")
+    g.add_argument("--max-running-requests", type=int, default=None)
+    g.add_argument("--max-total-tokens", type=int, default=None)
+    g.add_argument("--chunked-prefill-size", type=int, default=None)
+    g.add_argument("--max-prefill-tokens", type=int, default=16384)
+    g.add_argument("--max-mamba-cache-size", type=int, default=None)
+    g.add_argument("--mamba-ssm-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    g.add_argument("--mamba-full-memory-ratio", type=float, default=0.9)
+    g.add_argument("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy", dest="mamba_scheduler_strategy",
+                   default="extra_buffer", choices=["no_buffer", "extra_buffer", "extra_buffer_lazy"])
+    g.add_argument("--linear-attn-decode-backend", default=None)
+    g.add_argument("--linear-attn-prefill-backend", default=None)
+    g.add_argument("--attention-backend", default=None)
+    g.add_argument("--tool-call-parser", default=None, choices=["glm", "glm45", "glm47", "hermes", "qwen25"])
+    g.add_argument("--reasoning-parser", default=None)
+    _bool_flag(g, "--enable-metrics")
+    _bool_flag(g, "--trust-remote-code")
+    _bool_flag(g, "--disable-overlap-schedule")
+    _bool_flag(g, "--disable-radix-cache")
+    _bool_flag(g, "--enable-mixed-chunk")
+    _bool_flag(g, "--log-requests")
+    g.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    g.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
+    g.add_argument("--ep-size", type=int, default=1)
+    g.add_argument("--dtype", default="auto")
+    g.add_argument("--quantization", default=None)
+    g.add_argument("--moe-runner-backend", default="auto")
+    g.add_argument("--chat-template", default=None)
+    g.add_argument("--api-key", default=None)
+    g.add_argument("--random-seed", type=int, default=None)
+    g.add_argument("--log-level", default="info")
+    g.add_argument("--watchdog-timeout", type=float, default=300.0)
+    g.add_argument("--download-dir", default=None)
+    g.add_argument("--revision", default=None)
+
+    s = ap.add_argument_group("simulator flags")
+    s.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiplies every modelled time: 1.0 is the recipe's GB300, 0.05 is 20x faster")
+    s.add_argument("--checkpoint", default=None, choices=["fp8", "nvidia", "libertai"],
+                   help="logit variant; default from the model path (libertai / nvfp4 / else fp8)")
+    s.add_argument("--perturb-shared-sigma", type=float, default=None,
+                   help="std of the logit noise both NVFP4 variants share (default from logits.py)")
+    s.add_argument("--perturb-own-sigma", type=float, default=None,
+                   help="std of this checkpoint's own logit noise (default per checkpoint, logits.py)")
+    s.add_argument("--gpu-mem-gib", type=float, default=250.0, help="GPU memory (GB300 Station: 250)")
+    s.add_argument("--seed", type=int, default=0, help="seeds sampling at temperature > 0 and draft acceptance")
+    s.add_argument("--tool-leak-rate", type=float, default=0.0,
+                   help="fraction of tool-call turns whose markup is left in content (deterministic per request)")
+    s.add_argument("--autotune-s", type=float, default=None,
+                   help="first-hit delay per new batch shape at time scale 1 (default 12.6 s: 13 s first token at C16)")
+    s.add_argument("--boot-s", type=float, default=0.0,
+                   help="extra seconds to wait (x time scale) before serving, like weight loading")
+    s.add_argument("--fault", action="append", default=[],
+                   help="inject a fault; repeatable: " + ", ".join(faults_mod.FAULT_FORMS))
+    return ap
+
+
+@dataclass
+class SimConfig:
+    model_path: str
+    served_model_name: str
+    host: str
+    port: int
+    spec: str | None                  # None (autoregressive) or the upper-case algorithm
+    draft_path: str | None
+    dflash_block_size: int | None
+    num_draft_tokens: int | None      # draft tokens verified per step (block - 1 for DFLASH)
+    kv_cache_dtype: str
+    mem_fraction_static: float
+    context_length: int
+    cuda_graph_max_bs: int
+    max_running_requests: int | None  # requested (None: not given)
+    max_mamba_cache_size: int | None  # requested (None: derived from --mamba-full-memory-ratio)
+    mamba_ssm_dtype: str
+    mamba_full_memory_ratio: float
+    mamba_scheduler_strategy: str
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    enable_metrics: bool
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    time_scale: float
+    checkpoint: str
+    perturb_shared_sigma: float | None
+    perturb_own_sigma: float | None
+    gpu_mem_gib: float
+    seed: int
+    tool_leak_rate: float
+    autotune_s: float
+    boot_s: float
+    faults: faults_mod.Faults
+    server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
+
+
+def checkpoint_from_path(path: str) -> str:
+    low = path.lower()
+    if "libertai" in low:
+        return "libertai"
+    if "nvfp4" in low or "fp4" in low:
+        return "nvidia"
+    return "fp8"
+
+
+def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimConfig:
+    """Parse; argparse exits with code 2 naming an unknown flag. Raises SimArgError for values
+    the simulator refuses (non-loopback host, bad fault spec)."""
+    ns = build_parser(prog).parse_args(argv)
+    if ns.host not in LOOPBACK_HOSTS:
+        raise SimArgError(f"--host {ns.host}: the simulator binds to 127.0.0.1 only (got a non-loopback address); "
+                          "use --host 127.0.0.1")
+    spec = ns.speculative_algorithm
+    spec = None if spec is None or spec.lower() == "none" else spec.upper()
+    if spec is not None and spec not in SPEC_ALGORITHMS:
+        raise SimArgError(f"--speculative-algorithm {ns.speculative_algorithm}: unknown algorithm "
+                          f"(known: NONE, {', '.join(SPEC_ALGORITHMS)})")
+    block = ns.speculative_dflash_block_size
+    if spec == "DFLASH":
+        block = block or 8   # the DFlash2 drafter proposes eight-token blocks
+        num_draft = block - 1  # the block includes the target's own token
+    elif spec is not None:
+        num_draft = (ns.speculative_num_draft_tokens or 4) - 1
+    else:
+        num_draft = None
+    if not 0.0 <= ns.tool_leak_rate <= 1.0:
+        raise SimArgError(f"--tool-leak-rate {ns.tool_leak_rate}: must be within [0, 1]")
+    if ns.time_scale <= 0:
+        raise SimArgError(f"--time-scale {ns.time_scale}: must be > 0")
+    try:
+        faults = faults_mod.Faults.parse(ns.fault)
+    except ValueError as exc:
+        raise SimArgError(str(exc)) from None
+    mem = ns.mem_fraction_static if ns.mem_fraction_static is not None else 0.85
+    ctx = ns.context_length if ns.context_length is not None else 202752  # the model's config max
+    served = ns.served_model_name or ns.model_path
+    server_args = {k: v for k, v in sorted(vars(ns).items()) if k not in ("fault",)}
+    return SimConfig(
+        model_path=ns.model_path, served_model_name=served, host=ns.host, port=ns.port,
+        spec=spec, draft_path=ns.speculative_draft_model_path, dflash_block_size=block if spec == "DFLASH" else None,
+        num_draft_tokens=num_draft, kv_cache_dtype=ns.kv_cache_dtype, mem_fraction_static=mem, context_length=ctx,
+        cuda_graph_max_bs=ns.cuda_graph_max_bs if ns.cuda_graph_max_bs is not None else (48 if spec else 160),
+        max_running_requests=ns.max_running_requests, max_mamba_cache_size=ns.max_mamba_cache_size,
+        mamba_ssm_dtype=ns.mamba_ssm_dtype, mamba_full_memory_ratio=ns.mamba_full_memory_ratio,
+        mamba_scheduler_strategy=ns.mamba_scheduler_strategy, tool_call_parser=ns.tool_call_parser,
+        reasoning_parser=ns.reasoning_parser, enable_metrics=ns.enable_metrics,
+        chunked_prefill_size=ns.chunked_prefill_size if ns.chunked_prefill_size is not None else 8192,
+        max_prefill_tokens=ns.max_prefill_tokens, time_scale=ns.time_scale,
+        checkpoint=ns.checkpoint or checkpoint_from_path(ns.model_path),
+        perturb_shared_sigma=ns.perturb_shared_sigma, perturb_own_sigma=ns.perturb_own_sigma,
+        gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
+        autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
+        faults=faults, server_args=server_args)

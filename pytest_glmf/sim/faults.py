@@ -1,0 +1,90 @@
+"""Injectable faults: the failures real servers show, on request.
+
+Set with `--fault SPEC` (repeatable) at start, or at run time with `POST /sim/faults`
+(`{"faults": ["http-503=2", ...], "replace": true}`; `GET /sim/faults` shows the active set,
+`DELETE /sim/faults` clears it). Forms:
+
+  boot-oom                 boot fails after "Load weight end" with SGLang's not-enough-memory
+                           traceback and exit code 1 (like sglang#4895)
+  boot-hang                boot stops after the weight load line and never gets ready
+  crash-first-request      the scheduler crashes on the first generation request: the request's
+                           connection drops, a `Scheduler hit an exception` traceback is printed,
+                           the process exits 1 (the recipe's GLM-5.3 NextN crash, sglang#37548)
+  crash-after-requests=N   same, on request N+1
+  stream-cut=N             every stream is cut (connection dropped, no [DONE]) after N chunks
+  http-503=N               the next N generation requests get HTTP 503 (then normal service)
+  malformed-sse            every stream carries one `data:` line that is not JSON, mid-stream
+  no-tokens                generation requests return at once with no output tokens
+  slow=F                   every modelled time is multiplied by F (on top of --time-scale)
+  tool-empty-args          tool calls are emitted without the opening <arg_value> (vllm#49248),
+                           so the GLM parsers return `arguments: "{}"`
+
+Counters (`http-503`, `crash-after-requests`) count generation requests (chat, completions,
+/generate, /health_generate), not health or introspection calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULT_FORMS = ("boot-oom", "boot-hang", "crash-first-request", "crash-after-requests=N", "stream-cut=N",
+               "http-503=N", "malformed-sse", "no-tokens", "slow=F", "tool-empty-args")
+_FLAGS = {"boot-oom", "boot-hang", "crash-first-request", "malformed-sse", "no-tokens", "tool-empty-args"}
+_INTS = {"crash-after-requests", "stream-cut", "http-503"}
+_FLOATS = {"slow"}
+
+
+@dataclass
+class Faults:
+    boot_oom: bool = False
+    boot_hang: bool = False
+    crash_after_requests: int | None = None   # crash when this many requests were already admitted
+    stream_cut: int | None = None
+    http_503_left: int = 0
+    malformed_sse: bool = False
+    no_tokens: bool = False
+    slow: float = 1.0
+    tool_empty_args: bool = False
+    specs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, specs: list[str]) -> "Faults":
+        f = cls()
+        f.apply(specs)
+        return f
+
+    def apply(self, specs: list[str]) -> None:
+        """Add fault specs; raise ValueError naming a bad one and the valid forms."""
+        for spec in specs:
+            name, _, value = spec.strip().partition("=")
+            try:
+                if name in _FLAGS and not value:
+                    if name == "crash-first-request":
+                        self.crash_after_requests = 0
+                    else:
+                        setattr(self, name.replace("-", "_"), True)
+                elif name in _INTS and value:
+                    n = int(value)
+                    if n < 0:
+                        raise ValueError
+                    if name == "http-503":
+                        self.http_503_left = n
+                    else:
+                        setattr(self, name.replace("-", "_"), n)
+                elif name in _FLOATS and value:
+                    x = float(value)
+                    if x <= 0:
+                        raise ValueError
+                    self.slow = x
+                else:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"--fault {spec!r}: unknown or malformed fault; valid forms: "
+                                 + ", ".join(FAULT_FORMS)) from None
+            self.specs.append(spec.strip())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"specs": list(self.specs), "boot_oom": self.boot_oom, "boot_hang": self.boot_hang,
+                "crash_after_requests": self.crash_after_requests, "stream_cut": self.stream_cut,
+                "http_503_left": self.http_503_left, "malformed_sse": self.malformed_sse,
+                "no_tokens": self.no_tokens, "slow": self.slow, "tool_empty_args": self.tool_empty_args}

@@ -1,0 +1,276 @@
+"""OpenAI-compatible endpoints: /v1/chat/completions and /v1/completions (SGLang's shapes).
+
+Streaming: the first chunk is role-only (`{"role": "assistant", "content": ""}`) and is sent with the
+first token batch, like SGLang's serving_chat; then one chunk per decode step (several tokens per
+chunk under speculative decoding); a finish chunk with an empty delta; the usage chunk
+(`choices: []`) when `stream_options.include_usage`; `data: [DONE]`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pytest_glmf.sim import timing, tools
+from pytest_glmf.sim.app import SimApp, prompt_text_for_class
+from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, watch_disconnect
+from pytest_glmf.sim.logits import mix, unif
+from pytest_glmf.sim.scheduler import SimRequest
+from pytest_glmf.sim.tokenizer import EOS_ID, StreamDecoder, apply_chat_template, content_text, encode, token_bytes, token_text
+
+HIDDEN_IDS = {EOS_ID}
+MALFORMED = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": "\n\n'
+
+
+def _sampling(body: dict[str, Any], default_max: int | None) -> dict[str, Any]:
+    temperature = body.get("temperature")
+    stop_ids = body.get("stop_token_ids") or []
+    return {"temperature": 1.0 if temperature is None else float(temperature),
+            "min_new_tokens": int(body.get("min_tokens") or 0), "ignore_eos": bool(body.get("ignore_eos", False)),
+            "stop_token_ids": tuple(int(t) for t in stop_ids),
+            "sample_seed": body.get("seed")}
+
+
+def _usage(r: SimRequest) -> dict[str, Any]:
+    return {"prompt_tokens": len(r.prompt_ids), "completion_tokens": len(r.out_ids),
+            "total_tokens": len(r.prompt_ids) + len(r.out_ids), "prompt_tokens_details": None}
+
+
+def _visible(ids: list[int]) -> list[int]:
+    return [t for t in ids if t not in HIDDEN_IDS]
+
+
+def _chat_logprobs(r: SimRequest, start: int, ids: list[int]) -> dict[str, Any]:
+    out = []
+    for k, tid in enumerate(ids, start):
+        top = r.out_top[k] if k < len(r.out_top) else []
+        out.append({"token": token_text(tid), "logprob": r.out_logprobs[k], "bytes": token_bytes(tid),
+                    "top_logprobs": [{"token": token_text(t), "logprob": lp, "bytes": token_bytes(t)} for lp, t in top]})
+    return {"content": out}
+
+
+def _tool_call_obj(rid: str, i: int, name: str, args: str) -> dict[str, Any]:
+    return {"id": f"call_{rid[:24]}{i}", "index": i, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+async def chat(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
+    body = await read_json(receive)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise HTTPError(400, "messages must be a non-empty list")
+    app.admit_generation()
+    offered = body.get("tools") or None
+    tool_choice = body.get("tool_choice", "auto")
+    parser = app.cfg.tool_call_parser
+    prompt_ids = apply_chat_template(messages, offered, lambda n, a: tools.render_call(parser or "glm47", n, a))
+    max_new = app.check_prompt(prompt_ids, body.get("max_completion_tokens", body.get("max_tokens")))
+    user_msgs = [m for m in messages if m.get("role") == "user"]
+    cls = timing.classify(content_text(user_msgs[-1].get("content")) if user_msgs else "", len(user_msgs))
+    calls = tools.plan_calls(messages, offered, tool_choice) if offered else []
+    forced = None
+    parse_calls = False
+    if calls:
+        markup = tools.render_calls(parser or "glm47", calls, app.faults.tool_empty_args)
+        forced = encode(markup)
+        leak = unif(mix(hash(tuple(prompt_ids)) & ((1 << 64) - 1)) ^ app.cfg.seed) < app.cfg.tool_leak_rate
+        parse_calls = parser is not None and not leak
+    want_lp = bool(body.get("logprobs"))
+    r = app.new_request(prompt_ids, max_new, cls=cls, forced_ids=forced, want_logprobs=want_lp,
+                        top_n=int(body.get("top_logprobs") or 0) if want_lp else 0, **_sampling(body, None))
+    if app.faults.no_tokens:
+        r.max_new_tokens = 0
+    model = body.get("model") or app.cfg.served_model_name
+    if body.get("stream"):
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        await _chat_stream(app, r, receive, send, model, include_usage, parse_calls, offered, parser)
+        return
+    await app.run_to_end(r, receive)
+    ids = _visible(r.out_ids)
+    from pytest_glmf.sim.tokenizer import decode
+
+    text = decode(ids)
+    message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
+    finish = r.finish_reason
+    if parse_calls:
+        content, parsed = tools.parse_text(parser or "", text, offered)
+        if parsed:
+            message["content"] = content or None
+            message["tool_calls"] = [_tool_call_obj(r.rid, i, n, a) for i, (n, a) in enumerate(parsed)]
+            finish = "tool_calls"
+    choice = {"index": 0, "message": message, "logprobs": _chat_logprobs(r, 0, r.out_ids) if want_lp else None,
+              "finish_reason": finish, "matched_stop": r.matched_stop}
+    await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+                           "choices": [choice], "usage": _usage(r)})
+
+
+async def _chat_stream(app: SimApp, r: SimRequest, receive: Receive, send: Send, model: str, include_usage: bool,
+                       parse_calls: bool, offered: Any, parser: str | None) -> None:
+    assert app.scheduler is not None
+    sse = SSE(send, cut_after=app.faults.stream_cut)
+    created = int(time.time())
+    base = {"id": r.rid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
+                                     "matched_stop": r.matched_stop if finish else None}]}
+
+    app.scheduler.submit(r)
+    watcher = watch_disconnect(receive, lambda: app.scheduler.abort(r))  # type: ignore[union-attr]
+    decoder = StreamDecoder()
+    stream_parser = tools.ToolStream(parser or "", offered) if parse_calls else None
+    n_calls = 0
+    taken = 0
+    first = True
+    malformed_sent = not app.faults.malformed_sse
+    try:
+        await sse.start()
+        while True:
+            await r.event.wait()
+            ids = r.take()
+            if r.finish_reason == "abort":
+                raise StreamCut("client disconnected")
+            if first and (ids or r.done):
+                await sse.data(chunk({"role": "assistant", "content": ""}))
+                first = False
+            if ids:
+                text = decoder.feed(_visible(ids))
+                lp = _chat_logprobs(r, taken, ids) if r.want_logprobs else None
+                taken += len(ids)
+                if stream_parser is None:
+                    if text or lp:
+                        await sse.data(chunk({"content": text}, logprobs=lp))
+                else:
+                    for ev in stream_parser.feed(text):
+                        n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)
+                if not malformed_sent and taken >= 2:
+                    await sse.raw(MALFORMED)
+                    malformed_sent = True
+            if r.done:
+                break
+        tail = decoder.flush()
+        if stream_parser is not None:
+            for ev in stream_parser.feed(tail) + stream_parser.finish():
+                n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)
+        elif tail:
+            await sse.data(chunk({"content": tail}))
+        finish = "tool_calls" if n_calls else r.finish_reason
+        await sse.data(chunk({}, finish))
+        if include_usage:
+            await sse.data({**base, "choices": [], "usage": _usage(r)})
+        await sse.done()
+    finally:
+        watcher.cancel()
+        if not r.done:
+            app.scheduler.abort(r)
+
+
+async def _send_tool_event(sse: SSE, chunk: Any, r: SimRequest, ev: tuple[str, ...], index: int) -> int:
+    if ev[0] == "content":
+        if ev[1]:
+            await sse.data(chunk({"content": ev[1]}))
+        return 0
+    _, name, args = ev
+    first = _tool_call_obj(r.rid, index, name, "")
+    await sse.data(chunk({"tool_calls": [first]}))
+    half = max(1, len(args) // 2)
+    for frag in (args[:half], args[half:]):
+        if frag:
+            await sse.data(chunk({"tool_calls": [{"index": index, "function": {"arguments": frag}}]}))
+    return 1
+
+
+# ------------------------------------------------------------------------------------------
+
+def _prompt_ids(prompt: Any) -> list[int]:
+    if isinstance(prompt, str):
+        return encode(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return list(prompt)
+    if isinstance(prompt, list) and len(prompt) == 1:
+        return _prompt_ids(prompt[0])
+    raise HTTPError(400, "prompt must be a string, a list of token ids, or a one-element list of either")
+
+
+def _completion_logprobs(r: SimRequest, app: SimApp, echo: bool, n_top: int) -> dict[str, Any]:
+    from pytest_glmf.sim.logits import extend
+
+    tokens, lps, tops, offsets, pos = [], [], [], [], 0
+    if echo:
+        ctx = None
+        from pytest_glmf.sim.logits import START
+
+        ctx = START
+        for i, tid in enumerate(r.prompt_ids):
+            d = app.model.dist(ctx) if i else None
+            tokens.append(token_text(tid))
+            lps.append(d.logprob(tid) if d else None)
+            tops.append({token_text(t): lp for lp, t in d.top(n_top)} if d and n_top else None)
+            offsets.append(pos)
+            pos += len(token_text(tid))
+            ctx = extend(ctx, tid)
+    for k, tid in enumerate(r.out_ids):
+        tokens.append(token_text(tid))
+        lps.append(r.out_logprobs[k])
+        tops.append({token_text(t): lp for lp, t in r.out_top[k]} if n_top and k < len(r.out_top) else None)
+        offsets.append(pos)
+        pos += len(token_text(tid))
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+
+async def completions(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
+    body = await read_json(receive)
+    if "prompt" not in body:
+        raise HTTPError(400, "prompt is required")
+    prompt_ids = _prompt_ids(body["prompt"])
+    app.admit_generation()
+    max_tokens = body.get("max_tokens", 16)
+    max_new = app.check_prompt(prompt_ids, max_tokens)
+    n_lp = body.get("logprobs")
+    want_lp = n_lp is not None
+    echo = bool(body.get("echo"))
+    cls = timing.classify(prompt_text_for_class(prompt_ids))
+    r = app.new_request(prompt_ids, max_new, cls=cls, want_logprobs=want_lp, top_n=int(n_lp or 0),
+                        **_sampling(body, 16))
+    if app.faults.no_tokens:
+        r.max_new_tokens = 0
+    model = body.get("model") or app.cfg.served_model_name
+    base = {"id": r.rid, "object": "text_completion", "created": int(time.time()), "model": model}
+    from pytest_glmf.sim.tokenizer import decode
+
+    if not body.get("stream"):
+        await app.run_to_end(r, receive)
+        text = (decode(prompt_ids) if echo else "") + decode(_visible(r.out_ids))
+        choice = {"index": 0, "text": text, "logprobs": _completion_logprobs(r, app, echo, int(n_lp or 0)) if want_lp else None,
+                  "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}
+        await send_json(send, {**base, "choices": [choice], "usage": _usage(r)})
+        return
+    assert app.scheduler is not None
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    sse = SSE(send, cut_after=app.faults.stream_cut)
+    app.scheduler.submit(r)
+    watcher = watch_disconnect(receive, lambda: app.scheduler.abort(r))  # type: ignore[union-attr]
+    decoder = StreamDecoder()
+    malformed_sent = not app.faults.malformed_sse
+    try:
+        await sse.start()
+        while True:
+            await r.event.wait()
+            ids = r.take()
+            if r.finish_reason == "abort":
+                raise StreamCut("client disconnected")
+            text = decoder.feed(_visible(ids)) if ids else ""
+            if text:
+                await sse.data({**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}]})
+                if not malformed_sent:
+                    await sse.raw(MALFORMED)
+                    malformed_sent = True
+            if r.done:
+                break
+        await sse.data({**base, "choices": [{"index": 0, "text": decoder.flush(), "logprobs": None,
+                                             "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}]})
+        if include_usage:
+            await sse.data({**base, "choices": [], "usage": _usage(r)})
+        await sse.done()
+    finally:
+        watcher.cancel()
+        if not r.done:
+            app.scheduler.abort(r)

@@ -1,0 +1,306 @@
+"""One asyncio loop that admits, prefills and steps every running request (continuous batching).
+
+At most `seats` requests run; the rest wait in FIFO order (their TTFT includes the wait). Each
+iteration is either one prefill forward (every waiting request that fits the free seats) or one
+decode step of the whole running batch; its duration comes from timing.py times the time scale
+and the `slow` fault. The loop keeps a virtual clock: when the CPU falls behind (very small time
+scales, many streams) it runs several steps before yielding, so tokens arrive in fewer, larger
+chunks but at the modelled rate. Handlers wait on a per-request event and drain `pending`: one
+chunk per decode step when the machine keeps up.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pytest_glmf.sim import timing
+from pytest_glmf.sim.logits import Ctx, LogitModel, extend
+from pytest_glmf.sim.tokenizer import EOS_ID
+
+DECODE_LOG_INTERVAL = 40
+MAX_STEPS_WITHOUT_YIELD = 64
+GREEDY_CACHE_MAX = 100_000
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    prompt_ids: list[int]
+    max_new_tokens: int
+    ctx: Ctx                                   # logit context after the prompt
+    temperature: float = 0.0
+    top_p: float = 1.0
+    min_new_tokens: int = 0
+    ignore_eos: bool = False
+    stop_token_ids: tuple[int, ...] = ()
+    forced_ids: list[int] | None = None        # scripted output (tool-call markup), then EOS
+    want_logprobs: bool = False
+    top_n: int = 0
+    cls: timing.PromptClass = timing.DEFAULT_CLASS
+    sample_seed: int = 0
+    # progress
+    out_ids: list[int] = field(default_factory=list)
+    out_logprobs: list[float] = field(default_factory=list)
+    out_top: list[list[tuple[float, int]]] = field(default_factory=list)
+    pending: int = 0                           # out_ids[-pending:] not yet taken by the handler
+    finish_reason: str | None = None           # "stop" | "length" | "abort"
+    matched_stop: int | None = None
+    t_arrival: float = 0.0
+    t_first: float | None = None
+    t_done: float | None = None
+    spec_verify_ct: int = 0
+    spec_accepted: int = 0
+    spec_drafted: int = 0
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    _rng: random.Random | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    def take(self) -> list[int]:
+        """Token ids produced since the last take."""
+        n, self.pending = self.pending, 0
+        self.event.clear()
+        return self.out_ids[len(self.out_ids) - n:] if n else []
+
+
+@dataclass
+class Counters:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
+    aborted: int = 0
+    ttft_sum_s: float = 0.0
+    ttft_count: int = 0
+    e2e_sum_s: float = 0.0
+    spec_verify_ct: int = 0
+    spec_accepted: int = 0
+    spec_drafted: int = 0
+    last_gen_tok_s: float = 0.0
+
+
+class Scheduler:
+    def __init__(self, *, seats: int, kv_tokens: int, model: LogitModel, time_scale: float,
+                 spec_draft_tokens: int | None, block_size: int | None, capture_bs: list[int],
+                 autotune_s: float, seed: int, log: Callable[[str], None], slow: Callable[[], float] = lambda: 1.0):
+        self.seats = seats
+        self.kv_tokens = kv_tokens
+        self.model = model
+        self.time_scale = time_scale
+        self.spec_draft_tokens = spec_draft_tokens
+        self.block_size = block_size
+        self.capture_bs = capture_bs
+        self.autotune_s = autotune_s
+        self.tuned_shapes: set[int] = {1}   # SGLang's boot warmup request runs at batch 1
+        self.seed = seed
+        self.log = log
+        self.slow = slow
+        self.waiting: list[SimRequest] = []
+        self.running: list[SimRequest] = []
+        self.counters = Counters()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._greedy: dict[tuple[Ctx, bool], int] = {}
+        self._decode_steps = 0
+        self._log_tokens = 0
+        self._log_t = time.monotonic()
+        self._rng = random.Random(seed)
+
+    # -- public -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, r: SimRequest) -> None:
+        r.t_arrival = time.perf_counter()
+        self.counters.requests += 1
+        self.counters.prompt_tokens += len(r.prompt_ids)
+        if r.temperature > 0:
+            r._rng = random.Random(r.sample_seed)
+        self.waiting.append(r)
+        self._wake.set()
+
+    def abort(self, r: SimRequest) -> None:
+        if r.done:
+            return
+        r.finish_reason = "abort"
+        r.t_done = time.perf_counter()
+        self.counters.aborted += 1
+        if r in self.waiting:
+            self.waiting.remove(r)
+        if r in self.running:
+            self.running.remove(r)
+        self._wake.set()
+
+    def reset_shapes(self) -> None:
+        self.tuned_shapes = {1}
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        cursor = loop.time()
+        steps_since_yield = 0
+        while True:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                cursor = loop.time()
+                continue
+            now = loop.time()
+            cursor = max(cursor, now - 0.050)   # never bank more than 50 ms of lag
+            scale = self.time_scale * self.slow()
+            free = self.seats - len(self.running)
+            if self.waiting and free > 0:
+                batch = self.waiting[:free]
+                del self.waiting[:free]
+                new_tokens = sum(len(r.prompt_ids) for r in batch)
+                dur = timing.prefill_s(new_tokens)
+                shape = timing.shape_bucket(len(self.running) + len(batch), self.capture_bs)
+                if shape not in self.tuned_shapes:
+                    self.tuned_shapes.add(shape)
+                    dur += self.autotune_s
+                self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
+                         f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
+                         f"#queue-req: {len(self.waiting)}")
+                cursor += dur * scale
+                await asyncio.sleep(max(0.0, cursor - loop.time()))
+                steps_since_yield = 0
+                t = time.perf_counter()
+                for r in batch:
+                    if r.done:      # aborted while prefilling
+                        continue
+                    self.running.append(r)
+                    r.t_first = t
+                    self.counters.ttft_sum_s += t - r.t_arrival
+                    self.counters.ttft_count += 1
+                    self._emit(r, 1)
+                continue
+            # decode step: tokens become visible at the end of the step
+            batch_now = list(self.running)
+            step_s, counts = self._plan_step()
+            cursor += step_s * scale
+            lag = loop.time() - cursor
+            if lag > 0.005 and steps_since_yield < MAX_STEPS_WITHOUT_YIELD:
+                steps_since_yield += 1      # behind: catch up before yielding (bigger chunks)
+            else:
+                steps_since_yield = 0
+                await asyncio.sleep(max(0.0, cursor - loop.time()))
+            for r, n in zip(batch_now, counts):
+                if not r.done:
+                    self._emit(r, n)
+            self._decode_steps += 1
+            if self._decode_steps % DECODE_LOG_INTERVAL == 0:
+                self._log_decode()
+
+    def _plan_step(self) -> tuple[float, list[int]]:
+        n = len(self.running)
+        if self.spec_draft_tokens is None:
+            return timing.ar_step_s(n), [1] * n
+        d = self.spec_draft_tokens
+        base = sum(timing.spec_base_step_s(r.cls, d, self.block_size) for r in self.running) / max(1, n)
+        counts = []
+        for r in self.running:
+            accepted = sum(1 for _ in range(d) if self._rng.random() < r.cls.accept_rate)
+            r.spec_verify_ct += 1
+            r.spec_accepted += accepted
+            r.spec_drafted += d
+            counts.append(1 + accepted)
+        self.counters.spec_verify_ct += n
+        self.counters.spec_accepted += sum(counts) - n
+        self.counters.spec_drafted += n * d
+        return base * timing.spec_growth(n), counts
+
+    def _usage(self) -> float:
+        used = sum(len(r.prompt_ids) + len(r.out_ids) for r in self.running)
+        return min(1.0, used / max(1, self.kv_tokens))
+
+    def _log_decode(self) -> None:
+        now = time.monotonic()
+        gen = self.counters.generation_tokens - self._log_tokens
+        tok_s = gen / max(1e-9, now - self._log_t)
+        self.counters.last_gen_tok_s = tok_s
+        self._log_t, self._log_tokens = now, self.counters.generation_tokens
+        tokens = sum(len(r.prompt_ids) + len(r.out_ids) for r in self.running)
+        spec = ""
+        if self.spec_draft_tokens is not None and self.counters.spec_verify_ct:
+            c = self.counters
+            spec = (f"accept len: {1 + c.spec_accepted / c.spec_verify_ct:.2f}, "
+                    f"accept rate: {c.spec_accepted / max(1, c.spec_drafted):.2f}, ")
+        self.log(f"Decode batch, #running-req: {len(self.running)}, #token: {tokens}, token usage: {self._usage():.2f}, "
+                 f"{spec}cuda graph: True, gen throughput (token/s): {tok_s:.2f}, #queue-req: {len(self.waiting)}")
+
+    # -- token generation -----------------------------------------------------------------------
+    def _next_token(self, r: SimRequest) -> tuple[int, float | None]:
+        k = len(r.out_ids)
+        if r.forced_ids is not None:
+            tok = r.forced_ids[k] if k < len(r.forced_ids) else EOS_ID
+            if not r.want_logprobs:
+                return tok, None
+            forced = self.model.dist(r.ctx)
+            r.out_top.append(forced.top(r.top_n) if r.top_n else [])
+            return tok, forced.logprob(tok)
+        eos_ok = not (r.ignore_eos or k < r.min_new_tokens)
+        if r.temperature <= 0 and not r.want_logprobs:
+            hit = self._greedy.get((r.ctx, eos_ok))
+            if hit is not None:
+                return hit, None
+        dist = self.model.dist(r.ctx)
+        if not eos_ok:
+            ids = [i for i in dist.ids if i != EOS_ID]
+            logits = [z for i, z in zip(dist.ids, dist.logits) if i != EOS_ID]
+        else:
+            ids, logits = list(dist.ids), list(dist.logits)
+        if r.temperature <= 0 or r._rng is None:
+            tok = ids[max(range(len(ids)), key=lambda i: logits[i])]
+        else:
+            t = max(r.temperature, 1e-3)
+            top = max(logits)
+            weights = [math.exp((z - top) / t) for z in logits]
+            tok = r._rng.choices(ids, weights=weights)[0]
+        if r.temperature <= 0 and len(self._greedy) < GREEDY_CACHE_MAX:
+            self._greedy[(r.ctx, eos_ok)] = tok   # identical prompts (a load test's briefing) reuse the work
+        if r.want_logprobs:
+            r.out_top.append(dist.top(r.top_n) if r.top_n else [])
+            return tok, dist.logprob(tok)
+        return tok, None
+
+    def _emit(self, r: SimRequest, n: int) -> None:
+        """Generate up to n tokens for r; finish it when it stops."""
+        if r.max_new_tokens <= 0 and not r.done:
+            r.finish_reason = "length"   # scoring only (max_new_tokens 0)
+            n = 0
+        for _ in range(n):
+            if r.done:
+                break
+            tok, lp = self._next_token(r)
+            r.out_ids.append(tok)
+            if r.want_logprobs:
+                r.out_logprobs.append(lp if lp is not None else 0.0)
+            r.ctx = extend(r.ctx, tok)
+            r.pending += 1
+            self.counters.generation_tokens += 1
+            k = len(r.out_ids)
+            if tok == EOS_ID and not r.ignore_eos and k > r.min_new_tokens:
+                r.finish_reason, r.matched_stop = "stop", EOS_ID
+            elif tok in r.stop_token_ids and k > r.min_new_tokens:
+                r.finish_reason, r.matched_stop = "stop", tok
+            elif k >= r.max_new_tokens:
+                r.finish_reason = "length"
+        if r.done:
+            r.t_done = time.perf_counter()
+            self.counters.e2e_sum_s += r.t_done - r.t_arrival
+            if r in self.running:
+                self.running.remove(r)
+        r.event.set()

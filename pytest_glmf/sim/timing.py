@@ -1,0 +1,121 @@
+"""The timing model at time scale 1.0 (the recipe's GB300), and speculative acceptance per class.
+
+Decode step (autoregressive): a table from the recipe's batch-lane curve (per-user tok/s ->
+seconds per step), linear in the running batch between its points and beyond 128:
+
+    running   1     8     16    32    48    96    128
+    tok/s     142   90    72    55    50    39    34      step = 1 / tok_s
+
+Decode step (speculative, e.g. DFlash2): each request of prompt class c verifies one block per
+step and emits 1 + Binomial(draft_tokens, accept_rate_c) tokens; its batch-1 step time is
+(1 + draft_tokens * accept_rate_c) / tok_s_c from the recipe's block-7 table, times
+(1 + 0.15 * (block - 7)) for other block sizes; the batch step is the mean over running requests
+times the growth of the recipe's DFlash2 per-user curve (1: 252, 8: 106, 16: 86, 24: 72 tok/s).
+
+    class            accept  tok/s (block 7, batch 1)   keywords (last user turn, first match wins)
+    multi_turn_chat  0.30    205    two or more user turns
+    json_extraction  0.40    262    json
+    math             0.61    291    solve, step by step, equation, compute, calculate
+    code             0.41    253    python, typescript, javascript, function, implement, code, class, def
+    shell_ops        0.39    254    shell, bash, command(s), one-liner, systemd, filesystem, mount
+    prose            0.29    175    story, prose, poem, literary, personal essay, describe
+    history_essay    0.33    252    history, historical, essay; and any prompt matching nothing
+The seven-class mean acceptance is 0.39, as the recipe found.
+
+Prefill: one forward admits every waiting request that fits the free seats; it takes
+0.17 s + 0.01625 s * (new tokens / 1000) ** 0.757 (fitted to the recipe's TTFT p95 for a
+2,400-token briefing at 1-128 users: 0.18 s at 1 user, 0.76 s at 48, 1.41 s at 128). The first
+token comes out of the prefill. A prefill that brings the running batch into a batch-size bucket
+(the cuda-graph capture sizes, then multiples of 32) not seen before pays the autotune delay
+(12.6 s: the recipe's 13 s first token at C16); bucket 1 is warmed at boot, like SGLang's warmup
+request.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+AR_TABLE = [(1, 142.0), (8, 90.0), (16, 72.0), (32, 55.0), (48, 50.0), (96, 39.0), (128, 34.0)]
+SPEC_PER_USER = [(1, 252.0), (8, 106.0), (16, 86.0), (24, 72.0)]
+PREFILL_FIXED_S = 0.17
+PREFILL_COEF_S = 0.01625
+PREFILL_EXP = 0.757
+BLOCK_STEP_GROWTH = 0.15
+
+
+@dataclass(frozen=True)
+class PromptClass:
+    name: str
+    accept_rate: float
+    tok_s: float                      # batch 1, DFlash2 block 7
+    keywords: tuple[str, ...]
+
+
+CLASSES = [
+    PromptClass("json_extraction", 0.40, 262.0, ("json",)),
+    PromptClass("math", 0.61, 291.0, ("solve", "step by step", "step-by-step", "equation", "compute", "calculate")),
+    PromptClass("code", 0.41, 253.0, ("python", "typescript", "javascript", "function", "implement", "code",
+                                      "class ", "def ", "```")),
+    PromptClass("shell_ops", 0.39, 254.0, ("shell", "bash", "command", "one-liner", "systemd", "filesystem", "mount")),
+    PromptClass("prose", 0.29, 175.0, ("story", "prose", "poem", "literary", "personal essay", "describe")),
+    PromptClass("history_essay", 0.33, 252.0, ("history", "historical", "essay")),
+]
+MULTI_TURN = PromptClass("multi_turn_chat", 0.30, 205.0, ())
+DEFAULT_CLASS = CLASSES[-1]
+BY_NAME = {c.name: c for c in CLASSES + [MULTI_TURN]}
+
+
+def classify(last_user_text: str, user_turns: int = 1) -> PromptClass:
+    if user_turns >= 2:
+        return MULTI_TURN
+    low = last_user_text.lower()
+    for c in CLASSES:
+        if any(k in low for k in c.keywords):
+            return c
+    return DEFAULT_CLASS
+
+
+def _interp(table: list[tuple[int, float]], n: float) -> float:
+    """Linear interpolation of `value` over `n`, extrapolating from the last two points."""
+    xs = [x for x, _ in table]
+    if n <= xs[0]:
+        return table[0][1]
+    i = bisect.bisect_left(xs, n)
+    if i >= len(xs):
+        i = len(xs) - 1
+    (x0, y0), (x1, y1) = table[i - 1], table[i]
+    return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+
+
+_AR_STEP = [(n, 1.0 / tok_s) for n, tok_s in AR_TABLE]
+_SPEC_GROWTH = [(n, SPEC_PER_USER[0][1] / tok_s) for n, tok_s in SPEC_PER_USER]
+
+
+def ar_step_s(running: int) -> float:
+    return _interp(_AR_STEP, max(1, running))
+
+
+def spec_growth(running: int) -> float:
+    return _interp(_SPEC_GROWTH, max(1, running))
+
+
+def spec_base_step_s(cls: PromptClass, draft_tokens: int, block_size: int | None) -> float:
+    """Batch-1 step time of one request of this class."""
+    step = (1.0 + 6 * cls.accept_rate) / cls.tok_s   # the table was measured at block 7 (6 drafts)
+    if block_size is not None:
+        step *= 1.0 + BLOCK_STEP_GROWTH * (block_size - 7)
+    elif draft_tokens != 6:
+        step *= 1.0 + BLOCK_STEP_GROWTH * (draft_tokens - 6)
+    return step
+
+
+def prefill_s(new_tokens: int) -> float:
+    return PREFILL_FIXED_S + PREFILL_COEF_S * (max(0, new_tokens) / 1000.0) ** PREFILL_EXP
+
+
+def shape_bucket(running: int, capture_bs: list[int]) -> int:
+    """The batch shape a running batch of this size executes as (kernels are tuned per shape)."""
+    for bs in capture_bs:
+        if bs >= running:
+            return bs
+    return -(-running // 32) * 32
