@@ -29,6 +29,8 @@ def cap_hint(cap_reason: str | None) -> str:
     """The knob that raises the concurrency cap, from the reason the engine printed."""
     if not cap_reason:
         return "raise --max-running-requests (no cap reason in the boot log)"
+    if "raise" in cap_reason or "increase" in cap_reason:
+        return cap_reason  # the engine (or the parser) already named the knob
     reason = cap_reason.lower()
     if "mamba" in reason or "state" in reason:
         knob = "raise --max-mamba-cache-size (or --mamba-ssm-dtype bfloat16 to halve the bytes per seat)"
