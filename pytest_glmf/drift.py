@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pytest_glmf.drift_adapters import DriftAdapter, ScoringError, make_adapter
 from pytest_glmf.drift_stats import (DEFAULT_RESAMPLES, DEFAULT_SEED, PromptScores, candidate_stats,
@@ -102,17 +102,23 @@ def _score_all(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]
     return [adapter.score(p, o, k) for p, o in items]
 
 
+Template = Callable[[list[dict[str, Any]]], list[int]]
+
+
 def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_tokens: int = DEFAULT_MAX_TOKENS,
                    k: int = DEFAULT_K, concurrency: int = 4, provenance: dict[str, Any] | None = None,
-                   run_self_check: bool = True) -> dict[str, Any]:
+                   run_self_check: bool = True, template: Template | None = None) -> dict[str, Any]:
+    """`template` replaces the server's chat template (messages -> ids) for a server that cannot
+    return templated ids; it is recorded in the provenance."""
     t0 = time.time()
-    prompt_ids = [adapter.chat_ids(p.messages) for p in prompts]
+    prompt_ids = [(template or adapter.chat_ids)(p.messages) for p in prompts]
     with ThreadPoolExecutor(max(1, concurrency)) as pool:   # greedy tokens are what they are: batch freely
         outputs = list(pool.map(lambda ids: adapter.generate_greedy(ids, max_tokens), prompt_ids))
     scores = _score_all(adapter, list(zip(prompt_ids, outputs)), k)
     ref: dict[str, Any] = {
         "schema": SCHEMA, "kind": REFERENCE_KIND,
         "provenance": {**adapter.describe(), **(provenance or {}),
+                       "chat_template": _template_name(template),
                        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "prompt_set": {"sha256": prompt_set_hash(prompts), "n": len(prompts)},
         "tokenizer_fingerprint": tokenizer_fingerprint(prompt_ids),
@@ -130,6 +136,30 @@ def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_toke
     ref["elapsed_s"] = round(time.time() - t0, 3)
     ref["sha256"] = reference_hash(ref)
     return ref
+
+
+def pick_template(adapter: DriftAdapter, fallback: Template | None) -> Template | None:
+    """None (the server's own chat template) when the server returns templated ids, else `fallback`."""
+    if fallback is None:
+        return None
+    try:
+        adapter.chat_ids([{"role": "user", "content": "ping"}])
+        return None
+    except ScoringError:
+        return fallback
+
+
+def sim_template() -> Template:
+    """The built-in simulator's chat template, in-process (the same code its server runs)."""
+    from pytest_glmf.sim.tokenizer import apply_chat_template
+
+    return lambda messages: apply_chat_template(messages)
+
+
+def _template_name(template: Template | None) -> str:
+    if template is None:
+        return "server"
+    return f"client: {getattr(template, '__module__', '?')}"
 
 
 def check_reference(ref: dict[str, Any], prompts: Sequence[Prompt] | None = None, source: str = "reference") -> None:
@@ -152,14 +182,14 @@ def check_reference(ref: dict[str, Any], prompts: Sequence[Prompt] | None = None
 
 def score_candidate(adapter: DriftAdapter, ref: dict[str, Any], *, label: str | None = None,
                     check_tokenizer: bool = True, run_self_check: bool = True,
-                    provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+                    provenance: dict[str, Any] | None = None, template: Template | None = None) -> dict[str, Any]:
     check_reference(ref)
     t0 = time.time()
     items = [(p["prompt_ids"], p["output_ids"]) for p in ref["prompts"]]
     tokenizer_checked = False
     if check_tokenizer:
         for p in ref["prompts"]:
-            ids = adapter.chat_ids(p["messages"])
+            ids = (template or adapter.chat_ids)(p["messages"])
             if ids != p["prompt_ids"]:
                 first = next((i for i, (a, b) in enumerate(zip(ids, p["prompt_ids"])) if a != b),
                              min(len(ids), len(p["prompt_ids"])))
@@ -177,7 +207,7 @@ def score_candidate(adapter: DriftAdapter, ref: dict[str, Any], *, label: str | 
         "label": label or desc.get("checkpoint") or desc.get("model") or adapter.base_url,
         "reference": {"sha256": ref.get("sha256") or reference_hash(ref), "prompt_set": ref["prompt_set"],
                       "tokenizer_fingerprint": ref["tokenizer_fingerprint"], "k": ref["k"]},
-        "tokenizer_checked": tokenizer_checked,
+        "tokenizer_checked": tokenizer_checked and _template_name(template),
         "provenance": {**desc, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "prompts": [{"id": p["id"], "scores": s.to_dict()} for p, s in zip(ref["prompts"], scores)],
     }
@@ -262,7 +292,8 @@ def render_table(results: dict[str, Any]) -> str:
     CI over prompts and the self-check noise floor next to every row, then the pair verdict."""
     ref = results.get("reference") or {}
     prov = ref.get("provenance") or {}
-    oracle = prov.get("checkpoint") or prov.get("model") or prov.get("url") or "oracle"
+    oracle = (prov.get("oracle_lane") or prov.get("lane") or prov.get("checkpoint")
+              or str(prov.get("model") or "").rstrip("/").rsplit("/", 1)[-1] or prov.get("url") or "oracle")
     rows = []
     for label, s in (results.get("candidates") or {}).items():
         rows.append([label, fmt(s["mean_abs_dlogp"]), _ci(s.get("ci95")), fmt(s["median_abs_dlogp"]),
@@ -336,6 +367,9 @@ def cli(argv: list[str] | None = None) -> int:
     s.add_argument("--no-tokenizer-check", action="store_true",
                    help="skip re-templating the prompts on the candidate to compare token ids")
     for p in (r, s):
+        p.add_argument("--template", choices=["server", "sim"], default="server",
+                       help="chat template: the server's own (default), or the built-in simulator's applied "
+                            "here when the simulator cannot return templated ids")
         p.add_argument("--engine", choices=["sglang", "vllm"], default=None, help="default: detected")
         p.add_argument("--no-self-check", action="store_true", help="do not score everything a second time")
         p.add_argument("--provenance", action="append", default=[], metavar="KEY=VALUE",
@@ -353,7 +387,8 @@ def cli(argv: list[str] | None = None) -> int:
             try:
                 ref = make_reference(adapter, load_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
                                      k=a.k, concurrency=a.concurrency, provenance=_kv(a.provenance),
-                                     run_self_check=not a.no_self_check)
+                                     run_self_check=not a.no_self_check,
+                                     template=pick_template(adapter, sim_template() if a.template == "sim" else None))
             finally:
                 adapter.close()
             _write(a.out, ref)
@@ -366,7 +401,8 @@ def cli(argv: list[str] | None = None) -> int:
             adapter = make_adapter(a.url, a.engine)
             try:
                 cand = score_candidate(adapter, ref, label=a.label, check_tokenizer=not a.no_tokenizer_check,
-                                       run_self_check=not a.no_self_check, provenance=_kv(a.provenance))
+                                       run_self_check=not a.no_self_check, provenance=_kv(a.provenance),
+                                       template=pick_template(adapter, sim_template() if a.template == "sim" else None))
             finally:
                 adapter.close()
             _write(a.out, cand)

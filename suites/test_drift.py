@@ -110,7 +110,8 @@ def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) ->
             adapter = make_adapter(server.base_url, hint=server.engine)
             try:
                 ref = drift.make_reference(adapter, prompts, provenance={
-                    "oracle_lane": oracle.name, **server.provenance}, **kw)
+                    "oracle_lane": oracle.name, **server.provenance},
+                    template=drift.pick_template(adapter, drift.sim_template()), **kw)
             finally:
                 adapter.close()
         finally:
@@ -129,7 +130,9 @@ def drift_candidate(drift_reference, drift_settings, glmf_server, glmf_lane, glm
     try:
         cand = drift.score_candidate(adapter, drift_reference, label=glmf_lane.name,
                                      check_tokenizer=drift_settings.get("check_tokenizer", True),
-                                     provenance={"lane": glmf_lane.name, **glmf_server.provenance})
+                                     provenance={"lane": glmf_lane.name, **glmf_server.provenance},
+                                     template=drift.pick_template(
+                                         adapter, drift.sim_template() if glmf_lane.launcher == "sim" else None))
     except drift.DriftFileError as exc:
         cand, problem = None, str(exc)
     finally:
