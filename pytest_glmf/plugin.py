@@ -38,7 +38,7 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
     "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
     "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
-    "results": ("DIR", "Directory for result files and server logs", "glmf-results"),
+    "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
     "baseline": ("FILE", "Result file of a known-good run to compare this session against", None),
 }
 MARKERS = [
@@ -138,8 +138,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     lanes_file = _path(config, "lanes", must_exist=True)
     thresholds_file = _path(config, "thresholds", must_exist=True)
     baseline = _path(config, "baseline", must_exist=True)
-    results_dir = _path(config, "results", must_exist=False)
-    assert results_dir is not None  # the ini default
+    results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
     if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.W_OK)):
         raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
     url, _, url_where = _option(config, "url")
