@@ -43,6 +43,7 @@ class SimApp:
             ("GET", "/sim/faults"): self.faults_get, ("POST", "/sim/faults"): self.faults_post,
             ("DELETE", "/sim/faults"): self.faults_delete, ("GET", "/sim/state"): self.state,
             ("POST", "/sim/reset_autotune"): self.reset_autotune,
+            ("POST", "/tokenize"): self.tokenize, ("POST", "/detokenize"): self.detokenize,
         }
 
     # -- ASGI -----------------------------------------------------------------------------------
@@ -254,6 +255,25 @@ class SimApp:
         self._ctx_cache.clear()
         await send_text(send, "Cache flushed.\nPlease check backend logs for more details. (When there are running "
                               "or waiting requests, the operation will not be performed.)\n")
+
+    async def tokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from pytest_glmf.sim.tokenizer import apply_chat_template, encode
+
+        body = await read_json(receive)
+        if isinstance(body.get("messages"), list):
+            ids = apply_chat_template(body["messages"], body.get("tools"))
+        elif isinstance(body.get("prompt"), str):
+            ids = encode(body["prompt"])
+        else:
+            raise HTTPError(400, "tokenize needs `prompt` (a string) or `messages`")
+        await send_json(send, {"tokens": ids, "count": len(ids), "max_model_len": self.cfg.context_length})
+
+    async def detokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_json(receive)
+        tokens = body.get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise HTTPError(400, "detokenize needs `tokens`: a list of token ids")
+        await send_json(send, {"prompt": decode(tokens)})
 
     # -- admin ----------------------------------------------------------------------------------
     async def faults_get(self, scope: Scope, receive: Receive, send: Send) -> None:

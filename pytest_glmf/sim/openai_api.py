@@ -7,12 +7,13 @@ chunk under speculative decoding); a finish chunk with an empty delta; the usage
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from pytest_glmf.sim import timing, tools
 from pytest_glmf.sim.app import SimApp, prompt_text_for_class
-from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, watch_disconnect
+from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, StreamCut, dumps, read_json, send_json, watch_disconnect
 from pytest_glmf.sim.logits import mix, unif
 from pytest_glmf.sim.scheduler import SimRequest
 from pytest_glmf.sim.tokenizer import EOS_ID, StreamDecoder, apply_chat_template, content_text, encode, token_bytes, token_text
@@ -98,6 +99,8 @@ async def chat(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
             finish = "tool_calls"
     choice = {"index": 0, "message": message, "logprobs": _chat_logprobs(r, 0, r.out_ids) if want_lp else None,
               "finish_reason": finish, "matched_stop": r.matched_stop}
+    if body.get("return_prompt_token_ids"):
+        choice["prompt_token_ids"] = list(prompt_ids)
     await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
                            "choices": [choice], "usage": _usage(r)})
 
@@ -108,6 +111,10 @@ async def _chat_stream(app: SimApp, r: SimRequest, receive: Receive, send: Send,
     sse = SSE(send, cut_after=app.faults.stream_cut)
     created = int(time.time())
     base = {"id": r.rid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    # the hot path (plain content, no logprobs) splices pre-serialized halves around the text
+    head = b"data: " + dumps({**base, "choices": [{"index": 0, "delta": {"content": ""}}]})[:-len(b'""}}]}')]
+    tail = b'}, "logprobs": null, "finish_reason": null, "matched_stop": null}]}\n\n'
 
     def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
@@ -136,8 +143,10 @@ async def _chat_stream(app: SimApp, r: SimRequest, receive: Receive, send: Send,
                 lp = _chat_logprobs(r, taken, ids) if r.want_logprobs else None
                 taken += len(ids)
                 if stream_parser is None:
-                    if text or lp:
+                    if lp:
                         await sse.data(chunk({"content": text}, logprobs=lp))
+                    elif text:
+                        await sse.raw(head + json.dumps(text, ensure_ascii=False).encode() + tail)
                 else:
                     for ev in stream_parser.feed(text):
                         n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)

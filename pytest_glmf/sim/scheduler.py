@@ -22,7 +22,7 @@ from pytest_glmf.sim.logits import Ctx, LogitModel, extend
 from pytest_glmf.sim.tokenizer import EOS_ID
 
 DECODE_LOG_INTERVAL = 40
-MAX_STEPS_WITHOUT_YIELD = 64
+MAX_STEPS_WITHOUT_YIELD = 8
 GREEDY_CACHE_MAX = 100_000
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import lru_cache
 
 AR_TABLE = [(1, 142.0), (8, 90.0), (16, 72.0), (32, 55.0), (48, 50.0), (96, 39.0), (128, 34.0)]
 SPEC_PER_USER = [(1, 252.0), (8, 106.0), (16, 86.0), (24, 72.0)]
@@ -65,6 +66,7 @@ DEFAULT_CLASS = CLASSES[-1]
 BY_NAME = {c.name: c for c in CLASSES + [MULTI_TURN]}
 
 
+@lru_cache(maxsize=1024)
 def classify(last_user_text: str, user_turns: int = 1) -> PromptClass:
     if user_turns >= 2:
         return MULTI_TURN
