@@ -215,6 +215,17 @@ def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> lis
     return problems
 
 
+def merge_problems(problems: list[str]) -> list[str]:
+    """One line per distinct problem: "non-stream: X" and "stream: X" become "non-stream+stream: X",
+    and a problem repeated for several calls of one answer is listed once."""
+    modes: dict[str, list[str]] = {}
+    for p in problems:
+        mode, _, text = p.partition(": ")
+        if mode not in modes.setdefault(text, []):
+            modes[text].append(mode)
+    return [f"{'+'.join(m)}: {text}" for text, m in modes.items()]
+
+
 def compare_answers(a: ToolAnswer, b: ToolAnswer) -> list[str]:
     """Streamed vs non-streamed: same calls (name, parsed arguments) in the same order."""
     if a.error or b.error:
@@ -267,7 +278,7 @@ def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: s
     answers = [ask(client, body, stream=False)]
     if check_stream:
         answers.append(ask(client, body, stream=True))
-    problems = [p for a in answers for p in check_answer(s, a, tool_choice)]
+    problems = merge_problems([p for a in answers for p in check_answer(s, a, tool_choice)])
     if check_stream:
         problems += compare_answers(answers[0], answers[1])
     return TurnResult(s.id, repeat, s.expect, tool_choice, answers, problems)
@@ -308,9 +319,10 @@ def failure_table(summary: dict[str, Any]) -> str:
     for r in summary["results"]:
         if r["ok"]:
             continue
-        got = " | ".join(ToolAnswer(**a).brief() for a in r["answers"])
-        rows.append([f"{r['scenario']}#{r['repeat']}", ",".join(r["expect"]) or "(no call)", got[:160],
-                     "; ".join(r["problems"])[:400]])
+        briefs = [ToolAnswer(**a).brief() for a in r["answers"]]
+        got = briefs[0] if len(set(briefs)) == 1 else " / ".join(f"{a['mode']}: {b}" for a, b in zip(r["answers"], briefs))
+        rows.append([f"{r['scenario']}#{r['repeat']}", ",".join(r["expect"]) or "(no call)", got[:140],
+                     "; ".join(r["problems"])[:300]])
     return render_table(rows, ["turn", "expected", "came back", "problems"])
 
 

@@ -131,7 +131,10 @@ class Stub:
                 else:
                     self._send(404, b'{"error": "not found"}')
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.server.request_queue_size = 128  # the default backlog of 5 resets connections under concurrency
+        self.server.server_bind()
+        self.server.server_activate()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -105,7 +105,10 @@ class ToolStub:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.server.request_queue_size = 128  # the default backlog of 5 resets connections under concurrency
+        self.server.server_bind()
+        self.server.server_activate()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
