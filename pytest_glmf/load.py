@@ -131,6 +131,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--path", default="/v1/chat/completions")
     p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
     p.add_argument("--spread-max", type=float, default=5.0, help="flag rows whose spread exceeds this (%%)")
+    p.add_argument("--lag-p99-max-ms", type=float, default=2.0,
+                   help="client self-check: event-loop lag p99 above this marks a run invalid (default 2)")
     p.add_argument("--json", type=Path, help="write the result (with per-request records) here")
     a = p.parse_args(argv)
     try:
@@ -149,7 +151,7 @@ def cli(argv: list[str] | None = None) -> int:
     workload = Workload(prompts=prompts, max_tokens=a.max_tokens, path=a.path, model=a.model,
                         continuous_usage=a.continuous_usage)
     settings = CurveSettings(users=users, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
-                             spread_max_pct=a.spread_max)
+                             spread_max_pct=a.spread_max, lag_p99_max_s=a.lag_p99_max_ms / 1e3)
     result = run_curve(a.url, users, workload=workload, settings=settings, facts=facts,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(curve_table(result["rows"]))

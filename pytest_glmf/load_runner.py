@@ -8,6 +8,7 @@ are pure functions in load_records, the verdicts in load_checks.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import re
 import threading
@@ -128,26 +129,39 @@ class Target:
 # -- one run ---------------------------------------------------------------------------------------------
 
 class LagProbe:
-    """Event-loop lag as a socket read would feel it: a helper thread wakes the loop every
-    `interval_s` (call_soon_threadsafe, the same wake-up path as arriving data) and the callback
-    records how long the loop took to run it. Timer-based probes are quantized to the loop's 1 ms
-    timer resolution; this one is not."""
+    """Event-loop lag as a socket read would feel it. A helper thread wakes the loop every
+    `interval_s` (call_soon_threadsafe: the same wake-up path as arriving data) and the callback
+    records (thread oversleep + time for the loop to run it). The oversleep term catches stalls the
+    loop cannot see itself: the whole process descheduled, or the GIL held (a GC pass). A stall of
+    X s also stands for the probes that would have fired during it (X - interval, X - 2 interval...,
+    the coordinated-omission correction), so one long stall weighs like the samples it swallowed.
+    Timer-based probes are quantized to the loop's 1 ms timer resolution; this one is not."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval_s: float):
         self.loop, self.interval_s = loop, interval_s
         self.lags_s: list[float] = []
+        self.stall_max_s = 0.0          # the longest time the probe thread itself could not run
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="glmf-lag-probe", daemon=True)
 
-    def _record(self, t0: float) -> None:
-        self.lags_s.append(perf() - t0)
+    def _record(self, t_wake: float, oversleep_s: float) -> None:
+        lag = oversleep_s + (perf() - t_wake)
+        self.stall_max_s = max(self.stall_max_s, oversleep_s)
+        self.lags_s.append(lag)
+        missed = lag - self.interval_s
+        while missed > 0:
+            self.lags_s.append(missed)
+            missed -= self.interval_s
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        due = perf() + self.interval_s
+        while not self._stop.wait(max(0.0, due - perf())):
+            now = perf()
             try:
-                self.loop.call_soon_threadsafe(self._record, perf())
+                self.loop.call_soon_threadsafe(self._record, now, max(0.0, now - due))
             except RuntimeError:   # loop closed
                 return
+            due = now + self.interval_s
 
     def __enter__(self) -> "LagProbe":
         self._thread.start()
@@ -186,6 +200,10 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
     probes = []
     if settings.metrics_sample_s and before is not None:
         probes.append(asyncio.ensure_future(_sample_server(target, samples, stop, settings.metrics_sample_s)))
+    # No garbage collection inside the timed window: a full pass over a big heap holds the GIL
+    # for tens of ms and would delay every timestamp (records are built after the window).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     with LagProbe(loop, settings.lag_probe_s) as lag:
         cpu0, wall0 = time.process_time(), perf()
         if settings.rate_per_s:
@@ -197,6 +215,8 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
                 proto.send(req)
         timed_out = await _wait_all(protos, settings)
         cpu_frac = (time.process_time() - cpu0) / max(perf() - wall0, 1e-9)
+    if gc_was_enabled:
+        gc.enable()
     lags = lag.lags_s
     stop.set()
     await asyncio.gather(*probes, return_exceptions=True)
@@ -219,7 +239,7 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
     queued = [s[2] for s in samples if s[2] is not None]
     return {"records": records,
             "client": client_check(lags, cpu_frac, lag_p99_max_s=settings.lag_p99_max_s,
-                                   cpu_max_frac=settings.cpu_max_frac),
+                                   cpu_max_frac=settings.cpu_max_frac, stall_max_s=lag.stall_max_s),
             "server": {"metrics_delta": delta, "max_running": int(max(running)) if running else None,
                        "max_queued": int(max(queued)) if queued else None, "samples": len(samples)}}
 

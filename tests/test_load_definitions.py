@@ -92,34 +92,38 @@ def test_ttft_includes_queueing_behind_full_seats(truth_factory):
 
 
 def test_per_user_and_aggregate_tok_s_match_truth(truth_factory):
-    ts = truth_factory(ttft_ms=20, itl_ms=4)
-    records, out = one_run(ts.url, users=4, max_tokens=60)
+    # 11 tokens 40 ms apart: (n - 1) / span = 25 tok/s; n / span would read 10 % high. Tolerances
+    # are 5 %: a shared CI box can stall the client for ~10 ms (bench/ measures the real error).
+    ts = truth_factory(ttft_ms=20, itl_ms=40)
+    records, out = one_run(ts.url, users=4, max_tokens=11)
     truth = by_id(ts.truth())
     for rec in records:
         true = truth[rec.response_id]
-        assert rec.completion_tokens == true["tokens"] == 60
-        assert per_user_tok_s(rec) == pytest.approx(true["tok_s"], rel=0.01)
-        assert per_user_tok_s(rec) == pytest.approx(250, rel=0.05)   # 1 / 4 ms
+        assert rec.completion_tokens == true["tokens"] == 11
+        assert per_user_tok_s(rec) == pytest.approx(true["tok_s"], rel=0.05)
+        assert per_user_tok_s(rec) == pytest.approx(25, rel=0.05)
     m = run_metrics(records)
     t0 = min(r.t_send_s for r in records)            # "first send" is the client's own moment
     t1 = max(t["t_last_s"] for t in truth.values())  # the server's last send, same clock
-    assert m["aggregate_tok_s"] == pytest.approx(240 / (t1 - t0), rel=0.01)
+    assert m["aggregate_tok_s"] == pytest.approx(44 / (t1 - t0), rel=0.05)
     assert token_count_check(records, out["server"]["metrics_delta"])["ok"]
 
 
 def test_multi_token_chunks_count_tokens_from_usage(truth_factory):
-    ts = truth_factory(ttft_ms=20, itl_ms=3, tokens_per_chunk=4)
-    records, out = one_run(ts.url, users=2, max_tokens=41)
+    # speculative decoding: first token alone, then chunks of 4; 9 tokens in 3 chunks over 320 ms
+    ts = truth_factory(ttft_ms=20, itl_ms=40, tokens_per_chunk=4)
+    records, out = one_run(ts.url, users=2, max_tokens=9)
     truth = by_id(ts.truth())
     for rec in records:
-        assert len(rec.chunk_times_s) == 11            # 1 + 40 / 4 chunks
-        assert rec.completion_tokens == 41             # usage, not chunks
-        assert per_user_tok_s(rec) == pytest.approx(truth[rec.response_id]["tok_s"], rel=0.01)
+        assert len(rec.chunk_times_s) == 3             # 1 + 8 / 4 chunks
+        assert rec.completion_tokens == 9              # usage, not chunks
+        assert per_user_tok_s(rec) == pytest.approx(truth[rec.response_id]["tok_s"], rel=0.05)
+        assert per_user_tok_s(rec) == pytest.approx(25, rel=0.05)   # 8 tokens / 320 ms, not 9 / 320
     check = token_count_check(records, out["server"]["metrics_delta"])
-    assert check["ok"] and check["tokens_per_chunk"] == pytest.approx(41 / 11)
+    assert check["ok"] and check["tokens_per_chunk"] == pytest.approx(9 / 3)
     # with usage on every chunk (vLLM continuous_usage_stats) the per-chunk counts are exact
-    records, out = one_run(ts.url, users=2, max_tokens=41, continuous_usage=True)
-    assert records[0].chunk_tokens == [1] + [4] * 10
+    records, out = one_run(ts.url, users=2, max_tokens=9, continuous_usage=True)
+    assert records[0].chunk_tokens == [1, 4, 4]
     check = token_count_check(records, out["server"]["metrics_delta"])
     assert check["ok"] and check["chunk_counts_exact"]
 
@@ -141,7 +145,7 @@ FACTS = {"max_running_requests": 2, "kv_tokens": 100_000,
 
 def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02)
+    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0)  # seats only
     rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, FACTS)
     row = rows[0]
     assert row["seats"] == 2 and "4 clients sharing 2 seats" in row["seat"]["notes"]
@@ -155,7 +159,7 @@ def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
 def test_noisy_runs_are_flagged_by_spread(truth_factory):
     # each /flush_cache (one per measured run) switches the server between full and 60 % speed
     ts = truth_factory(ttft_ms=10, itl_ms=3, speed_schedule="1.0,1.6")
-    settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5)
+    settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings)[0]
     assert row["spread_pct"] > 30 and row["noisy"]
     assert any("spread" in f for f in load.describe_flags(row))
@@ -166,17 +170,18 @@ def test_noisy_runs_are_flagged_by_spread(truth_factory):
 def test_client_bound_run_is_marked_invalid(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2)
 
-    async def starve(stop):   # blocks the client's event loop 15 ms out of every 20
+    async def starve(stop):   # blocks the client's event loop 80 ms out of every 100
         while not stop.is_set():
-            time.sleep(0.015)
-            await asyncio.sleep(0.005)
+            time.sleep(0.08)
+            await asyncio.sleep(0.02)
 
-    _, out = one_run(ts.url, users=2, max_tokens=60, starve=starve)
-    assert out["client"]["client_bound"]
+    _, out = one_run(ts.url, users=2, max_tokens=150, starve=starve)
+    assert out["client"]["client_bound"] and out["client"]["lag_p99_s"] > 0.06
     assert "event-loop lag" in out["client"]["notes"][0]
-    # the control: without the hog the same run is healthy (retried: a shared CI box can stall us)
-    calm = [one_run(ts.url, users=2, max_tokens=60)[1]["client"] for _ in range(3)]
-    assert not all(c["client_bound"] for c in calm), calm
+    # the control: without the hog the same run's lag is far lower (a shared CI box still stalls
+    # us for a few ms now and then, so compare with the hog rather than with 2 ms)
+    calm = sorted(one_run(ts.url, users=2, max_tokens=150)[1]["client"]["lag_p99_s"] for _ in range(3))
+    assert calm[1] < 0.04 < out["client"]["lag_p99_s"]
 
 
 def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
@@ -184,7 +189,7 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     prompt = tmp_path / "p.md"
     prompt.write_text("# brief\n\n## a\nalpha\n\n## b\nbeta\n\n## Task\nwrite")
     out = tmp_path / "curve.json"
-    rc = load.cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2",
+    rc = load.cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2", "--lag-p99-max-ms", "1000",
                    "--prompt-file", str(prompt), "--json", str(out)])
     assert rc == 0
     import json
