@@ -153,13 +153,17 @@ def sim_template() -> Template:
     """The built-in simulator's chat template, in-process (the same code its server runs)."""
     from pytest_glmf.sim.tokenizer import apply_chat_template
 
-    return lambda messages: apply_chat_template(messages)
+    def template(messages: list[dict[str, Any]]) -> list[int]:
+        return apply_chat_template(messages)
+
+    template.label = "simulator template (pytest_glmf.sim.tokenizer)"  # type: ignore[attr-defined]
+    return template
 
 
 def _template_name(template: Template | None) -> str:
     if template is None:
         return "server"
-    return f"client: {getattr(template, '__module__', '?')}"
+    return "client: " + getattr(template, "label", getattr(template, "__qualname__", repr(template)))
 
 
 def check_reference(ref: dict[str, Any], prompts: Sequence[Prompt] | None = None, source: str = "reference") -> None:

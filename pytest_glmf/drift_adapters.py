@@ -185,10 +185,14 @@ class SGLangAdapter(_Base):
             try:
                 s = self.client.get_json(path)
                 info["engine_version"] = s.get("version")
-                info["checkpoint"] = s.get("checkpoint")  # the simulator names its variant here
                 break
             except (httpx.HTTPError, ValueError):
                 continue
+        try:  # only the built-in simulator answers: its checkpoint variant and logit perturbation
+            st = self.client.get_json("/sim/state")
+            info["checkpoint"], info["sim_logits"] = st.get("checkpoint"), st.get("logits")
+        except (httpx.HTTPError, ValueError):
+            pass
         return info
 
 

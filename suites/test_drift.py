@@ -29,7 +29,10 @@ from pytest_glmf.drift_adapters import make_adapter
 from pytest_glmf.drift_stats import pair_stats
 from pytest_glmf.gates import Check, assert_checks, checks_from_bounds, fmt, render_table
 
-pytestmark = pytest.mark.glmf_gate("drift")
+# glmf_serial: no other gate's traffic while scoring (batching changes numerics on real engines and
+# would break the exact self-check); it also keeps the module on one xdist worker, so the oracle
+# reference is made once per session.
+pytestmark = [pytest.mark.glmf_gate("drift"), pytest.mark.glmf_serial]
 
 HINTS = {
     "mean_abs_dlogp": "the checkpoint/quantization moved the model: compare candidates with `glmf drift compare`",
@@ -152,7 +155,7 @@ def drift_result(drift_reference, drift_candidate, glmf_results, glmf_lane) -> d
     sc_oracle, sc_cand = drift_reference.get("self_check") or {}, drift_candidate.get("self_check") or {}
     stats["self_abs_dlogp"] = max(sc_oracle.get("self_abs_dlogp", 0.0), sc_cand.get("self_abs_dlogp", 0.0))
     glmf_results.record("drift", drift_candidate["label"], {
-        "candidate": drift_candidate["label"], **{k: v for k, v in stats.items() if k != "provenance"},
+        "candidate": drift_candidate["label"], **stats,
         "prompts": stats["n_prompts"], "tokens": stats["n_tokens"], "oracle_self_check": sc_oracle,
         "reference": {"sha256": drift_reference.get("sha256"), "provenance": drift_reference.get("provenance")}})
     return res

@@ -117,3 +117,32 @@ lanes:
     result.assert_outcomes(errors=2, skipped=1)
     assert "During handling" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*drift reference unusable:*made from another prompt set*regenerate the reference*"])
+
+
+def test_simulator_lane_starts_its_own_fp8_oracle(pytester):
+    """No reference, no oracle URL: the suite derives the oracle lane (--checkpoint fp8) and boots it
+    through the public launcher, then scores the lane's own NVFP4 checkpoint."""
+    pytester.makepyfile(test_drift=SUITE)
+    lanes = pytester.makefile(".yaml", lanes="""lanes:
+  simdrift:
+    engine: sglang
+    launcher: sim
+    model: /models/GLM-5.3-Flash-NVFP4
+    time_scale: 0.002
+""")
+    t = pytester.makefile(".yaml", thresholds="""schema: 1
+lanes:
+  simdrift:
+    drift:
+      settings: {prompts: 8, max_tokens: 32, k: 8}
+      mean_abs_dlogp: {max: 0.5}
+      self_abs_dlogp: {max: 0}
+""")
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "simdrift", "--glmf-thresholds", str(t),
+                                "--glmf-results", str(pytester.path / "results"), "test_drift.py")
+    result.assert_outcomes(passed=2, skipped=1)
+    ref = json.loads((pytester.path / "results" / "drift" / "simdrift-reference.json").read_text())
+    assert ref["provenance"]["checkpoint"] == "fp8" and ref["provenance"]["oracle_lane"] == "simdrift-oracle"
+    assert "--checkpoint" in ref["provenance"]["argv"] and ref["self_check"]["exact"] is True
+    row = json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())["gates"]["drift"]["simdrift"]
+    assert row["provenance"]["checkpoint"] == "nvidia" and 0 < row["mean_abs_dlogp"] < 0.5
