@@ -25,8 +25,10 @@ Sources (recorded in every result as `source`):
   after each request. Correct only when nothing else uses the server meanwhile; the probe never
   overlaps its own requests.
 
-A server without speculative decoding (no spec fields, no spec counters, or zero drafts over a
-multi-token answer) is reported as `speculative: false`, never as a 0 % acceptance.
+A server without speculative decoding (SGLang: no spec fields, or spec_verify_ct 0 over a
+multi-token answer; vLLM: no spec_decode counters on /metrics) is reported as `speculative: false`,
+never as a 0 % acceptance. A vLLM class with zero drafts (an n-gram proposer that found nothing to
+propose) has `accept_rate: null` and `draft_tokens: 0`.
 """
 from __future__ import annotations
 
@@ -260,7 +262,9 @@ def measure_vllm(client: Client, class_name: str, prompt_index: int, messages: l
     rec.verify_steps = int(after[VLLM_DRAFTS] - before.get(VLLM_DRAFTS, 0))
     rec.draft_tokens = int(after.get(VLLM_DRAFT_TOKENS, 0) - before.get(VLLM_DRAFT_TOKENS, 0))
     rec.accepted_tokens = int(after.get(VLLM_ACCEPTED, 0) - before.get(VLLM_ACCEPTED, 0))
-    rec.speculative = not (rec.verify_steps == 0 and (rec.completion_tokens or 0) > 1)
+    # The counters exist only with --speculative-config. Zero drafts over a whole answer is still
+    # speculation: an n-gram proposer drafts nothing when the prompt has no matching n-gram.
+    rec.speculative = True
     return rec
 
 

@@ -92,7 +92,9 @@ def test_acceptance_per_class(class_name, acceptance_result, acceptance_section,
     source = f"{glmf_thresholds.source(glmf_lane.name, 'acceptance')}.classes.{class_name}"
     bounds = (acceptance_section.get("classes") or {}).get(class_name) or {}
     checks = checks_from_bounds("acceptance", row, bounds, where=f"class={class_name}", source=source, hints=HINTS)
-    if not row["speculative"] or row["accept_rate"] is None:
+    if row["errors"] or not row["speculative"]:
         pytest.fail(f"class {class_name!r}: no acceptance measured ({row['errors']} error(s) in "
                     f"{row['requests']} request(s); source {acceptance_result['source']})", pytrace=False)
+    # a class with zero drafts (an n-gram proposer with nothing to propose) has no rate: a bound on
+    # it fails below as "not measured"; without a bound the row is only recorded
     assert_checks(checks, f"speculative acceptance of lane {glmf_lane.name!r}, class {class_name!r}")

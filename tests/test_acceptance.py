@@ -48,6 +48,7 @@ class Stub:
     def __init__(self, engine: str, speculative: bool = True, counters_in_meta: bool = True, streams: bool = True):
         self.engine, self.speculative, self.counters_in_meta = engine, speculative, counters_in_meta
         self.streams = streams  # False: /generate ignores `stream` and answers one JSON body
+        self.zero_draft_classes: set[str] = set()  # vLLM: classes an n-gram proposer drafts nothing for
         self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.bodies: list[dict[str, Any]] = []
         stub = self
@@ -118,8 +119,9 @@ class Stub:
                         self._send(200, json.dumps(events[-1]).encode())
                 elif stub.engine == "vllm" and self.path == "/v1/chat/completions":
                     n = body["max_tokens"]
-                    if stub.speculative:
-                        steps, acc = plan(n, RATES[class_of(body["messages"][-1]["content"])])
+                    cls = class_of(body["messages"][-1]["content"])
+                    if stub.speculative and cls not in stub.zero_draft_classes:
+                        steps, acc = plan(n, RATES[cls])
                         stub.totals["drafts"] += steps
                         stub.totals["draft_tokens"] += steps * DRAFTS_PER_STEP
                         stub.totals["accepted"] += acc
@@ -209,6 +211,17 @@ def test_vllm_metrics_delta_gives_the_configured_acceptance_per_class(stub_facto
         assert row["accept_length_basis"] == "1 + accepted / drafts"
     assert stub.bodies[0]["model"] == "stub-model"
     assert stub.bodies[0]["messages"][-1]["role"] == "user"
+
+
+def test_vllm_zero_drafts_is_speculation_without_a_rate_not_a_stop(stub_factory):
+    stub = stub_factory("vllm")
+    stub.zero_draft_classes = {"history_essay"}
+    with Client(stub.url) as client:
+        result = acceptance.probe(client, "vllm", CLASSES[:2], prompts_per_class=1, max_tokens_scale=0.2)
+    first, second = result["classes"]
+    assert result["speculative"] is True and len(result["records"]) == 2
+    assert (first["draft_tokens"], first["accept_rate"], first["accept_length"]) == (0, None, None)
+    assert second["accept_rate"] == pytest.approx(0.41, abs=0.03)
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
