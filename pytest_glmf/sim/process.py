@@ -68,22 +68,34 @@ class SimProcess:
     def wait_exit(self, timeout_s: float = 10.0) -> int:
         assert self.proc is not None
         rc = self.proc.wait(timeout_s)
-        if self._reader is not None:
-            self._reader.join(2)
+        self._close()
         return rc
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._close()
+
+    def _close(self) -> None:
+        if self._reader is not None:
+            self._reader.join(5)
+        if self.proc is not None and self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
     def __enter__(self) -> "SimProcess":
-        return self.start().wait_ready()
+        self.start()
+        try:
+            return self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
