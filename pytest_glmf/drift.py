@@ -291,9 +291,25 @@ def _noise(sc: Any) -> str:
     return "0 (exact)" if sc.get("exact") else f"{sc['self_abs_dlogp']:.3g} max, {sc['self_argmax_changes']} flips"
 
 
+def _from_recorded(section: dict[str, Any]) -> dict[str, Any]:
+    """A result file's drift section (key -> row recorded by the suite) in `compare`'s shape."""
+    cands = {k: v for k, v in section.items() if isinstance(v, dict) and "mean_abs_dlogp" in v}
+    pairs = [v for v in section.values() if isinstance(v, dict) and "wins" in v and "a_vs_b" in v]
+    first = next(iter(cands.values()), {})
+    ref = dict(first.get("reference") or {})
+    ref.setdefault("self_check", first.get("oracle_self_check"))
+    ref.setdefault("k", (first.get("reference") or {}).get("k", "?"))
+    return {"reference": ref, "candidates": cands, "pair": pairs[0] if pairs else None}
+
+
 def render_table(results: dict[str, Any]) -> str:
     """The recipe's table (quant, mean |dlogp| vs reference, median, p95, argmax != ref) with the
-    CI over prompts and the self-check noise floor next to every row, then the pair verdict."""
+    CI over prompts and the self-check noise floor next to every row, then the pair verdict.
+
+    `results` is `compare`'s output (also `glmf drift compare --json`), or a result file's
+    `gates.drift` section as the suite records it."""
+    if "candidates" not in results:
+        results = _from_recorded(results)
     ref = results.get("reference") or {}
     prov = ref.get("provenance") or {}
     oracle = (prov.get("oracle_lane") or prov.get("lane") or prov.get("checkpoint")

@@ -157,7 +157,8 @@ def drift_result(drift_reference, drift_candidate, glmf_results, glmf_lane) -> d
     glmf_results.record("drift", drift_candidate["label"], {
         "candidate": drift_candidate["label"], **stats,
         "prompts": stats["n_prompts"], "tokens": stats["n_tokens"], "oracle_self_check": sc_oracle,
-        "reference": {"sha256": drift_reference.get("sha256"), "provenance": drift_reference.get("provenance")}})
+        "reference": {"sha256": drift_reference.get("sha256"), "provenance": drift_reference.get("provenance"),
+                      "k": drift_reference.get("k")}})
     return res
 
 

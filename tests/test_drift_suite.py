@@ -99,6 +99,8 @@ lanes:
         "*good closer on 8 of 8 prompts*",
         "*mean_abs_dlogp gap attach - good, lower end of the paired 95% CI*wins 8:0*<= 0*",
     ])
+    section = json.loads((pytester.path / "results" / "attach-latest.json").read_text())["gates"]["drift"]
+    assert "good closer on 8 of 8 prompts" in drift.render_table(section)
 
 
 def test_a_stored_reference_from_another_prompt_set_is_refused(pytester, toys, tmp_path):
@@ -146,3 +148,8 @@ lanes:
     assert "--checkpoint" in ref["provenance"]["argv"] and ref["self_check"]["exact"] is True
     row = json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())["gates"]["drift"]["simdrift"]
     assert row["provenance"]["checkpoint"] == "nvidia" and 0 < row["mean_abs_dlogp"] < 0.5
+    # the report module renders the recorded section with the same recipe table
+    table = drift.render_table(json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())
+                               ["gates"]["drift"])
+    assert "quant (vs simdrift-oracle)" in table and "simdrift" in table and "top-8" in table
+    assert "oracle self-check: 0 (exact)" in table
