@@ -23,9 +23,11 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
     if shared:
         notes.append(f"{users} clients sharing {seats} seats")
     max_running, max_queued = observed.get("max_running"), observed.get("max_queued")
-    if max_queued and max_running is not None and max_running < users:
-        notes.append(f"server ran at most {max_running} of {users} requests at once ({max_queued} queued)")
-        shared = True
+    # Informational only: SGLang queues requests transiently while it prefills a burst in chunks
+    # even with free seats, and sampling can miss the peak, so /metrics never decides a verdict.
+    if max_running is not None and max_running < users:
+        notes.append(f"/metrics: at most {max_running} of {users} requests running when sampled "
+                     f"(up to {max_queued or 0} queued)")
     return {"seats": seats, "shared": shared, "cap_reason": facts.get("cap_reason"),
             "requested_seats": facts.get("requested_max_running_requests"),
             "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes}
@@ -88,9 +90,6 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     if not allow_queueing and seat.get("seats") is not None:
         checks.append(Check("seats", seat["seats"], {"min": users}, where=where, source="boot log",
                             hint=seat_hint(seat)))
-    if not allow_queueing and seat.get("observed_max_queued"):
-        checks.append(Check("queued requests", seat["observed_max_queued"], {"max": 0}, where=where,
-                            source="/metrics during the run", hint=seat_hint(seat)))
     mem = row.get("memory") or {}
     if not allow_queueing and mem.get("fits") is False:
         checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},

@@ -69,7 +69,7 @@ class CurveSettings:
     cpu_max_frac: float = CPU_MAX_FRAC
     first_token_timeout_s: float = 600.0
     between_tokens_timeout_s: float = 60.0
-    metrics_sample_s: float = 0.5         # /metrics running/queued sampling during a run (0: off)
+    metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
     lag_probe_s: float = 0.005
 
 

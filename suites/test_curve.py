@@ -81,7 +81,7 @@ def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
         value = row.get(key)
         if value is None or key == "spread_pct":
             continue
-        out[key] = value * time_scale if key.endswith("tok_s") else value / time_scale
+        out[key] = value * time_scale if "tok_s" in key else value / time_scale
     return out
 
 

@@ -39,7 +39,7 @@ def test_rows_within_seats_pass_and_beyond_fail_with_the_cap(pytester, truth):
     result.stdout.fnmatch_lines([
         "*test_curve_row?users=2? PASSED*",
         "*curve of lane 'seats2' @ 4 users: * threshold(s) missed*",
-        "*seats @ 4 users * | 2 * | >= 4 * | *capped to 2 by the mamba state cache*raise --max-mamba-cache-size*",
+        "*seats @ 4 users*| 2 *| >= 4 *|*capped to 2 by the mamba state cache*raise --max-mamba-cache-size*",
         "*4 clients sharing 2 seats*",
     ])
     result.stdout.fnmatch_lines(["*glmf concurrency curve (measured):*", "*users | aggregate tok/s*"])
@@ -53,5 +53,5 @@ def test_allow_queueing_accepts_the_shared_seats_and_bounds_still_gate(pytester,
                        "        - {users: 4, allow_queueing: true, per_user_tok_s: {min: 100}}\n"
                        "        - {users: 3, allow_queueing: true, ttft_p95_s: {max: 0.001}}\n")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*ttft_p95_s @ 3 users * | <= 0.001 *thresholds.yaml: lanes.seats2.curve?3?*"])
+    result.stdout.fnmatch_lines(["*ttft_p95_s @ 3 users*| <= 0.001 *thresholds.yaml: lanes.seats2.curve?3?*"])
     assert "seats @" not in result.stdout.str()

@@ -103,7 +103,7 @@ def test_memory_check_matches_the_recipe_arithmetic():
 def test_seat_check_uses_boot_facts_and_observed_queue():
     assert seat_check(16, {"max_running_requests": 7})["notes"] == ["16 clients sharing 7 seats"]
     observed = seat_check(8, {}, {"max_running": 5, "max_queued": 3})
-    assert observed["shared"] and "at most 5 of 8" in observed["notes"][0]
+    assert not observed["shared"] and "at most 5 of 8 requests running" in observed["notes"][0]
     assert not seat_check(8, {"max_running_requests": 640})["shared"]
 
 
