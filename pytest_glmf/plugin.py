@@ -11,6 +11,8 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -191,6 +193,16 @@ def pytest_configure(config: pytest.Config) -> None:
         session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
         session = GlmfSession(settings, session_id, "main", owner=True, thresholds=thresholds)
     config.stash[_SESSION] = session
+    if session.owner and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        # CI cancels jobs with SIGTERM, which skips atexit: stop the server first, then die as asked
+        def on_sigterm(signum: int, frame: Any) -> None:
+            session.stop()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        session.extra["sigterm_handler"] = on_sigterm
     if settings.lane is not None and _no_path_args(config):
         # `pytest --glmf-lane batch` from any directory runs the ready-made suites shipped in the package
         config.args = [str(resources.files("pytest_glmf.suites"))]
@@ -334,6 +346,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             state.extra["result_file"] = out
     finally:
         state.stop()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION not in config.stash:
+        return
+    handler = _session(config).extra.get("sigterm_handler")
+    if handler is not None and signal.getsignal(signal.SIGTERM) is handler:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

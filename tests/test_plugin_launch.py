@@ -162,3 +162,18 @@ def test_no_shell_is_involved(tmp_path: Path) -> None:
         launch_lane(lane, tmp_path, "s")
     assert out.read_text() == repr(["$HOME", "a b;c"])
     assert subprocess.run(["true"]).returncode == 0
+
+
+def test_sigterm_to_pytest_stops_the_server(pytester, fake_lanes, launched_pids, pid_alive) -> None:
+    """CI cancels a job with SIGTERM; the server must not outlive the session."""
+    lanes = fake_lanes()
+    pytester.makepyfile("""
+        import os, signal
+        def test_cancelled(glmf_server):
+            os.kill(os.getpid(), signal.SIGTERM)
+    """)
+    result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "ok",
+                                           "test_sigterm_to_pytest_stops_the_server.py")
+    assert result.ret == -15
+    pids = launched_pids()
+    assert len(pids) == 1 and not pid_alive(pids[0])
