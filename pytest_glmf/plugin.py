@@ -291,7 +291,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in item.iter_markers("glmf_serial"):
             if mark.args or mark.kwargs:
                 raise pytest.UsageError(f"{item.nodeid}: glmf_serial takes no arguments; got {mark}")
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+            if config.pluginmanager.hasplugin("xdist"):  # the marker only exists with xdist loaded
+                item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
         lanes = _marker_lanes(item)
         if lanes is None:
             continue

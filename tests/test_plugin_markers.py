@@ -93,3 +93,16 @@ def test_serial_tests_join_one_xdist_group(pytester: pytest.Pytester) -> None:
             assert request.node.get_closest_marker("xdist_group").args == ("glmf_serial",)
     """)
     pytester.runpytest("--glmf-lane", "batch", "test_serial_tests_join_one_xdist_group.py").assert_outcomes(passed=1)
+
+
+def test_serial_marker_without_xdist_loaded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.glmf_serial
+        def test_speed():
+            pass
+    """)
+    result = pytester.runpytest("-p", "no:xdist", "--strict-markers", "--glmf-lane", "batch",
+                                "test_serial_marker_without_xdist_loaded.py")
+    result.assert_outcomes(passed=1)
