@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import math
 import re
 import threading
@@ -112,6 +113,14 @@ class Target:
         except (OSError, asyncio.TimeoutError):
             return None
         return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
+
+    async def served_model(self) -> str | None:
+        """The first model id of /v1/models (vLLM rejects any other name; SGLang accepts any)."""
+        try:
+            status, body = await self.call("/v1/models")
+            return json.loads(body)["data"][0]["id"] if status == 200 else None
+        except (OSError, asyncio.TimeoutError, ValueError, KeyError, IndexError, TypeError):
+            return None
 
     async def flush(self) -> str | None:
         """SGLang /flush_cache; vLLM /reset_prefix_cache (dev mode). Returns the endpoint that worked."""
@@ -351,6 +360,8 @@ def run_rows(base_url: str, workload: Workload, settings: CurveSettings, facts: 
     """Run every users value of `settings.users` (sync entry point; owns its event loop)."""
     async def go() -> list[dict[str, Any]]:
         target = Target(base_url, workload.api_key)
+        if workload.model is None:
+            workload.model = await target.served_model()
         rows = []
         for i, users in enumerate(settings.users):
             rows.append(await run_row(target, users, workload, settings, facts, progress,
