@@ -28,8 +28,11 @@ class Redactor:
         self.values = sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
 
     @classmethod
-    def from_environment(cls, lane_env: Mapping[str, str] | None = None) -> "Redactor":
-        return cls({**os.environ, **(lane_env or {})})
+    def from_environment(cls, lane_env: Mapping[str, str] | None = None,
+                         argv: Iterable[str] = ()) -> "Redactor":
+        """Secrets of the process env, the lane's env, and values of secret-named flags in argv
+        (`--api-key sk-...`: the engine may echo it in its own server_args dump)."""
+        return cls({**os.environ, **(lane_env or {})}, secret_flag_values(list(argv)))
 
     def text(self, s: str) -> str:
         for v in self.values:
@@ -66,3 +69,14 @@ class Redactor:
         if isinstance(obj, (list, tuple)):
             return [self.data(v) for v in obj]
         return obj
+
+
+def secret_flag_values(argv: list[str]) -> list[str]:
+    """Values of `--api-key X` / `--hf-token=X` style flags (secret-looking flag names)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a.startswith("--") and "=" in a and is_secret_name(a.split("=", 1)[0]):
+            out.append(a.split("=", 1)[1])
+        elif a.startswith("--") and is_secret_name(a) and i + 1 < len(argv):
+            out.append(argv[i + 1])
+    return out

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ import httpx
 
 from pytest_glmf.config import LaneConfig, build_server_argv
 from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.redact import Redactor
 
 name = "process"
 
@@ -59,7 +61,7 @@ def boot_problems(text: str) -> list[str]:
 def boot_error(lane: LaneConfig, launcher: str, what: str, argv: list[str] | None, log_path: Path | None) -> BootError:
     lines = [f"lane {lane.name!r} ({launcher} launcher): {what}"]
     if argv:
-        lines.append("command: " + " ".join(argv))
+        lines.append("command: " + " ".join(Redactor.from_environment(lane.env, argv).argv(argv)))
     if log_path is not None:
         lines.append(f"boot log: {log_path}")
         text = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -131,6 +133,34 @@ def stop_process(proc: subprocess.Popen[bytes], log: IO[bytes], grace_s: float =
         log.close()
 
 
+class LogPump:
+    """Copies the server's stdout+stderr into the log file line by line, secrets masked."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: IO[bytes], redactor: Redactor) -> None:
+        self.out = out
+        self.redactor = redactor
+        self.stream = proc.stdout
+        self.thread = threading.Thread(target=self._run, name=f"glmf-log-{proc.pid}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        assert self.stream is not None
+        try:
+            for raw in iter(self.stream.readline, b""):
+                if self.redactor.values:
+                    raw = self.redactor.text(raw.decode("utf-8", errors="replace")).encode("utf-8")
+                self.out.write(raw)
+                self.out.flush()
+        except (OSError, ValueError):
+            pass                 # the file was closed under us: the server is being stopped
+
+    def close(self) -> None:
+        self.thread.join(5.0)    # the server is gone: its pipe ends, the pump drains and returns
+        self.out.close()
+        if self.stream is not None:
+            self.stream.close()
+
+
 def log_path_for(results_dir: Path, session_id: str, lane: LaneConfig) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     return results_dir / f"{lane.name}-{session_id}-server.log"
@@ -143,11 +173,14 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     log_path = log_path_for(results_dir, session_id, lane)
     log = open(log_path, "wb")
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **lane.env}, start_new_session=True)
     except OSError as exc:
         log.close()
         raise boot_error(lane, launcher, f"cannot start the server: {exc}", argv, None) from None
+    # The server's output reaches the log file through the redactor: tokens in its env or flags
+    # never land on disk, in a boot error or in a failure's log tail.
+    log = LogPump(proc, log, Redactor.from_environment(lane.env, argv))  # type: ignore[assignment]
     base_url = f"http://127.0.0.1:{lane.port}"
     try:
         wait_ready(proc, base_url, lane, log_path, argv, launcher)
@@ -162,8 +195,15 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     atexit.register(stop)  # an interrupted session must not leave a server running
     provenance = {"launcher": launcher, "argv": argv, "pid": proc.pid, "port": lane.port,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def alive() -> bool:
+        code = proc.poll()
+        if code is not None and "exit_code" not in provenance:
+            provenance["exit_code"] = code   # what a "server gone" message and the result file say
+        return code is None
+
     return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
-                  provenance=provenance, launcher=launcher, _stop=stop, _alive=lambda: proc.poll() is None)
+                  provenance=provenance, launcher=launcher, _stop=stop, _alive=alive)
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
