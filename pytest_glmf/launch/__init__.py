@@ -44,6 +44,19 @@ def server_from_dict(data: dict) -> Server:
     """A handle on a server owned by another process: stop() does nothing here."""
     from pytest_glmf.config import LaneConfig
 
+    provenance = dict(data["provenance"])
+    pid = provenance.get("pid")
+    # A worker cannot poll the controller's child, but a process on this host it can see: a
+    # crashed server is then "gone" for the worker too (a zombie until the controller reaps it).
+    alive = (lambda: _pid_running(int(pid))) if pid and data["launcher"] in ("process", "sim") else None
     return Server(base_url=data["base_url"], engine=data["engine"], lane=LaneConfig(**data["lane"]),
                   boot_log_path=Path(data["boot_log_path"]) if data["boot_log_path"] else None,
-                  provenance=dict(data["provenance"]), launcher=data["launcher"])
+                  provenance=provenance, launcher=data["launcher"], _alive=alive)
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except (OSError, IndexError):
+        return False
