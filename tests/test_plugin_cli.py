@@ -70,3 +70,13 @@ def test_thresholds_checks_a_file(tmp_path: Path, capsys) -> None:
     bad.write_text("lanes:\n  batch:\n    boot: {seats: {min: 1}}\n")
     assert main(["thresholds", str(bad)]) == 2
     assert "lanes.batch.boot: unknown key 'seats'" in capsys.readouterr().err
+
+
+def test_every_subcommand_answers_help(capsys) -> None:
+    for sub in SUBCOMMANDS:
+        try:
+            code = main([sub, "--help"])
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 0, sub
+        assert "usage:" in capsys.readouterr().out, sub
