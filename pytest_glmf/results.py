@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.redact import Redactor
+
 SCHEMA = 1
 
 
@@ -26,6 +28,7 @@ class SessionRecorder:
         self.part_path = self.results_dir / ".parts" / f"{session_id}-{worker}.jsonl"
 
     def record(self, gate: str, key: str, data: Any) -> None:
+        data = Redactor.from_environment().data(data)   # part files are on disk too
         line = json.dumps({"gate": gate, "key": key, "data": data, "t": time.time()}, allow_nan=True)
         self.part_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.part_path, "a") as f:
@@ -43,12 +46,16 @@ class SessionRecorder:
 
     def write(self, *, lane: dict[str, Any], provenance: dict[str, Any],
               extra: dict[str, Any] | None = None) -> Path | None:
-        """Merge the parts into the session's result file; None when nothing was recorded."""
+        """Merge the parts into the session's result file; None when nothing was recorded (and
+        `extra` does not say the session was incomplete: a failed session leaves a file saying why).
+        Secrets (lane env, process env, --api-key style flags) are masked in the whole document."""
         gates = self.recorded()
-        if not gates:
+        if not gates and not (extra or {}).get("incomplete"):
             return None
         doc = {"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
                "provenance": provenance, "gates": gates, **(extra or {})}
+        argv = [str(a) for a in provenance.get("argv") or []]
+        doc = Redactor.from_environment(lane.get("env") or {}, argv).data(doc)
         text = json.dumps(doc, indent=2, default=str)
         out = self.results_dir / f"{self.lane_name}-{self.session_id}.json"
         out.write_text(text)
