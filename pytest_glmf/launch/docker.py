@@ -231,8 +231,37 @@ def _remove(container: "Container", stop_timeout_s: float) -> None:
         pass
 
 
+def _created_by(client: "docker.DockerClient", spec: dict[str, Any]) -> "Container | None":
+    """The container `spec` created, if the engine made it before we got its answer."""
+    import docker.errors
+
+    try:
+        container = client.containers.get(spec["name"])
+    except docker.errors.DockerException:
+        return None
+    same = (container.labels or {}).get(LABEL_SESSION) == spec["labels"][LABEL_SESSION]
+    return container if same else None
+
+
 def engine_address(client: "docker.DockerClient") -> str:
     return os.environ.get("DOCKER_HOST") or str(client.api.base_url)
+
+
+def _unix_socket_problem() -> str | None:
+    """Why the local engine socket cannot answer, checked with a socket we close ourselves: the
+    SDK leaks its socket when the first connect fails (a ResourceWarning, an error under
+    `filterwarnings = error`)."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return None                      # tcp:// or ssh://: the SDK reports it
+    path = host[len("unix://"):]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            return f"cannot connect to {path}: {exc.strerror or exc}"
+    return None
 
 
 class DockerLauncher:
@@ -241,6 +270,7 @@ class DockerLauncher:
     def __init__(self, client: "docker.DockerClient | None" = None, poll_interval_s: float = 0.25,
                  stop_timeout_s: float = 10.0) -> None:
         self._client = client
+        self._owns_client = client is None   # a client made here is closed with its server
         self.poll_interval_s = poll_interval_s
         self.stop_timeout_s = stop_timeout_s
 
@@ -248,25 +278,41 @@ class DockerLauncher:
         if self._client is None:
             import docker
 
+            where = os.environ.get("DOCKER_HOST", "(unset: default socket)")
+            hint = "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it."
+            problem = _unix_socket_problem()
+            if problem:
+                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {problem}. {hint}")
+            client = None
             try:
                 client = docker.from_env()
                 client.ping()
             except docker.errors.DockerException as exc:
-                raise BootError(f"no Docker engine answers at DOCKER_HOST="
-                                f"{os.environ.get('DOCKER_HOST', '(unset: default socket)')}: {exc}. "
-                                "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it.") from exc
+                if client is not None:
+                    client.close()
+                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {exc}. {hint}") from exc
             self._client = client
         return self._client
 
+    def close(self) -> None:
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
+
     def start(self, lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
-        client = self.client()
         spec = container_spec(lane, session_id)
-        container = self._create(client, spec, lane)
+        client = self.client()
+        container = None
         try:
+            container = self._create(client, spec, lane)
             return self._boot(client, container, spec, lane, Path(results_dir), session_id)
-        except BaseException:
+        except BaseException as exc:
             # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call.
-            _remove(container, 2)
+            if container is None and not isinstance(exc, BootError):
+                container = _created_by(client, spec)    # interrupted inside the create call
+            if container is not None:
+                _remove(container, 2)
+            self.close()
             raise
 
     def _create(self, client: "docker.DockerClient", spec: dict[str, Any], lane: "LaneConfig") -> "Container":
@@ -342,8 +388,11 @@ class DockerLauncher:
 
         def stop() -> None:
             atexit.unregister(stop)
-            _remove(container, self.stop_timeout_s)
-            streamer.join(5)
+            try:
+                _remove(container, self.stop_timeout_s)
+            finally:
+                streamer.join(5)
+                self.close()
 
         def alive() -> bool:
             try:

@@ -38,9 +38,11 @@ class LogStreamer:
 
     def _run(self) -> None:
         pending = ""
+        stream = None
         try:
             with self.path.open("w", encoding="utf-8") as out:
-                for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=True)
+                for chunk in stream:
                     text = chunk.decode("utf-8", errors="replace")
                     out.write(text)
                     out.flush()              # readers (and a crash) see every line at once
@@ -52,4 +54,7 @@ class LogStreamer:
                     self._line(pending)
         except Exception as exc:             # the container was removed under us, engine gone...
             self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if stream is not None and hasattr(stream, "close"):
+                stream.close()               # the follow connection is not returned to any pool
 
