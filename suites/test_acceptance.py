@@ -4,7 +4,8 @@ The recipe (DFlash2 block 7): "0.39 mean across seven prompt classes, 0.29 on pl
 on step-by-step math, with single-stream tok/s per class, and "the largest lever left on
 single-stream speed". Every class of fixtures/prompt_classes.yaml is measured once per session,
 one request at a time, and each class is gated on the lane's `acceptance.classes` bounds
-(accept_rate, accept_length, tok_s). Settings (`acceptance.settings`): `prompts_per_class`,
+(accept_rate, accept_length, tok_s); the pseudo-class `mean` gates the unweighted mean over
+classes, the recipe's headline number. Settings (`acceptance.settings`): `prompts_per_class`,
 `max_tokens_scale`, `template` (glm | glm-nothink | chatml | raw: the chat template for SGLang's /generate).
 
 A lane without speculative decoding skips with the reason; a lane whose spec field says it
@@ -48,7 +49,7 @@ def acceptance_result(glmf_server, glmf_lane, glmf_client, acceptance_section, g
                               template=settings.get("template", "glm"))
     glmf_results.record("acceptance", "table", {
         "source": result["source"], "prompt_format": result["prompt_format"],
-        "speculative": result["speculative"], "engine": result["engine"],
+        "speculative": result["speculative"], "engine": result["engine"], "mean": result["mean"],
         "rows": [{k: r.get(k) for k in ("class", "label", "tok_s", "accept_rate", "accept_length",
                                         "accept_length_basis", "e2e_tok_s", "requests", "errors", "recipe")}
                  for r in result["classes"]]})
@@ -69,7 +70,7 @@ def test_acceptance_is_measured(acceptance_result, acceptance_section, glmf_lane
         pytest.fail(f"lane {glmf_lane.name!r} sets spec={glmf_lane.spec!r} but the server reports no "
                     f"speculative decoding ({acceptance_result['source']}): check --speculative-algorithm "
                     "and the draft model in the boot log", pytrace=False)
-    known = {c.name for c in CLASSES}
+    known = {c.name for c in CLASSES} | {"mean"}
     unknown = sorted(set(acceptance_section.get("classes") or {}) - known)
     if unknown:
         pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'acceptance')}.classes names unknown prompt "
@@ -98,3 +99,17 @@ def test_acceptance_per_class(class_name, acceptance_result, acceptance_section,
     # a class with zero drafts (an n-gram proposer with nothing to propose) has no rate: a bound on
     # it fails below as "not measured"; without a bound the row is only recorded
     assert_checks(checks, f"speculative acceptance of lane {glmf_lane.name!r}, class {class_name!r}")
+
+
+@pytest.mark.glmf_serial
+def test_acceptance_mean_over_classes(acceptance_result, acceptance_section, glmf_lane, glmf_thresholds, record_property):
+    """The recipe's headline: "0.39 mean across seven prompt classes" (`classes.mean` bounds)."""
+    mean = acceptance_result["mean"]
+    for key in ("tok_s", "accept_rate", "accept_length"):
+        record_property(f"acceptance.mean.{key}", mean[key])
+    bounds = (acceptance_section.get("classes") or {}).get("mean") or {}
+    if not bounds:
+        pytest.skip(f"no bounds for classes.mean in {glmf_thresholds.source(glmf_lane.name, 'acceptance')}")
+    source = f"{glmf_thresholds.source(glmf_lane.name, 'acceptance')}.classes.mean"
+    checks = checks_from_bounds("acceptance", mean, bounds, where="mean over classes", source=source, hints=HINTS)
+    assert_checks(checks, f"speculative acceptance of lane {glmf_lane.name!r}, mean over {mean['classes']} classes")

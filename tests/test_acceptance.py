@@ -297,7 +297,7 @@ def run_suite(pytester: pytest.Pytester, lane: str, url: str, *extra: str) -> py
 def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
     stub = stub_factory("sglang")
     result = run_suite(pytester, "daily", stub.url)
-    result.assert_outcomes(passed=1 + len(CLASSES))
+    result.assert_outcomes(passed=2 + len(CLASSES))
     doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())
     table = doc["gates"]["acceptance"]["table"]
     assert table["source"] == acceptance.SOURCE_SGLANG and table["speculative"] is True
@@ -306,6 +306,25 @@ def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
     assert rows["math"]["accept_rate"] == pytest.approx(0.61, abs=0.03)
     assert rows["prose"]["accept_rate"] == pytest.approx(0.29, abs=0.03)
     assert all(r["tok_s"] > 0 and r["accept_length"] > 1 for r in rows.values())
+    assert table["mean"]["accept_rate"] == pytest.approx(sum(RATES.values()) / len(RATES), abs=0.02)
+
+
+def test_suite_gates_the_mean_over_classes(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
+      classes: {mean: {accept_rate: {min: 0.5}, tok_s: {min: 1}}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "mean or is_measured")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.re_match_lines([
+        rf".*speculative acceptance of lane 'daily', mean over {len(CLASSES)} classes: 1 threshold\(s\) missed",
+        r"accept_rate mean over classes +\| 0\.4\d* +\| >= 0\.5 +\| -1\d\.\d %.*lanes\.daily\.acceptance\.classes\.mean\)",
+    ])
 
 
 def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory):
@@ -321,7 +340,7 @@ lanes:
         math: {accept_rate: {min: 0.55}}
 """)
     result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml")
-    result.assert_outcomes(passed=len(CLASSES), failed=1)
+    result.assert_outcomes(passed=len(CLASSES), failed=1, skipped=1)
     result.stdout.re_match_lines([
         r".*speculative acceptance of lane 'daily', class 'prose': 1 threshold\(s\) missed",
         r"accept_rate class=prose +\| 0\.29\d* +\| >= 0\.5 +\| -4\d\.\d %; drafts rejected more often.*"
@@ -347,7 +366,7 @@ lanes:
 def test_suite_skips_on_a_lane_without_speculation(pytester, stub_factory):
     stub = stub_factory("sglang", speculative=False)
     result = run_suite(pytester, "batch", stub.url, "-rs")
-    result.assert_outcomes(skipped=1 + len(CLASSES))
+    result.assert_outcomes(skipped=2 + len(CLASSES))
     result.stdout.fnmatch_lines(["*the server of lane 'batch' reports no speculative decoding*"])
 
 

@@ -75,7 +75,7 @@ def test_tok_s_never_exceeds_what_the_simulator_models(daily_result):
 def test_suite_gates_the_daily_lane_on_the_simulator(pytester, daily):
     result = pytester.runpytest(SUITE, "--glmf-lane", "daily", "--glmf-url", daily.base_url, "-p", "no:cacheprovider",
                                 "--glmf-results", str(pytester.path / "results"), "-s")
-    result.assert_outcomes(passed=1 + len(CLASSES))
+    result.assert_outcomes(passed=2 + len(CLASSES))
     result.stdout.re_match_lines([r".*class +\| tok/s +\| accept rate +\| accept length +\| recipe rate +\| requests",
                                   r"math, step-by-step +\| [\d.]+ +\| 0\.[56]\d* +\| 4\.\d+ +\| 0\.61 +\| 3"])
     table = json.loads((pytester.path / "results" / "daily-latest.json").read_text())["gates"]["acceptance"]["table"]
@@ -91,7 +91,7 @@ def test_batch_lane_has_no_speculation_and_the_suite_skips(pytester, tmp_path_fa
         assert "no speculative decoding" in acceptance.render_result(result)
         run = pytester.runpytest(SUITE, "--glmf-lane", "batch", "--glmf-url", server.base_url, "-rs",
                                  "-p", "no:cacheprovider", "--glmf-results", str(pytester.path / "results"))
-        run.assert_outcomes(skipped=1 + len(CLASSES))
+        run.assert_outcomes(skipped=2 + len(CLASSES))
         run.stdout.fnmatch_lines(["*the server of lane 'batch' reports no speculative decoding*"])
     finally:
         server.stop()
