@@ -78,6 +78,9 @@ class GlmfSession:
     thresholds: Thresholds | None = None
     remote_server: dict[str, Any] | None = None    # worker: the controller's server, serialized
     extra: dict[str, Any] = field(default_factory=dict)
+    gone: str | None = None                        # why the server is gone (later tests skip)
+    incomplete: list[str] = field(default_factory=list)  # why the result file is incomplete
+    stopped: bool = False
 
     def get_server(self) -> "Server":
         from pytest_glmf.launch import launch_lane, server_from_dict
@@ -97,8 +100,32 @@ class GlmfSession:
         return self.server
 
     def stop(self) -> None:
-        if self.server is not None and self.owner:
+        if self.server is not None and self.owner and not self.stopped:
+            if self.gone is None and not self.server.is_alive():
+                self.gone = "the server exited before the end of the session"
+                self.incomplete.append(self.gone)
+            self.stopped = True
             self.server.stop()
+
+    def write_results(self, reasons: list[str] = ()) -> None:
+        """The session's result file: everything recorded so far, with `incomplete` listing why
+        the session did not run to its end (empty when it did)."""
+        from pytest_glmf.results import SessionRecorder
+
+        if self.settings.lane is None or "result_file" in self.extra:
+            return
+        if self.boot_error is not None:
+            reasons = [f"the server did not boot: {self.boot_error.splitlines()[0]}", *reasons]
+        if self.server is not None and not self.stopped and self.gone is None and not self.server.is_alive():
+            self.gone = "the server exited before the end of the session"
+            self.incomplete.append(self.gone)
+        incomplete = list(dict.fromkeys([*self.incomplete, *reasons]))
+        recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.settings.lane.name)
+        provenance = dict(self.server.provenance) if self.server is not None else {}
+        out = recorder.write(lane=self.settings.lane.to_dict(), provenance=provenance,
+                             extra={"incomplete": incomplete})
+        if out is not None:
+            self.extra["result_file"] = out
 
 
 _SESSION = pytest.StashKey[GlmfSession]()
@@ -193,11 +220,15 @@ def pytest_configure(config: pytest.Config) -> None:
         session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
         session = GlmfSession(settings, session_id, "main", owner=True, thresholds=thresholds)
     config.stash[_SESSION] = session
+    _CONFIG["config"] = config
     if session.owner and threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         # CI cancels jobs with SIGTERM, which skips atexit: stop the server first, then die as asked
         def on_sigterm(signum: int, frame: Any) -> None:
-            session.stop()
+            try:
+                session.write_results(["terminated by SIGTERM"])
+            finally:
+                session.stop()
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -329,22 +360,105 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+# ---------------------------------------------------------------------------- server faults
+
+
+def _uses_server(item: pytest.Item) -> bool:
+    return _SESSION in item.config.stash and "glmf_server" in getattr(item, "fixturenames", ())
+
+
+def _mark_incomplete(item: pytest.Item, reason: str) -> None:
+    # user_properties travel with the report to the xdist controller, which writes the result file
+    item.user_properties.append(("glmf_incomplete", reason))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A gone server: the first test to notice fails with the cause and the log tail, later tests
+    skip with a reason (never hang on a dead address, never pass silently)."""
+    if not _uses_server(item):
+        return
+    from pytest_glmf.health import gone_message
+
+    state = _session(item.config)
+    if state.gone is not None:
+        pytest.skip(f"glmf: {state.gone.splitlines()[0]}; not run")
+    if state.server is None or state.stopped:
+        return
+    message = gone_message(state.server, "after the previous test and before this one")
+    if message is not None:
+        state.gone = message
+        _mark_incomplete(item, message.splitlines()[0])
+        pytest.fail(message, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """The lane's `timeouts.gate_s` bounds the test; a broken server turns the failure into one
+    sentence with the server's log tail (no retry anywhere)."""
+    if not _uses_server(item):
+        return (yield)
+    from pytest_glmf import health
+
+    state = _session(item.config)
+    lane = state.settings.lane
+    limit_s = lane.timeouts.get("gate_s", health.DEFAULT_GATE_S) if lane is not None else None
+    try:
+        with health.gate_timer(limit_s, f"test {item.nodeid}"):
+            result = yield
+    except (pytest.skip.Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        server = state.server
+        first = (str(exc).strip().splitlines() or [""])[0][:200].rstrip(".")
+        if server is not None and health.wait_gone(server, 1.0):
+            message = health.gone_message(server, f"during this test ({type(exc).__name__}: {first})")
+            state.gone = message
+            _mark_incomplete(item, (message or "").splitlines()[0])
+            if isinstance(exc, pytest.fail.Exception):  # keep the gate's own table below
+                message = f"{message}\n\nthe test's own failure:\n{str(exc)[:3000]}"
+            raise pytest.fail.Exception(message, pytrace=False) from exc
+        message = health.broken_request_message(exc, server, lane.name if lane else "?", item.config.rootpath)
+        if message is not None:
+            _mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}")
+            raise pytest.fail.Exception(message, pytrace=False) from exc
+        raise
+    if state.server is not None and not state.stopped:
+        message = health.gone_message(state.server, "during this test (the test itself passed)")
+        if message is not None:
+            state.gone = message
+            _mark_incomplete(item, message.splitlines()[0])
+            pytest.fail(message, pytrace=False)
+    return result
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect every process's reasons the session's results are incomplete (xdist: on the controller)."""
+    reasons = [v for k, v in getattr(report, "user_properties", ()) if k == "glmf_incomplete"]
+    if not reasons:
+        return
+    config = _CONFIG.get("config")
+    if config is not None and _SESSION in config.stash:
+        state = _session(config)
+        state.incomplete.extend(r for r in reasons if r not in state.incomplete)
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
 @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if _SESSION not in config.stash:
         return
     state = _session(config)
     if not state.owner or state.settings.lane is None:
         return
+    reasons = []
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
     try:
-        from pytest_glmf.results import SessionRecorder
-
-        recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.settings.lane.name)
-        provenance = dict(state.server.provenance) if state.server is not None else {}
-        out = recorder.write(lane=state.settings.lane.to_dict(), provenance=provenance)
-        if out is not None:
-            state.extra["result_file"] = out
+        state.write_results(reasons)
     finally:
         state.stop()
 
@@ -352,6 +466,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION not in config.stash:
         return
+    if _CONFIG.get("config") is config:
+        del _CONFIG["config"]
     handler = _session(config).extra.get("sigterm_handler")
     if handler is not None and signal.getsignal(signal.SIGTERM) is handler:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
