@@ -310,6 +310,19 @@ def check_lane(lane: LaneConfig) -> None:
         raise ConfigError(f"{where}: draft is set but spec is none; set spec (e.g. dflash, eagle3) or remove draft")
 
 
+def check_local_volumes(lane: LaneConfig) -> None:
+    """The selected docker lane's volume sources must exist when the engine is this machine's
+    (DOCKER_HOST unset or a unix socket): a typo in a model path is an error before anything
+    starts, not a server that boots without weights. A remote engine's paths are its own."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if lane.launcher != "docker" or (host and not host.startswith("unix://")):
+        return
+    for src in lane.volumes:
+        if not Path(src).exists():
+            raise ConfigError(f"{lane.source}: lane {lane.name!r}: volumes: {src} does not exist on this "
+                              "machine (the Docker engine is local); fix the path or mount the model there")
+
+
 def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
     """Lanes from a YAML file (`lanes: {name: {key: value}}`), or the built-in lanes for None."""
     if path is None:

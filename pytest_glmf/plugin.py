@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from pytest_glmf.config import (ConfigError, LaneConfig, Thresholds, apply_overrides, load_lanes,
-                                load_thresholds, select_lane)
+from pytest_glmf.config import (ConfigError, LaneConfig, Thresholds, apply_overrides, check_local_volumes,
+                                load_lanes, load_thresholds, select_lane)
 from pytest_glmf.gates import GATE_METRICS
 
 if TYPE_CHECKING:
@@ -168,8 +168,20 @@ def resolve_settings(config: pytest.Config) -> Settings:
     thresholds_file = _path(config, "thresholds", must_exist=True)
     baseline = _path(config, "baseline", must_exist=True)
     results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
-    if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.W_OK)):
+    if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.R_OK | os.W_OK | os.X_OK)):
         raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
+    existing = next(p for p in [results_dir, *results_dir.parents] if p.exists())
+    if existing != results_dir and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        raise pytest.UsageError(f"--glmf-results: {results_dir} cannot be created ({existing} is not a "
+                                "writable directory)")
+    if baseline is not None:
+        from pytest_glmf.baseline import BaselineError, load_baseline
+        from pytest_glmf.results import SCHEMA
+
+        try:  # a baseline that cannot be compared must stop the session before a server starts
+            load_baseline(baseline, SCHEMA)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--glmf-baseline: {exc}") from None
     url, _, url_where = _option(config, "url")
     if url is not None and not url.startswith(("http://", "https://")):
         raise pytest.UsageError(f"{url_where}: {url!r} is not a URL; expected http://HOST:PORT or https://HOST:PORT")
@@ -189,6 +201,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
             raise ConfigError(f"{image_where} needs a lane: pass --glmf-lane NAME (known lanes: {', '.join(lanes)})")
         if lane is not None:
             lane = apply_overrides(lane, url=url, image=image)
+            check_local_volumes(lane)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
