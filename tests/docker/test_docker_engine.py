@@ -204,3 +204,42 @@ def test_owner_labels_identify_this_process(docker_client: Any, session_id: str)
 
     labels = session_labels("lane", session_id)
     assert labels[LABEL_SESSION] == session_id and labels[LABEL_PID] == str(os.getpid())
+
+
+def test_recipe_batch_lane_served_by_the_simulator_inside_a_container(
+        docker_client: Any, session_id: str, leftovers: Leftovers, python_lane: LaneFactory,
+        tmp_path: Path) -> None:
+    """The example's batch lane with its real SGLang flags, the image swapped for the host-Python
+    test image and the engine for `python -m pytest_glmf.sim`: boot facts and a chat reply come
+    through the published port."""
+    import dataclasses
+
+    from pytest_glmf.config import build_server_argv, load_lanes
+
+    batch = load_lanes(Path(__file__).parents[2] / "examples" / "gb300-lanes.yaml")["batch"]
+    argv = build_server_argv(batch)
+    assert argv[1:3] == ["-m", "sglang.launch_server"]
+    flags = argv[3:]
+    host_at = flags.index("--host")
+    del flags[host_at:host_at + 2]                     # the simulator binds 127.0.0.1 by default
+    flags[flags.index("--port") + 1] = "30001"         # behind the relay
+    relay = str(Path(__file__).with_name("loopback_relay.py"))
+    command = [sys.executable, "-u", relay, "{port}", "30001", "--",
+               sys.executable, "-m", "pytest_glmf.sim", *flags, "--time-scale", "0.02"]
+    template = python_lane("batch")
+    lane = dataclasses.replace(batch, image=template.image, volumes=template.volumes, command=command,
+                               gpus=None, ipc_mode=None, shm_size=None, boot_timeout_s=90)
+    server = DockerLauncher().start(lane, tmp_path, session_id)
+    try:
+        facts = server.boot_facts
+        assert facts.engine == "sglang" and facts.ready and facts.problems == []
+        assert facts.max_running_requests is not None and facts.max_running_requests >= 128
+        assert {pool["dtype"] for pool in facts.kv_pools} >= {"bfloat16"}
+        reply = httpx.post(server.base_url + "/v1/chat/completions", timeout=30,
+                           json={"model": "glm", "max_tokens": 8,
+                                 "messages": [{"role": "user", "content": "Say hi."}]})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0
+        assert server.provenance["env"] == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    finally:
+        server.stop()
+    assert leftovers() == []
