@@ -34,7 +34,7 @@ def test_header_without_lane(pytester: pytest.Pytester) -> None:
 
 def test_header_names_lane_launcher_thresholds_baseline(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(USES_LANE)
-    baseline = pytester.makefile(".json", base="{}")
+    baseline = pytester.makefile(".json", base='{"schema": 1, "gates": {}}')  # a valid (empty) result file
     result = pytester.runpytest("--glmf-lane", "batch", "--glmf-baseline", str(baseline), "--co",
                                 str(pytester.path))
     result.stdout.fnmatch_lines([f"glmf: lane=batch launcher=sim lanes=built-in thresholds=built-in "
