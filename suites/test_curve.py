@@ -111,8 +111,11 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
     settings = CurveSettings(users=[users], runs=int(opts.get("runs", 3)), warmup=bool(opts.get("warmup", True)),
                              rate_per_s=opts.get("rate_per_s"),
                              spread_max_pct=float(opts.get("spread_max_pct", 5.0)),
-                             first_token_timeout_s=float(opts.get("first_token_timeout_s", 600.0)),
-                             between_tokens_timeout_s=float(opts.get("between_tokens_timeout_s", 60.0)),
+                             # the row's settings, else the lane's timeouts, else the defaults
+                             first_token_timeout_s=float(opts.get("first_token_timeout_s",
+                                                                  glmf_lane.timeouts.get("first_token_s", 600.0))),
+                             between_tokens_timeout_s=float(opts.get("between_tokens_timeout_s",
+                                                                     glmf_lane.timeouts.get("between_tokens_s", 60.0))),
                              lag_p99_max_s=float(opts.get("lag_p99_max_s", LAG_P99_MAX_S)),
                              cpu_max_frac=float(opts.get("cpu_max_frac", CPU_MAX_FRAC)))
     facts = glmf_boot_facts.to_dict()
