@@ -20,7 +20,9 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
     wait_s = lane.timeouts.get("connect_s", 10.0)
     deadline = time.monotonic() + wait_s
     last = "no answer"
-    with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+    # one probe never outlasts the whole wait: a port that accepts and never answers must not
+    # stall the session beyond connect_s
+    with httpx.Client(timeout=httpx.Timeout(min(5.0, wait_s))) as client:
         while True:
             try:
                 codes = {p: client.get(base_url + p).status_code for p in ("/health", "/v1/models")}
