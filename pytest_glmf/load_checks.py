@@ -119,6 +119,9 @@ def describe_flags(row: Mapping[str, Any]) -> list[str]:
         flags += [f"run {i}: {n}" for n in r["client"]["notes"] + r["token_count"]["problems"]]
         if r["errors"]:
             flags.append(f"run {i}: {r['errors']} failed requests")
+    if "flush_endpoint" in row and row["flush_endpoint"] is None:
+        # harmless for our numbers (every request starts with a unique line) but worth knowing
+        flags.append("prefix cache not flushed (no /flush_cache or /reset_prefix_cache)")
     spread, limit = row.get("spread_pct"), row.get("spread_max_pct")
     if spread is not None and limit is not None and spread > limit:
         flags.append(f"spread {spread:.1f} % > {limit:g} %")

@@ -1,11 +1,13 @@
 """The load generator's lean HTTP/1.1 streaming path.
 
-Why not httpx here: measured on this project's 2-core box (bench/README.md), httpx's async stream
-costs ~10x more client CPU per SSE event (its h11 state machine, line decoder and anyio layers run
-per event), which saturates one core long before 256 streams x 100 tok/s. The hot path here is one
-`perf_counter()` call and one list append per socket read; de-chunking, line splitting and JSON
-parsing (`client.parse_sse_line`, the one SSE parser) happen after the run, from the stored
-(time, bytes) pairs, so they cannot delay the timestamps of other streams.
+Why not httpx here (bench/README.md has the numbers): an httpx AsyncClient stream timestamps a
+chunk only after its task is resumed and h11, the line decoder and anyio have run for it, one
+stream after another; with 32+ streams that put 100+ ms between a chunk's arrival and its
+timestamp (first-chunk receive lag p50 118 ms at 32 users, 340 ms at 128, against 0.03 ms here) and
+it costs more CPU per event. Its pool also opens connections inside the timed window. The hot path
+here is one `perf_counter()` call and one list append per socket read, in the protocol callback;
+de-chunking, line splitting and JSON parsing (`client.parse_sse_line`, the one SSE parser) happen
+after the run from the stored (time, bytes) pairs, so they cannot delay other streams' timestamps.
 Connections are opened before a run starts, so connect time is never inside a TTFT.
 """
 from __future__ import annotations

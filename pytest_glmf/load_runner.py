@@ -313,7 +313,8 @@ async def run_row(target: Target, users: int, workload: Workload, settings: Curv
             f"client lag p99 {_ms(c['lag_p99_s'])} cpu {c['cpu_frac'] * 100:.0f} %"
             + (f", {m['errors']} errors" if m["errors"] else ""))
     row: dict[str, Any] = {"users": users, **combine_runs(per_run), "runs": len(per_run),
-                           "spread_max_pct": settings.spread_max_pct, "flush_endpoint": flushed,
+                           "spread_max_pct": settings.spread_max_pct,
+                           "flush_endpoint": flushed if settings.flush_cache else "off",
                            "max_tokens": workload.max_tokens}
     observed = {"max_running": _max(r["server"]["max_running"] for r in per_run),
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
