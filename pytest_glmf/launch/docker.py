@@ -247,11 +247,11 @@ def engine_address(client: "docker.DockerClient") -> str:
     return os.environ.get("DOCKER_HOST") or str(client.api.base_url)
 
 
-def _unix_socket_problem() -> str | None:
+def local_socket_problem(host: str | None = None) -> str | None:
     """Why the local engine socket cannot answer, checked with a socket we close ourselves: the
     SDK leaks its socket when the first connect fails (a ResourceWarning, an error under
-    `filterwarnings = error`)."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    `filterwarnings = error`). None: it accepts connections, or the engine is not a unix socket."""
+    host = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
         return None                      # tcp:// or ssh://: the SDK reports it
     path = host[len("unix://"):]
@@ -280,7 +280,7 @@ class DockerLauncher:
 
             where = os.environ.get("DOCKER_HOST", "(unset: default socket)")
             hint = "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it."
-            problem = _unix_socket_problem()
+            problem = local_socket_problem()
             if problem:
                 raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {problem}. {hint}")
             client = None

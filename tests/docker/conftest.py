@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from pytest_glmf.config import LaneConfig
-from pytest_glmf.launch.docker import LABEL_OWNER, LABEL_SESSION, OWNER
+from pytest_glmf.launch.docker import LABEL_OWNER, LABEL_SESSION, OWNER, local_socket_problem
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(os.environ.get("GLMF_DOCKER_DIR", "/tmp/glmf-docker"))
@@ -35,6 +35,9 @@ def _connect() -> tuple[Any, str | None]:
     export = None
     if not host and (ENGINE_DIR / "docker.sock").exists():
         export = host = f"unix://{ENGINE_DIR / 'docker.sock'}"   # `.ci/docker-engine up` without eval
+    problem = local_socket_problem(host)
+    if problem:
+        raise RuntimeError(f"no Docker engine reachable (DOCKER_HOST={host or 'unset'}): {problem}")
     try:
         client = docker.DockerClient(base_url=host) if host else docker.from_env()
         client.ping()
