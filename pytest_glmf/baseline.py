@@ -101,7 +101,7 @@ def load_baseline(path: str | Path, schema: int) -> dict[str, Any]:
         raise BaselineError(f"{p}: not a pytest-glmf result file (no 'gates' section)")
     if doc.get("schema") != schema:
         raise BaselineError(f"{p}: result schema {doc.get('schema')!r}, this plugin reads schema {schema}; "
-                            "re-run the baseline with this version (--glmf-update-baseline)")
+                            "use the result file of a run made with this version as --glmf-baseline")
     return doc
 
 
