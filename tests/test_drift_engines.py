@@ -45,8 +45,8 @@ class ToyServer:
     max_new_tokens=0)."""
 
     def __init__(self, engine: str, noise: float = 0.0, variant: int = 0, miscount: bool = False,
-                 reject_zero: bool = False):
-        self.engine, self.noise, self.variant = engine, noise, variant
+                 reject_zero: bool = False, no_template: bool = False):
+        self.engine, self.noise, self.variant, self.no_template = engine, noise, variant, no_template
         self.miscount, self.reject_zero = miscount, reject_zero
         self.requests: list[tuple[str, dict]] = []
         toy = self
@@ -100,6 +100,8 @@ class ToyServer:
 
     # -- POST --------------------------------------------------------------------------------
     def post(self, path: str, req: dict):
+        if self.no_template and path in ("/v1/chat/completions", "/tokenize"):
+            return 404, {"detail": "Not Found"}   # an older build: no templated ids from the server
         if self.engine == "sglang" and path == "/v1/chat/completions":
             ids = toy_template(req["messages"], self.variant)
             choice = {"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "length"}
@@ -316,3 +318,16 @@ def test_mismatches_are_refused_with_a_clear_message(toy, tmp_path, capsys):
     ref2.write_text(json.dumps(data))
     assert drift.cli(["compare", str(ref2), str(cand)]) == 2
     assert "does not match its sha256" in capsys.readouterr().err
+
+
+def test_a_server_that_cannot_template_is_refused_unless_a_client_template_is_given(toy):
+    server = toy("sglang", no_template=True)
+    adapter = make_adapter(server.url)
+    with pytest.raises(ScoringError, match="cannot get chat-templated token ids from the server"):
+        adapter.chat_ids(MSGS)
+    assert drift.pick_template(adapter, None) is None
+    ref = drift.make_reference(adapter, drift.load_prompts(None, 2), max_tokens=3, k=2,
+                               template=drift.pick_template(adapter, toy_template))
+    assert ref["provenance"]["chat_template"] == "client: toy_template"
+    assert ref["prompts"][0]["prompt_ids"] == toy_template(ref["prompts"][0]["messages"])
+    adapter.close()

@@ -17,7 +17,10 @@ from pytest_glmf import drift
 from pytest_glmf.config import builtin_lanes
 from pytest_glmf.launch import launch_lane
 
-sim_logits = pytest.importorskip("pytest_glmf.sim.logits")  # the simulator is a sibling module
+from pytest_glmf.sim import logits as sim_logits
+
+# one worker runs the whole module under `--dist loadgroup`, so the three simulators start once
+pytestmark = pytest.mark.xdist_group("glmf-drift-sim")
 
 N_PROMPTS, MAX_TOKENS, K = 40, 128, 20
 CHECKPOINTS = ("fp8", "nvidia", "libertai")
@@ -47,13 +50,12 @@ def measured(tmp_path_factory):
     try:
         ref = tmp / "ref.json"
         assert drift.cli(["reference", "--url", servers["fp8"].base_url, "--out", str(ref),
-                          "--prompts", str(N_PROMPTS), "--max-tokens", str(MAX_TOKENS), "--k", str(K),
-                          "--template", "sim"]) == 0
+                          "--prompts", str(N_PROMPTS), "--max-tokens", str(MAX_TOKENS), "--k", str(K)]) == 0
         files = {}
         for c in CHECKPOINTS:
             files[c] = tmp / f"{c}.json"
             assert drift.cli(["score", "--url", servers[c].base_url, "--reference", str(ref),
-                              "--out", str(files[c]), "--label", c, "--template", "sim"]) == 0
+                              "--out", str(files[c]), "--label", c]) == 0
     finally:
         for s in servers.values():
             s.stop()
@@ -83,7 +85,9 @@ def test_reference_is_what_the_recipe_describes(measured):
     assert ref["prompt_set"]["n"] == N_PROMPTS and ref["k"] == K
     assert all(len(p["output_ids"]) == MAX_TOKENS for p in ref["prompts"])
     assert ref["self_check"]["exact"] is True and ref["oracle_argmax_disagreement"] == 0
-    assert ref["provenance"]["engine"] == "sglang"
+    assert ref["provenance"]["engine"] == "sglang" and ref["provenance"]["checkpoint"] == "fp8"
+    # templated by the server itself (/v1/chat/completions with return_prompt_token_ids)
+    assert ref["provenance"]["chat_template"] == "server"
 
 
 def test_self_vs_self_is_exactly_zero(measured):
