@@ -12,7 +12,7 @@ step and emits 1 + Binomial(draft_tokens, accept_rate_c) tokens; its batch-1 ste
 (1 + 0.15 * (block - 7)) for other block sizes; the batch step is the mean over running requests
 times the growth of the recipe's DFlash2 per-user curve (1: 252, 8: 106, 16: 86, 24: 72 tok/s).
 
-    class            accept  tok/s (block 7, batch 1)   keywords (last user turn, first match wins)
+    class            accept  tok/s (block 7, batch 1)   keywords at a word start (last user turn, first match wins)
     multi_turn_chat  0.30    205    two or more user turns
     json_extraction  0.40    262    json
     math             0.61    291    solve, step by step, equation, compute, calculate
@@ -33,6 +33,7 @@ request.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -61,6 +62,8 @@ CLASSES = [
     PromptClass("prose", 0.29, 175.0, ("story", "prose", "poem", "literary", "personal essay", "describe")),
     PromptClass("history_essay", 0.33, 252.0, ("history", "historical", "essay")),
 ]
+# keywords match at a word start ("story" is not in "history"; "command" is in "commands")
+_KEYWORD_RE = {c.name: re.compile("|".join(r"(?<![a-z])" + re.escape(k) for k in c.keywords)) for c in CLASSES}
 MULTI_TURN = PromptClass("multi_turn_chat", 0.30, 205.0, ())
 DEFAULT_CLASS = CLASSES[-1]
 BY_NAME = {c.name: c for c in CLASSES + [MULTI_TURN]}
@@ -72,7 +75,7 @@ def classify(last_user_text: str, user_turns: int = 1) -> PromptClass:
         return MULTI_TURN
     low = last_user_text.lower()
     for c in CLASSES:
-        if any(k in low for k in c.keywords):
+        if _KEYWORD_RE[c.name].search(low):
             return c
     return DEFAULT_CLASS
 
