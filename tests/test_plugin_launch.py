@@ -177,3 +177,10 @@ def test_sigterm_to_pytest_stops_the_server(pytester, fake_lanes, launched_pids,
     assert result.ret == -15
     pids = launched_pids()
     assert len(pids) == 1 and not pid_alive(pids[0])
+
+
+def test_a_taken_port_is_refused_not_mistaken_for_our_server(tmp_path: Path, running_fake_server) -> None:
+    port = int(running_fake_server.base_url.rsplit(":", 1)[1])
+    lane = LaneConfig(name="clash", launcher="process", port=port, command=[sys.executable, "-c", "pass"])
+    with pytest.raises(BootError, match=rf"lane 'clash' \(process launcher\): port {port} on 127.0.0.1 is already in use"):
+        launch_lane(lane, tmp_path, "s")

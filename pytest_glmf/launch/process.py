@@ -37,6 +37,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers do not count
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def with_port(lane: LaneConfig) -> LaneConfig:
     return lane if lane.port is not None else replace(lane, port=free_port())
 
@@ -89,16 +99,18 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, l
                argv: list[str], launcher: str) -> None:
     deadline = time.monotonic() + lane.boot_timeout_s
     next_http = 0.0
-    with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+    scanned = 0  # bytes of the log already searched for the ready line (boot logs reach megabytes)
+    overlap = len(SGLANG_READY_LINE)
+    with httpx.Client(timeout=httpx.Timeout(5.0)) as client, open(log_path, "rb") as log:
         while True:
             if proc.poll() is not None:
                 raise boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
                                  argv, log_path)
-            try:
-                if SGLANG_READY_LINE in log_path.read_text(errors="replace"):
-                    return
-            except OSError:
-                pass
+            log.seek(max(0, scanned - overlap))
+            chunk = log.read()
+            scanned = max(scanned, log.tell())
+            if SGLANG_READY_LINE.encode() in chunk:
+                return
             now = time.monotonic()
             if now >= next_http:
                 if http_ready(base_url, lane.engine, client):
@@ -170,6 +182,10 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     """Start argv for a lane whose port is already chosen; block until ready or raise BootError
     (leaving nothing running)."""
     assert lane.port is not None
+    if not port_is_free(lane.port):
+        # readiness probes would find whatever already listens there and call it our server
+        raise BootError(f"lane {lane.name!r} ({launcher} launcher): port {lane.port} on 127.0.0.1 is already "
+                        "in use; stop what listens there or remove port from the lane (a free port is then chosen)")
     log_path = log_path_for(results_dir, session_id, lane)
     log = open(log_path, "wb")
     try:
