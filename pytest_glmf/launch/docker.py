@@ -304,8 +304,13 @@ class DockerLauncher:
         client = self.client()
         container = None
         try:
+            # The session's start on this engine: first clear what killed sessions left (a GPU
+            # held by a forgotten server makes the next boot fail for reasons nobody can see).
+            stale = cleanup_stale(client, current_session=session_id)
             container = self._create(client, spec, lane)
-            return self._boot(client, container, spec, lane, Path(results_dir), session_id)
+            server = self._boot(client, container, spec, lane, Path(results_dir), session_id)
+            server.provenance["stale_containers_removed"] = stale
+            return server
         except BaseException as exc:
             # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call.
             if container is None and not isinstance(exc, BootError):
