@@ -290,7 +290,7 @@ def summarize(results: list[TurnResult], skipped: dict[str, str]) -> dict[str, A
             "parsed_fraction": sum(r.ok for r in results) / n if n else None,
             "leaks": sum(r.leaked for r in results), "wrong_calls": sum(r.wrong_call for r in results),
             "empty_args": sum(any("EMPTY_ARGS" in p for p in r.problems) for r in results),
-            "skipped": skipped}
+            "bad_turns": [f"{r.scenario}#{r.repeat}" for r in results if not r.ok], "skipped": skipped}
 
 
 def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1, tool_choice: str = "auto",

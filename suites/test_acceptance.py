@@ -47,13 +47,13 @@ def acceptance_result(glmf_server, glmf_lane, glmf_client, acceptance_section, g
                               prompts_per_class=settings.get("prompts_per_class"),
                               max_tokens_scale=float(settings.get("max_tokens_scale", 1.0)),
                               template=settings.get("template", "glm"))
-    glmf_results.record("acceptance", "table", {
-        "source": result["source"], "prompt_format": result["prompt_format"],
-        "speculative": result["speculative"], "engine": result["engine"], "mean": result["mean"],
-        "rows": [{k: r.get(k) for k in ("class", "label", "tok_s", "accept_rate", "accept_length",
-                                        "accept_length_basis", "e2e_tok_s", "requests", "errors", "recipe")}
-                 for r in result["classes"]]})
-    glmf_results.record("acceptance", "records", result["records"])
+    # one row per class (and the mean), as the report renders them; the raw requests beside them
+    for row in result["classes"] + [result["mean"]]:
+        glmf_results.record("acceptance", row["class"], {
+            **{k: row.get(k) for k in ("class", "tok_s", "accept_rate", "accept_length", "requests", "errors")},
+            "recipe_accept_rate": (row.get("recipe") or {}).get("accept_rate"),
+            "source": f"{result['source']}; {result['prompt_format']}"})
+    glmf_results.record("acceptance", "requests", result["records"])
     if result["speculative"] is False and not glmf_lane.speculative:
         pytest.skip(f"the server of lane {glmf_lane.name!r} reports no speculative decoding "
                     f"({result['source']}: no spec fields / zero drafts in the first answer)")

@@ -205,6 +205,7 @@ def test_leaked_markup_is_caught_per_turn(tool_stub):
     weather_turns = {s.id for s in SCENARIOS if "get_weather" in s.expect}
     assert set(bad) == weather_turns
     assert summary["leaks"] == len(weather_turns)
+    assert sorted(summary["bad_turns"]) == sorted(f"{t}#0" for t in weather_turns)
     problems = " ".join(bad["weather_single"])
     assert "LEAK" in problems and "<tool_call>" in problems and "<arg_key>" in problems
     assert "NOT_PARSED" in problems and "non-stream" in problems and "stream:" in problems
