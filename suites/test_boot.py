@@ -41,6 +41,14 @@ def cap_hint(cap_reason: str | None) -> str:
     return f"{cap_reason}: {knob}"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def boot_log_present(glmf_server) -> None:
+    """An attached server (--glmf-url) has no boot log unless the lane names one: nothing to gate."""
+    if glmf_server.boot_log_path is None:
+        pytest.skip(f"no boot log for lane {glmf_server.lane.name!r} (attached to {glmf_server.base_url}); "
+                    "set boot_log: FILE in the lane to gate boot facts")
+
+
 @pytest.fixture(scope="module")
 def boot_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
     section = glmf_thresholds.for_gate(glmf_lane.name, "boot")

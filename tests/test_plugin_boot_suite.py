@@ -73,3 +73,11 @@ def test_boot_suite_fails_with_cap_reason_dtypes_and_queued_rows(pytester, runni
         "(thresholds.yaml: lanes.daily.curve)",
         "seats < users @ 9 users | 7        | >= 9     | *",
     ], consecutive=True)
+
+
+def test_boot_suite_skips_on_an_attached_server_without_boot_log(pytester, running_fake_server) -> None:
+    result = pytester.runpytest_subprocess("--glmf-url", running_fake_server.base_url, "--glmf-lane", "batch",
+                                           "-k", "test_boot", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines([f"SKIPPED ?1? *test_boot.py*: no boot log for lane 'batch' (attached to "
+                                 f"{running_fake_server.base_url}); set boot_log: FILE in the lane to gate boot facts"])
