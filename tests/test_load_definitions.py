@@ -202,3 +202,17 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     text = capsys.readouterr()
     assert "aggregate tok/s" in text.out and "knee" not in text.err
     assert text.err.count("run 1/2") == 2 and text.err.count("warm pass") == 2
+
+
+def test_open_loop_rate_spaces_the_sends(truth_factory):
+    ts = truth_factory(ttft_ms=10, itl_ms=2)
+    settings = CurveSettings(users=[4], runs=1, warmup=False, rate_per_s=20, lag_p99_max_s=1.0)
+    row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10), settings)[0]
+    sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
+    gaps = [b - a for a, b in zip(sends, sends[1:])]
+    assert all(g == pytest.approx(0.05, abs=0.02) for g in gaps), gaps   # 20 requests/s
+    # closed loop (the default) sends all users at once
+    row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10),
+                   CurveSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0))[0]
+    sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
+    assert sends[-1] - sends[0] < 0.01
