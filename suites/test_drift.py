@@ -188,11 +188,15 @@ def test_drift_thresholds(drift_section, drift_result, drift_candidate, glmf_thr
         record_property(f"drift.{key}", stats[key])
     checks = checks_from_bounds("drift", stats, drift_section, where=f"{label} vs oracle",
                                 source=glmf_thresholds.source(glmf_lane.name, "drift"), hints=HINTS)
-    for c in checks:   # the CI over prompts belongs next to the mean it qualifies
+    # the CI over prompts belongs next to the number it qualifies, and so does a non-zero noise floor
+    noise = f"; noise floor {fmt(stats['self_abs_dlogp'])}" if stats["self_abs_dlogp"] else ""
+    for c in checks:
         if c.metric == "mean_abs_dlogp":
-            c.where += f" (95% CI {fmt(stats['ci95'][0])}..{fmt(stats['ci95'][1])})"
+            c.where += f" (95% CI {fmt(stats['ci95'][0])}..{fmt(stats['ci95'][1])}{noise})"
         elif c.metric == "argmax_mismatch":
-            c.where += f" (95% CI {fmt(stats['argmax_mismatch_ci95'][0])}..{fmt(stats['argmax_mismatch_ci95'][1])})"
+            c.where += f" (95% CI {fmt(stats['argmax_mismatch_ci95'][0])}..{fmt(stats['argmax_mismatch_ci95'][1])}{noise})"
+        elif noise and c.metric != "self_abs_dlogp":
+            c.where += f" ({noise[2:]})"
     assert_checks(checks, title=_headline(drift_result, label))
 
 

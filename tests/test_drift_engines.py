@@ -45,8 +45,10 @@ class ToyServer:
     max_new_tokens=0)."""
 
     def __init__(self, engine: str, noise: float = 0.0, variant: int = 0, miscount: bool = False,
-                 reject_zero: bool = False, no_template: bool = False):
+                 reject_zero: bool = False, no_template: bool = False, jitter: float = 0.0):
         self.engine, self.noise, self.variant, self.no_template = engine, noise, variant, no_template
+        self.jitter = jitter   # per-request noise on returned logprobs: an engine that is not bit-reproducible
+        self._jitter_rng = np.random.default_rng(0)
         self.miscount, self.reject_zero = miscount, reject_zero
         self.requests: list[tuple[str, dict]] = []
         toy = self
@@ -117,6 +119,9 @@ class ToyServer:
             return self.vllm_completions(req)
         return 404, {"detail": "Not Found"}
 
+    def _jitter(self) -> float:
+        return float(self._jitter_rng.normal(0, self.jitter)) if self.jitter else 0.0
+
     def sglang_generate(self, req: dict):
         ids, sp = req["input_ids"], req["sampling_params"]
         n_new = sp["max_new_tokens"]
@@ -134,7 +139,7 @@ class ToyServer:
                         lps.append([None, ids[0], None])
                         tops.append(None)
                         continue
-                    dist = toy_logprobs(ids[:pos], self.noise)
+                    dist = toy_logprobs(ids[:pos], self.noise) + self._jitter()
                     lps.append([float(dist[ids[pos]]), ids[pos], None])
                     order = np.argsort(-dist)[:k]
                     tops.append([[float(dist[i]), int(i), None] for i in order] if k else None)

@@ -153,3 +153,24 @@ lanes:
                                ["gates"]["drift"])
     assert "quant (vs simdrift-oracle)" in table and "simdrift" in table and "top-8" in table
     assert "oracle self-check: 0 (exact)" in table
+
+
+@pytest.mark.parametrize("mode", ["exact", "report"])
+def test_a_non_reproducible_engine_shows_its_noise_floor(pytester, toys, mode):
+    oracle, cand = toys("sglang"), toys("sglang", noise=0.3, jitter=1e-4)
+    result = _run(pytester, cand.url, f"""schema: 1
+lanes:
+  attach:
+    drift:
+      settings: {{oracle_url: '{oracle.url}', prompts: 4, max_tokens: 6, k: 4, self_check: {mode}}}
+      mean_abs_dlogp: {{max: 0.001}}
+""")
+    if mode == "exact":
+        result.assert_outcomes(failed=2, skipped=1)
+        result.stdout.fnmatch_lines(["*instrument self-check: the same tokens scored twice differ*",
+                                     "*candidate*|*|*|*0*|*24*", "*self_check: report*"])
+    else:
+        result.assert_outcomes(passed=1, failed=1, skipped=1)   # the threshold still fails, the self-check reports
+    # every drift row carries the noise floor; nothing is subtracted
+    result.stdout.fnmatch_lines(["*attach*| 0.000* max, 0 flips*", "*nothing is subtracted*",
+                                 "*mean_abs_dlogp attach vs oracle (95% CI *; noise floor 0.000*)*"])
