@@ -170,9 +170,10 @@ def _owner_alive(labels: dict[str, str]) -> bool:
 
 
 def cleanup_stale(client: "docker.DockerClient", current_session: str | None = None) -> list[str]:
-    """Remove containers an earlier, no longer running session of this plugin left on the engine
-    (killed with SIGKILL, OOM, a closed CI runner). Returns their names, for the session to say so.
-    Containers of live sessions, of this session and of other hosts are left alone."""
+    """Remove containers an earlier session of this plugin on this host left on the engine after
+    it died without teardown (SIGKILL, OOM killer, a lost terminal). Returns their names, for the
+    session to say so. Containers of live sessions, of this session and of other hosts (whose
+    processes we cannot see) are left alone."""
     import docker.errors
 
     removed = []
@@ -415,7 +416,9 @@ class DockerLauncher:
     def _provenance(self, client: "docker.DockerClient", container: "Container", spec: dict[str, Any],
                     lane: "LaneConfig", **extra: Any) -> dict[str, Any]:
         image = container.image
-        lane_revision = getattr(lane, "model_revision", None) or getattr(lane, "revision", None)
+        # A revision the lane pins (SGLang's --revision) beats whatever the directory says.
+        lane_revision = (getattr(lane, "model_revision", None) or getattr(lane, "revision", None)
+                         or _flag_value(spec["command"], "--revision"))
 
         def model(path: str | None, revision: str | None) -> dict[str, Any] | None:
             if not path:

@@ -32,7 +32,13 @@ Leftovers = Callable[[], list[Any]]
 def test_sglang_format_server_boots_in_a_container_and_is_removed(
         docker_client: Any, session_id: str, leftovers: Leftovers,
         python_lane: LaneFactory, tmp_path: Path) -> None:
-    lane = python_lane("tiny", env={"GLMF_PROBE": "yes"})
+    model = tmp_path / "weights"                           # a model dir, mounted read-only
+    (model / ".git").mkdir(parents=True)
+    (model / ".git" / "HEAD").write_text("c0ffee" * 6 + "abcd\n")
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"w" * 4096)
+    lane = python_lane("tiny", env={"GLMF_PROBE": "yes"}, model="/models/tiny")
+    lane.volumes[str(model)] = "/models/tiny"
     t0 = time.monotonic()
     server = launch_lane(lane, tmp_path, session_id)       # the registry path a lanes file takes
     boot_s = time.monotonic() - t0
@@ -57,6 +63,8 @@ def test_sglang_format_server_boots_in_a_container_and_is_removed(
         image = docker_client.images.get(PYTHON_IMAGE)
         assert prov["image_id"] == image.id and prov["repo_digests"] == image.attrs["RepoDigests"]
         assert prov["container_id"] == container.id and "--host 0.0.0.0" in prov["command_line"]
+        assert prov["model"]["revision"] == "c0ffee" * 6 + "abcd"
+        assert prov["model"]["weight_bytes"] == 4096 and prov["model"]["config_sha256"] is not None
         json.dumps(prov)                                    # result files must be able to hold it
         assert server.is_alive()
     finally:
