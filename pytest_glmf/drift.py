@@ -368,6 +368,18 @@ def _kv(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _provenance(a: argparse.Namespace, lane_key: str) -> dict[str, Any]:
+    """The provenance flags: lane, image, model revision and bytes (None when not given)."""
+    out: dict[str, Any] = {lane_key: a.lane, "image": a.image, "model_revision": a.model_revision,
+                           "model_bytes": None}
+    if a.model_dir:
+        from pytest_glmf.launch.docker_provenance import model_dir_provenance
+
+        model = model_dir_provenance(Path(a.model_dir), declared=a.model_dir, lane_revision=a.model_revision)
+        out.update(model_revision=model["revision"], model_bytes=model["weight_bytes"], model_dir=model)
+    return {**out, **_kv(a.provenance)}
+
+
 def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="glmf drift", description="Teacher-forced log-prob drift against an oracle.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -392,8 +404,13 @@ def cli(argv: list[str] | None = None) -> int:
                             "here when the simulator cannot return templated ids")
         p.add_argument("--engine", choices=["sglang", "vllm"], default=None, help="default: detected")
         p.add_argument("--no-self-check", action="store_true", help="do not score everything a second time")
+        p.add_argument("--lane", default=None, help="lane name recorded in the provenance")
+        p.add_argument("--image", default=None, help="engine image (tag or digest) recorded in the provenance")
+        p.add_argument("--model-dir", default=None,
+                       help="the served weights' directory, if readable here: revision, bytes, config hash")
+        p.add_argument("--model-revision", default=None, help="model revision, when --model-dir cannot tell")
         p.add_argument("--provenance", action="append", default=[], metavar="KEY=VALUE",
-                       help="extra provenance (lane, image, model_revision, model_bytes ...)")
+                       help="any other provenance to record")
     c = sub.add_parser("compare", help="statistics of one or two candidates against the reference")
     c.add_argument("reference")
     c.add_argument("candidates", nargs="+")
@@ -406,7 +423,7 @@ def cli(argv: list[str] | None = None) -> int:
             adapter = make_adapter(a.url, a.engine)
             try:
                 ref = make_reference(adapter, load_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
-                                     k=a.k, concurrency=a.concurrency, provenance=_kv(a.provenance),
+                                     k=a.k, concurrency=a.concurrency, provenance=_provenance(a, "oracle_lane"),
                                      run_self_check=not a.no_self_check,
                                      template=pick_template(adapter, sim_template() if a.template == "sim" else None))
             finally:
@@ -421,7 +438,7 @@ def cli(argv: list[str] | None = None) -> int:
             adapter = make_adapter(a.url, a.engine)
             try:
                 cand = score_candidate(adapter, ref, label=a.label, check_tokenizer=not a.no_tokenizer_check,
-                                       run_self_check=not a.no_self_check, provenance=_kv(a.provenance),
+                                       run_self_check=not a.no_self_check, provenance=_provenance(a, "lane"),
                                        template=pick_template(adapter, sim_template() if a.template == "sim" else None))
             finally:
                 adapter.close()

@@ -260,11 +260,20 @@ def test_prompt_token_count_mismatch_is_refused(toy, engine):
 def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     oracle, cand_a, cand_b = toy("sglang"), toy("vllm", noise=0.6), toy("sglang", noise=1.2)
     ref, a, b = tmp_path / "ref.json", tmp_path / "a.json", tmp_path / "b.json"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "model.safetensors").write_bytes(b"\0" * 1234)
+    (model_dir / "config.json").write_text("{}")
     assert drift.cli(["reference", "--url", oracle.url, "--out", str(ref), "--prompts", "12", "--max-tokens", "16",
-                      "--k", "5", "--provenance", "lane=toy-oracle"]) == 0
+                      "--k", "5", "--lane", "toy-oracle", "--image", "toy:1", "--model-dir", str(model_dir),
+                      "--model-revision", "abc123", "--provenance", "gpu=none"]) == 0
     data = json.loads(ref.read_text())
     assert data["kind"] == "glmf-drift-reference" and data["prompt_set"]["n"] == 12 and data["k"] == 5
-    assert data["provenance"]["lane"] == "toy-oracle" and data["provenance"]["engine"] == "sglang"
+    prov = data["provenance"]
+    assert (prov["oracle_lane"], prov["image"], prov["model_revision"], prov["model_bytes"], prov["gpu"]) == (
+        "toy-oracle", "toy:1", "abc123", 1234, "none")
+    assert prov["engine"] == "sglang" and prov["engine_version"] == "0.0.toy" and prov["chat_template"] == "server"
+    assert len(data["prompt_set"]["sha256"]) == 64 and len(data["tokenizer_fingerprint"]) == 16
     assert data["self_check"]["exact"] is True and data["oracle_argmax_disagreement"] == 0
     assert all(len(p["output_ids"]) == 16 for p in data["prompts"])
     assert drift.cli(["score", "--url", cand_a.url, "--reference", str(ref), "--out", str(a), "--label", "A"]) == 0
