@@ -115,8 +115,13 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
 def describe_flags(row: Mapping[str, Any]) -> list[str]:
     """Human flags for the table's last column."""
     flags = list((row.get("seat") or {}).get("notes", [])) + list((row.get("memory") or {}).get("notes", []))
-    for i, r in enumerate(row.get("per_run", []), 1):
-        flags += [f"run {i}: {n}" for n in r["client"]["notes"] + r["token_count"]["problems"]]
+    runs = row.get("per_run", [])
+    bound = [i for i, r in enumerate(runs, 1) if r["client"]["client_bound"]]
+    if bound:
+        worst = max((runs[i - 1] for i in bound), key=lambda r: r["client"]["lag_p99_s"] or 0.0)
+        flags.append(f"client-bound run(s) {','.join(map(str, bound))} (worst: {worst['client']['notes'][0]})")
+    for i, r in enumerate(runs, 1):
+        flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
         if r["errors"]:
             flags.append(f"run {i}: {r['errors']} failed requests")
     if "flush_endpoint" in row and row["flush_endpoint"] is None:
