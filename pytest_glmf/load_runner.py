@@ -199,6 +199,7 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
     """Send every body (all at once, or at settings.rate_per_s) and return records plus the client
     self-check and the server's /metrics observations."""
     loop = asyncio.get_running_loop()
+    _raise_fd_limit(len(bodies) + 64)
     requests = [load_http.build_request(target.host, target.port, target.prefix + path, b, target.api_key)
                 for b in bodies]
     protos = await asyncio.gather(*(load_http.open_stream(target.host, target.port, target.https)
@@ -251,6 +252,18 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
                                    cpu_max_frac=settings.cpu_max_frac, stall_max_s=lag.stall_max_s),
             "server": {"metrics_delta": delta, "max_running": int(max(running)) if running else None,
                        "max_queued": int(max(queued)) if queued else None, "samples": len(samples)}}
+
+
+def _raise_fd_limit(needed: int) -> None:
+    """One socket per user: lift the soft open-files limit toward the hard one when a row needs it."""
+    try:
+        import resource
+    except ImportError:   # not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(hard, max(needed, soft))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 async def _wait_all(protos: Sequence[load_http.StreamProtocol], settings: CurveSettings) -> dict[int, str]:
