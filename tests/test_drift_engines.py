@@ -135,8 +135,9 @@ class ToyServer:
             if start >= 0:
                 lps, tops = [], []
                 for pos in range(start, len(ids)):
-                    if pos == 0:
-                        lps.append([None, ids[0], None])
+                    if pos == start:   # SGLang: the first reported position has no logprob
+                        # (scheduler: input_token_logprobs_val = [None] + input_token_logprobs[:-1])
+                        lps.append([None, ids[pos], None])
                         tops.append(None)
                         continue
                     dist = toy_logprobs(ids[:pos], self.noise) + self._jitter()
@@ -240,7 +241,8 @@ def test_sglang_scoring_request_shape_and_max_new_tokens_fallback(toy):
     assert len(s) == 4
     sent = [b for p, b in server.requests if p == "/generate"]
     assert [b["sampling_params"]["max_new_tokens"] for b in sent] == [0, 1]   # rejected 0, retried with 1
-    assert sent[-1]["input_ids"] == prompt + out and sent[-1]["logprob_start_len"] == len(prompt)
+    # one position early: SGLang's first reported position is null
+    assert sent[-1]["input_ids"] == prompt + out and sent[-1]["logprob_start_len"] == len(prompt) - 1
     assert sent[-1]["return_logprob"] is True and sent[-1]["top_logprobs_num"] == 2
     adapter.score(prompt, out, 2)
     assert server.requests[-1][1]["sampling_params"]["max_new_tokens"] == 1   # remembered
