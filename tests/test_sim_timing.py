@@ -37,16 +37,16 @@ def batch_fast():
 
 def test_single_stream_at_fast_scale(batch_fast):
     scale = 0.25
-    row = run(batch_fast.url, 1, 150)
-    assert row["ok"] == 1 and row["completion_tokens"] == 150
+    row = run(batch_fast.url, 1, 600)             # ~1 s: a scheduling hiccup is a small share of it
+    assert row["ok"] == 1 and row["completion_tokens"] == 600
     assert row["per_user_tok_s"] * scale == pytest.approx(142, rel=0.15)
     assert row["ttft_p50_s"] / scale == pytest.approx(0.20, abs=0.15)
-    assert row["chunks_per_request"] >= 100          # one chunk per decode step when the CPU keeps up
+    assert row["chunks_per_request"] >= 300          # about one chunk per decode step when the CPU keeps up
 
 
 def test_batch_rows_at_fast_scale(batch_fast):
     scale = 0.25
-    rows = {users: run(batch_fast.url, users, 120) for users in (8, 16)}
+    rows = {users: run(batch_fast.url, users, 300) for users in (8, 16)}
     assert rows[8]["per_user_tok_s"] * scale == pytest.approx(90, rel=0.2)
     assert rows[16]["per_user_tok_s"] * scale == pytest.approx(72, rel=0.2)
     assert rows[16]["per_user_tok_s"] < rows[8]["per_user_tok_s"]
@@ -58,7 +58,7 @@ def test_time_scale_is_proportional():
     rates = {}
     for scale in (0.5, 0.25):
         with SimProcess(BATCH, time_scale=scale) as sim:
-            rates[scale] = run(sim.url, 1, 100, warm=False)["per_user_tok_s"]
+            rates[scale] = run(sim.url, 1, 300, warm=False)["per_user_tok_s"]
     assert rates[0.25] / rates[0.5] == pytest.approx(2.0, rel=0.15)
 
 
@@ -66,9 +66,9 @@ def test_daily_lane_single_stream_dflash2():
     scale = 0.25
     essay = "Write a 500-word history essay on the causes of the First World War."
     with SimProcess(DAILY + ["--max-mamba-cache-size", "48"], time_scale=scale) as sim:
-        row = run(sim.url, 1, 300, prompt=essay)
+        row = run(sim.url, 1, 800, prompt=essay)
     assert row["per_user_tok_s"] * scale == pytest.approx(252, rel=0.2)
-    assert row["chunks_per_request"] < 300 / 2      # several tokens per chunk under speculative decoding
+    assert row["chunks_per_request"] < 800 / 2      # several tokens per chunk under speculative decoding
 
 
 def test_queueing_beyond_seats():
@@ -111,7 +111,7 @@ def test_autotune_first_hit_per_shape():
 
 def test_128_concurrent_streams_at_recipe_speed():
     with SimProcess(BATCH + ["--autotune-s", "0"], time_scale=1.0) as sim:
-        row = run(sim.url, 128, 30, warm=False)
-    assert row["ok"] == 128 and row["errors"] == [] and row["completion_tokens"] == 128 * 30
+        row = run(sim.url, 128, 60, warm=False)
+    assert row["ok"] == 128 and row["errors"] == [] and row["completion_tokens"] == 128 * 60
     assert row["per_user_tok_s"] == pytest.approx(34, rel=0.2)
     assert row["ttft_p95_s"] <= 2.5

@@ -25,7 +25,7 @@ DECODE_LOG_INTERVAL = 40
 MAX_STEPS_WITHOUT_YIELD = 8
 # Lag the loop may make up by running steps back to back (a descheduled process on a busy box
 # would otherwise report bursts faster than the model); more than this is lost, like a stall.
-MAX_LAG_S = 0.010
+MAX_LAG_S = 0.100
 GREEDY_CACHE_MAX = 100_000
 
 
