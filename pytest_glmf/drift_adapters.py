@@ -55,6 +55,17 @@ def _check_count(what: str, reported: Any, sent: int) -> None:
                            f"sent; it did not score exactly these ids (truncation or re-tokenization)")
 
 
+def _check_top_aligned(pairs: list[tuple[float, int]], lp: float, tid: int, pos: int, k: int) -> None:
+    """The top-k must describe the same distribution as the token's logprob: the token, when
+    listed, with the same value; when not listed, no likelier than the k-th entry. Catches an
+    engine version that shifts one list by a position."""
+    listed = [v for v, i in pairs if i == tid]
+    bad = (abs(listed[0] - lp) > 1e-4) if listed else (len(pairs) >= k and pairs and lp > pairs[-1][0] + 1e-4)
+    if bad:
+        raise ScoringError(f"/generate: top-k at position {pos} does not match the logprob of token {tid} "
+                           f"({lp:.5f}); input_top_logprobs and input_token_logprobs are misaligned")
+
+
 class _Base:
     engine = "?"
 
@@ -171,6 +182,7 @@ class SGLangAdapter(_Base):
             if lp is None:
                 raise ScoringError(f"/generate: no logprob at position {len(prompt_ids) + t}")
             pairs = sorted(((float(e[0]), int(e[1])) for e in (top or []) if e and e[0] is not None), reverse=True)[:k]
+            _check_top_aligned(pairs, float(lp), tid, len(prompt_ids) + t, k)
             out.logprobs.append(float(lp))
             out.top_ids.append([i for _, i in pairs])
             out.top_logprobs.append([v for v, _ in pairs])

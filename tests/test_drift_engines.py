@@ -45,7 +45,9 @@ class ToyServer:
     max_new_tokens=0)."""
 
     def __init__(self, engine: str, noise: float = 0.0, variant: int = 0, miscount: bool = False,
-                 reject_zero: bool = False, no_template: bool = False, jitter: float = 0.0):
+                 reject_zero: bool = False, no_template: bool = False, jitter: float = 0.0,
+                 misalign: bool = False):
+        self.misalign = misalign   # SGLang top-k list shifted by one position against the token logprobs
         self.engine, self.noise, self.variant, self.no_template = engine, noise, variant, no_template
         self.jitter = jitter   # per-request noise on returned logprobs: an engine that is not bit-reproducible
         self._jitter_rng = np.random.default_rng(0)
@@ -125,6 +127,7 @@ class ToyServer:
     def sglang_generate(self, req: dict):
         ids, sp = req["input_ids"], req["sampling_params"]
         n_new = sp["max_new_tokens"]
+        shift = 1 if self.misalign else 0
         if n_new == 0 and self.reject_zero:
             return 400, {"error": {"message": "max_new_tokens must be positive"}}
         out = greedy(ids, n_new, self.noise)
@@ -142,8 +145,9 @@ class ToyServer:
                         continue
                     dist = toy_logprobs(ids[:pos], self.noise) + self._jitter()
                     lps.append([float(dist[ids[pos]]), ids[pos], None])
-                    order = np.argsort(-dist)[:k]
-                    tops.append([[float(dist[i]), int(i), None] for i in order] if k else None)
+                    top_dist = toy_logprobs(ids[:pos + shift], self.noise) if 0 < shift and pos + shift < len(ids) else dist
+                    order = np.argsort(-top_dist)[:k]
+                    tops.append([[float(top_dist[i]), int(i), None] for i in order] if k else None)
                 meta["input_token_logprobs"] = lps
                 if k:
                     meta["input_top_logprobs"] = tops
@@ -346,4 +350,13 @@ def test_a_server_that_cannot_template_is_refused_unless_a_client_template_is_gi
                                template=drift.pick_template(adapter, toy_template))
     assert ref["provenance"]["chat_template"] == "client: toy_template"
     assert ref["prompts"][0]["prompt_ids"] == toy_template(ref["prompts"][0]["messages"])
+    adapter.close()
+
+
+def test_sglang_top_k_shifted_against_the_token_logprobs_is_refused(toy):
+    server = toy("sglang", misalign=True)
+    adapter = SGLangAdapter(server.url)
+    prompt = toy_template(MSGS)
+    with pytest.raises(ScoringError, match="misaligned"):
+        adapter.score(prompt, greedy(prompt, 6, 0.0), 5)
     adapter.close()
