@@ -95,9 +95,8 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
     return 0
 
 
-def cli(argv: list[str] | None = None) -> int:
+def cli(argv: list[str] | None = None, prog: str = "glmf sim") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    prog = "glmf sim" if os.environ.get("GLMF_PROG") == "glmf" else "python -m pytest_glmf.sim"
     try:
         cfg = parse_args(argv, prog=prog)
     except SystemExit as exc:  # argparse: --help (0) or a bad flag (2), message already printed
@@ -111,4 +110,4 @@ def cli(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(cli())
+    sys.exit(cli(prog="python -m pytest_glmf.sim"))
