@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     got = doc["gates"].get("soak", {})
     lost_runs = [k for k in (f"run={i}" for i in range(run)) if k not in got]
     bad_records = sum(1 for v in got.values() for r in v["records"]
-                      if r.get("status") != 200 or r.get("ttft_s") is None or not r.get("completion_tokens"))
+                      if r.get("status") != 200 or r.get("t_first_token_s") is None or not r.get("completion_tokens"))
     short_runs = sum(1 for v in got.values() if len(v["records"]) != users)
     q = max(1, len(samples) // 4)
     first = sum(s[1] for s in samples[:q]) / q

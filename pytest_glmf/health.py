@@ -89,18 +89,16 @@ def _broken_cause(exc: BaseException) -> str | None:
 
 
 def _where(exc: BaseException, root: Path | None) -> str:
-    """`file:line` of the innermost frame outside the plugin's client code (the caller's line)."""
+    """` at file:line` of the innermost frame in the user's tree (the line that made the request)."""
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
-        if "site-packages" in frame.filename or "/pytest_glmf/client.py" in frame.filename:
+        path = Path(frame.filename)
+        if root is None or "site-packages" in frame.filename:
             continue
-        name = frame.filename
-        if root is not None:
-            try:
-                name = str(Path(name).relative_to(root))
-            except ValueError:
-                pass
-        return f" at {name}:{frame.lineno}"
+        try:
+            return f" at {path.relative_to(root)}:{frame.lineno}"
+        except ValueError:
+            continue
     return ""
 
 

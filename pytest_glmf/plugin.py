@@ -65,7 +65,7 @@ class Settings:
     baseline: Path | None
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: registered with the plugin manager
 class GlmfSession:
     """Per-process session state, registered with the plugin manager as "glmf_session"."""
 
@@ -96,6 +96,7 @@ class GlmfSession:
                     self.server = launch_lane(self.settings.lane, self.settings.results_dir, self.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     self.boot_error = f"{type(exc).__name__}: {exc}"
+                if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
         return self.server
 
@@ -106,6 +107,12 @@ class GlmfSession:
                 self.incomplete.append(self.gone)
             self.stopped = True
             self.server.stop()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect every process's reasons the session's results are incomplete (xdist: they
+        arrive on the controller with the reports' user_properties)."""
+        reasons = [v for k, v in getattr(report, "user_properties", ()) if k == "glmf_incomplete"]
+        self.incomplete.extend(r for r in reasons if r not in self.incomplete)
 
     def write_results(self, reasons: list[str] = ()) -> None:
         """The session's result file: everything recorded so far, with `incomplete` listing why
@@ -233,7 +240,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
         session = GlmfSession(settings, session_id, "main", owner=True, thresholds=thresholds)
     config.stash[_SESSION] = session
-    _CONFIG["config"] = config
+    config.pluginmanager.register(session, "glmf_session")  # its hooks see the session state
     if session.owner and threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         # CI cancels jobs with SIGTERM, which skips atexit: stop the server first, then die as asked
@@ -430,11 +437,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             _mark_incomplete(item, (message or "").splitlines()[0])
             if isinstance(exc, pytest.fail.Exception):  # keep the gate's own table below
                 message = f"{message}\n\nthe test's own failure:\n{str(exc)[:3000]}"
-            raise pytest.fail.Exception(message, pytrace=False) from exc
+            raise pytest.fail.Exception(message, pytrace=False) from None
         message = health.broken_request_message(exc, server, lane.name if lane else "?", item.config.rootpath)
         if message is not None:
             _mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}")
-            raise pytest.fail.Exception(message, pytrace=False) from exc
+            raise pytest.fail.Exception(message, pytrace=False) from None   # the sentence says it all
         raise
     if state.server is not None and not state.stopped:
         message = health.gone_message(state.server, "during this test (the test itself passed)")
@@ -443,20 +450,6 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             _mark_incomplete(item, message.splitlines()[0])
             pytest.fail(message, pytrace=False)
     return result
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect every process's reasons the session's results are incomplete (xdist: on the controller)."""
-    reasons = [v for k, v in getattr(report, "user_properties", ()) if k == "glmf_incomplete"]
-    if not reasons:
-        return
-    config = _CONFIG.get("config")
-    if config is not None and _SESSION in config.stash:
-        state = _session(config)
-        state.incomplete.extend(r for r in reasons if r not in state.incomplete)
-
-
-_CONFIG: dict[str, pytest.Config] = {}
 
 
 @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
@@ -479,8 +472,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION not in config.stash:
         return
-    if _CONFIG.get("config") is config:
-        del _CONFIG["config"]
+    if config.pluginmanager.get_plugin("glmf_session") is not None:
+        config.pluginmanager.unregister(name="glmf_session")
     handler = _session(config).extra.get("sigterm_handler")
     if handler is not None and signal.getsignal(signal.SIGTERM) is handler:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
