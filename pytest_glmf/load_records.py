@@ -185,7 +185,8 @@ def token_count_check(records: Sequence[RequestRecord], metrics_delta: int | Non
         problems.append(f"{len(bad)} request(s) report fewer tokens in usage than content chunks")
     all_total = sum(r.completion_tokens or 0 for r in records)
     if metrics_delta is not None and _frac(all_total, metrics_delta) > COUNT_MISMATCH_MAX_FRAC:
-        problems.append(f"usage {all_total} vs server /metrics generation_tokens delta {metrics_delta}")
+        problems.append(f"usage {all_total} vs server /metrics generation_tokens delta {metrics_delta}"
+                        + (" (another client on the server?)" if metrics_delta > all_total else ""))
     return {"usage_tokens": usage_total, "chunk_tokens": chunk_total, "chunk_counts_exact": exact,
             "tokens_per_chunk": usage_total / chunk_total if chunk_total else None,
             "metrics_delta": metrics_delta, "problems": problems, "ok": not problems}
