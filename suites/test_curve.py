@@ -63,13 +63,13 @@ def curve_collected(request: pytest.FixtureRequest):
     """Rows measured in this module; the full table is written when the module finishes."""
     rows: list[dict[str, Any]] = []
     yield rows
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if rows and reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(f"glmf concurrency curve ({rows[0].get('units', 'measured')}):")
+    say = _progress(request.config)
+    if rows and say is not None:
+        say("")
+        say(f"glmf concurrency curve ({rows[0].get('units', 'measured')}):")
         for line in load.curve_table(sorted(rows, key=lambda r: r["users"])).splitlines():
-            reporter.write_line("  " + line)
-        reporter.write_line("  " + load.knee_sentence(load.knee(rows)))
+            say(line)
+        say(load.knee_sentence(load.knee(rows)))
 
 
 def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
@@ -86,8 +86,19 @@ def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
 
 
 def _progress(config: pytest.Config):
+    """One line per run, live on the terminal (outside output capture: a curve takes minutes)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    return (lambda line: reporter.write_line("  " + line)) if reporter is not None else None
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def say(line: str) -> None:
+        if capman is None:
+            reporter.write_line("  " + line)
+            return
+        with capman.global_and_fixture_disabled():
+            reporter.write_line("  " + line)
+    return say
 
 
 def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, glmf_thresholds, glmf_results,

@@ -42,7 +42,8 @@ def test_rows_within_seats_pass_and_beyond_fail_with_the_cap(pytester, truth):
         "*seats @ 4 users*| 2 *| >= 4 *|*capped to 2 by the mamba state cache*raise --max-mamba-cache-size*",
         "*4 clients sharing 2 seats*",
     ])
-    result.stdout.fnmatch_lines(["*glmf concurrency curve (measured):*", "*users | aggregate tok/s*"])
+    result.stdout.fnmatch_lines(["*glmf concurrency curve (measured):*", "*users | aggregate tok/s*",
+                                 "*aggregate * at the last row*"])
     doc = json.loads(next((pytester.path / "results").rglob("*.json")).read_text())
     rows = doc["gates"]["curve"]
     assert {"users=2", "users=4"} <= set(rows) and rows["users=4"]["seats"] == 2
