@@ -245,10 +245,13 @@ def pytest_configure(config: pytest.Config) -> None:
             and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         # CI cancels jobs with SIGTERM, which skips atexit: stop the server first, then die as asked
         def on_sigterm(signum: int, frame: Any) -> None:
+            from pytest_glmf.launch import process
+
             try:
                 session.write_results(["terminated by SIGTERM"])
             finally:
                 session.stop()
+                process.stop_all()   # a server still booting (launch_lane has not returned yet)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 

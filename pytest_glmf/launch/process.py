@@ -123,8 +123,19 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, l
             time.sleep(0.1)
 
 
+# Every server this process started and has not stopped yet, booting ones included: a SIGTERM
+# handler (which must not return into a half-done boot) stops them all with `stop_all`.
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], "IO[bytes] | LogPump"]] = {}
+
+
+def stop_all(grace_s: float = 5.0) -> None:
+    for proc, log in list(_LIVE.values()):
+        stop_process(proc, log, grace_s)  # type: ignore[arg-type]
+
+
 def stop_process(proc: subprocess.Popen[bytes], log: IO[bytes], grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM to the whole process group, SIGKILL after the grace period."""
+    _LIVE.pop(proc.pid, None)
     try:
         if proc.poll() is None:
             try:
@@ -197,6 +208,7 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     # The server's output reaches the log file through the redactor: tokens in its env or flags
     # never land on disk, in a boot error or in a failure's log tail.
     log = LogPump(proc, log, Redactor.from_environment(lane.env, argv))  # type: ignore[assignment]
+    _LIVE[proc.pid] = (proc, log)
     base_url = f"http://127.0.0.1:{lane.port}"
     try:
         wait_ready(proc, base_url, lane, log_path, argv, launcher)
