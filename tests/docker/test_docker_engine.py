@@ -75,7 +75,8 @@ def test_sglang_format_server_boots_in_a_container_and_is_removed(
     assert not server.is_alive()
     assert leftovers() == []
     print(f"container boot {boot_s:.2f} s, stop+remove {stop_s:.2f} s")
-    assert stop_s < 5, "init=True should make stop quick (tini forwards SIGTERM)"
+    # without init the server ignores SIGTERM as PID 1 and stop waits the full 10 s timeout
+    assert stop_s < 8, "init=True should make stop quick (tini forwards SIGTERM)"
 
 
 def test_gpu_request_on_a_gpu_less_engine_fails_clearly_without_leftover(
