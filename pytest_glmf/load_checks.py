@@ -122,6 +122,9 @@ def describe_flags(row: Mapping[str, Any]) -> list[str]:
         flags.append(f"client-bound run(s) {','.join(map(str, bound))} (worst: {worst['client']['notes'][0]})")
     for i, r in enumerate(runs, 1):
         flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
+        if r.get("speed_unmeasured"):
+            flags.append(f"run {i}: {r['speed_unmeasured']} request(s) without a measurable speed "
+                         "(all tokens in one read)")
         if r["errors"]:
             flags.append(f"run {i}: {r['errors']} failed requests")
     if "flush_endpoint" in row and row["flush_endpoint"] is None:

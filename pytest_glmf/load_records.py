@@ -200,7 +200,8 @@ def run_metrics(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """The numbers of one run. Failed requests count as errors and are left out of the speeds."""
     ok = [r for r in records if r.ok]
     ttfts = [ttft_s(r) for r in ok]
-    speeds = [s for s in (per_user_tok_s(r) for r in ok) if s is not None]
+    all_speeds = [per_user_tok_s(r) for r in ok]
+    speeds = [s for s in all_speeds if s is not None]
     itls = [g for r in ok for g in itls_s(r)]
     itl_tok = [g / n for r in ok if r.chunk_tokens for g, n in zip(itls_s(r), r.chunk_tokens[1:]) if n]
     tokens = sum(r.completion_tokens or 0 for r in ok)
@@ -216,6 +217,8 @@ def run_metrics(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "aggregate_tok_s": tokens / window if window and window > 0 else None,
         "per_user_tok_s": median(speeds),
         "per_user_tok_s_p5": percentile(speeds, 5),
+        # a stream whose tokens all arrived in one read has no measurable speed (span 0)
+        "speed_unmeasured": len(all_speeds) - len(speeds),
         "ttft_p50_s": percentile(ttfts, 50),
         "ttft_p95_s": percentile(ttfts, 95),
         "ttft_p99_s": percentile(ttfts, 99),
