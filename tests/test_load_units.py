@@ -131,3 +131,13 @@ def test_curve_table_pins_the_recipe_columns():
     assert table[0].split(" | ")[:7] == ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
                                          "TTFT p95 s", "spread"]
     assert "7 (shared)" in table[2] and "16 clients sharing 7 seats" in table[2]
+
+
+def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
+    essay = load.load_prompts("briefing_history_essay.md")      # the daily lane's single-stream row
+    assert len(essay) == 1 and "essay" in essay[0]
+    own = tmp_path / "mine.txt"
+    own.write_text("just one prompt")
+    assert load.load_prompts(str(own)) == ["just one prompt"]
+    with pytest.raises(FileNotFoundError, match="nor a packaged fixture"):
+        load.load_prompts("no-such-briefing.md")
