@@ -2,8 +2,9 @@
 
 `fake_server.py` behaves like an SGLang boot in miniature: prints a boot log, then either serves
 HTTP on 127.0.0.1 and prints the ready line (mode ok), exits with an out-of-memory line (exit),
-never becomes ready (hang), or serves /health but prints no ready line and answers
-/health_generate with 503 until a delay passes (slowready). Each start appends its pid to
+never becomes ready (hang), or serves /health but prints no ready line and answers /v1/models
+with 503 until a delay passes (slowready). Calls of /health_generate are counted in
+`generations.txt`. Each start appends its pid to
 `launches.txt` in its working directory so tests can count launches.
 """
 from __future__ import annotations
@@ -50,7 +51,10 @@ started = time.monotonic()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        if mode == "slowready" and self.path == "/health_generate" and time.monotonic() - started < 0.5:
+        if self.path == "/health_generate":  # readiness must never probe with a generation
+            with open("generations.txt", "a") as f:
+                f.write("1\n")
+        if mode == "slowready" and self.path == "/v1/models" and time.monotonic() - started < 0.5:
             self.send_response(503); self.end_headers(); return
         body = json.dumps({"path": self.path, "pid": os.getpid()}).encode()
         self.send_response(200)

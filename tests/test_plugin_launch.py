@@ -79,12 +79,13 @@ def test_boot_timeout_kills_the_hung_server(pytester, fake_lanes, launched_pids,
     assert len(pids) == 1 and not pid_alive(pids[0])
 
 
-def test_readiness_by_health_generate_without_ready_line(pytester, fake_lanes) -> None:
+def test_readiness_by_health_endpoints_without_ready_line(pytester, fake_lanes) -> None:
     lanes = fake_lanes()
     pytester.makepyfile(USES_SERVER)
     result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "slowready",
-                                "test_readiness_by_health_generate_without_ready_line.py")
+                                "test_readiness_by_health_endpoints_without_ready_line.py")
     result.assert_outcomes(passed=2)
+    assert not (pytester.path / "generations.txt").exists()  # no generation request as a probe
 
 
 def test_attach_by_url_starts_and_stops_nothing(pytester, running_fake_server, launched_pids) -> None:

@@ -86,11 +86,12 @@ def boot_error(lane: LaneConfig, launcher: str, what: str, argv: list[str] | Non
 
 
 def http_ready(base_url: str, engine: str, client: httpx.Client) -> bool:
-    """SGLang: /health_generate runs a real 1-token generation; vLLM (and anything else): /health
-    and /v1/models both 200."""
-    paths = ["/health_generate"] if engine == "sglang" else ["/health", "/v1/models"]
+    """/health and /v1/models both 200. Not /health_generate: a readiness probe must not be a
+    generation request (it would be the engine's "first request", count toward its batch-shape
+    autotune, and trip first-request crashes before the tests see them). SGLang's real readiness
+    is its ready line, printed after its own warmup generation; this is the fallback."""
     try:
-        return all(client.get(base_url + p).status_code == 200 for p in paths)
+        return all(client.get(base_url + p).status_code == 200 for p in ("/health", "/v1/models"))
     except httpx.HTTPError:
         return False
 
