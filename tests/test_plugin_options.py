@@ -155,3 +155,13 @@ def test_server_fixture_without_a_lane_fails_with_the_remedy(pytester: pytest.Py
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no lane selected: pass --glmf-lane NAME (built-in lanes: daily, batch) or set "
                                  "glmf_lane in the ini file*"])
+
+
+def test_readme_documents_every_option_and_its_ini_twin() -> None:
+    from pathlib import Path
+
+    from pytest_glmf.plugin import OPTIONS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name, (metavar, _, _) in OPTIONS.items():
+        assert f"| `--glmf-{name} {metavar}` | `glmf_{name}` |" in readme, name
