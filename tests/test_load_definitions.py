@@ -216,3 +216,16 @@ def test_open_loop_rate_spaces_the_sends(truth_factory):
                    CurveSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0))[0]
     sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
     assert sends[-1] - sends[0] < 0.01
+
+
+def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
+    ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
+    log = tmp_path / "boot.log"
+    log.write_text("[2026-09-11 10:00:01] max_running_requests is capped to 2 by the mamba state cache "
+                   "(max_mamba_cache_size=10, 5 state slots per request)\n"
+                   "[2026-09-11 10:00:02 TP0] max_total_num_tokens=100000, chunked_prefill_size=8192, "
+                   "max_prefill_tokens=16384, max_running_requests=2, context_len=131072\n")
+    load.cli(["--url", ts.url, "--users", "4", "--max-tokens", "10", "--runs", "1", "--no-warmup",
+              "--boot-log", str(log), "--lag-p99-max-ms", "1000"])
+    out = capsys.readouterr().out
+    assert "2 (shared)" in out and "4 clients sharing 2 seats" in out
