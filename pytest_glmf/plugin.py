@@ -358,6 +358,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                                     f"lane {lane.name!r}"))
 
 
+def _serial_lock_path(state: GlmfSession) -> Path:
+    return state.settings.results_dir / ".locks" / f"{state.session_id}.lock"
+
+
 @contextmanager
 def _server_lock(path: Path, exclusive: bool) -> Iterator[None]:
     """glmf_serial tests hold the lock exclusively, every other test on the server holds it
@@ -378,8 +382,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             or "glmf_server" not in getattr(item, "fixturenames", ())):
         return (yield)
     state = _session(config)
-    lock = state.settings.results_dir / ".locks" / f"{state.session_id}.lock"
-    with _server_lock(lock, exclusive=item.get_closest_marker("glmf_serial") is not None):
+    with _server_lock(_serial_lock_path(state), exclusive=item.get_closest_marker("glmf_serial") is not None):
         return (yield)
 
 
@@ -470,6 +473,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.write_results(reasons)
     finally:
         state.stop()
+        _serial_lock_path(state).unlink(missing_ok=True)  # the workers are gone: nobody holds it
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -59,6 +59,7 @@ def test_two_workers_share_one_server_launched_and_stopped_once(pytester, fake_l
     doc = json.loads(next((pytester.path / "glmf-results").glob("ok-2*.json")).read_text())
     assert sorted(doc["gates"]["curve"]) == [f"plain{i}" for i in range(6)]
     assert doc["provenance"]["pid"] == pids[0]
+    assert list((pytester.path / "glmf-results" / ".locks").iterdir()) == []  # the serial lock is cleaned up
 
 
 def test_boot_failure_under_xdist_fails_every_server_test_once_launched(pytester, fake_lanes, launched_pids) -> None:
