@@ -71,6 +71,7 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
                  f"{exc.strerror.lower() if exc.strerror else exc}")
         return 1
     app = SimApp(cfg, p, log)
+    _warm_up(app)
     logging.getLogger("uvicorn.error").addFilter(_DropStreamCuts())
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", http="httptools",
                             timeout_keep_alive=60, timeout_graceful_shutdown=1, backlog=2048)
@@ -93,6 +94,16 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(main())
     return 0
+
+
+def _warm_up(app: "SimApp") -> None:  # type: ignore[name-defined]
+    """Import and run the request path once, so the first request is not the slow one (SGLang
+    runs a warmup request before it prints ready)."""
+    from pytest_glmf.sim import native_api, openai_api, tools  # noqa: F401
+    from pytest_glmf.sim.tokenizer import apply_chat_template
+
+    ids = apply_chat_template([{"role": "user", "content": "warm up"}])
+    app.model.dist(app.context(ids)).top(5)
 
 
 def cli(argv: list[str] | None = None, prog: str = "glmf sim") -> int:

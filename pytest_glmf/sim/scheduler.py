@@ -26,6 +26,7 @@ MAX_STEPS_WITHOUT_YIELD = 8
 # Lag the loop may make up by running steps back to back (a descheduled process on a busy box
 # would otherwise report bursts faster than the model); more than this is lost, like a stall.
 MAX_LAG_S = 0.100
+MAX_BACKDATE_S = 1.0   # an idle server's first forward starts at the first arrival, at most this long ago
 GREEDY_CACHE_MAX = 100_000
 
 
@@ -163,7 +164,10 @@ class Scheduler:
                 await self._wake.wait()
                 # the forward starts when the first request arrived, not when this task got the CPU
                 # after the HTTP handlers of a burst of arrivals ran
-                cursor = min([loop.time()] + [r.t_arrival_loop for r in self.waiting])
+                now = loop.time()
+                cursor = max(now - MAX_BACKDATE_S, min([now] + [r.t_arrival_loop for r in self.waiting]))
+                if self.waiting:
+                    cursor = await self._prefill(cursor, self.time_scale * self.slow(), self.seats)
                 continue
             now = loop.time()
             cursor = max(cursor, now - MAX_LAG_S)   # after a stall, catch up at most this much
