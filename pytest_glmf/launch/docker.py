@@ -14,10 +14,13 @@ import dataclasses
 import os
 import re
 import shlex
+import signal
 import socket
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.docker_logs import LogStreamer
@@ -265,6 +268,35 @@ def local_socket_problem(host: str | None = None) -> str | None:
     return None
 
 
+@contextmanager
+def _removing_on_sigterm(remove: Callable[[], None]) -> Iterator[None]:
+    """While booting, SIGTERM (how CI cancels a job) first removes the container, then does what
+    it did before (the plugin's handler, or dying). Without this nothing would: SIGTERM skips
+    `finally` and atexit, and the server is not the session's yet, so its stop() is not reachable."""
+    if threading.current_thread() is not threading.main_thread():
+        yield                            # signal handlers can only be set from the main thread
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        remove()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)   # default disposition: die as asked
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
 class DockerLauncher:
     name = "docker"
 
@@ -303,23 +335,29 @@ class DockerLauncher:
     def start(self, lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
         spec = container_spec(lane, session_id)
         client = self.client()
-        container = None
-        try:
-            # The session's start on this engine: first clear what killed sessions left (a GPU
-            # held by a forgotten server makes the next boot fail for reasons nobody can see).
-            stale = cleanup_stale(client, current_session=session_id)
-            container = self._create(client, spec, lane)
-            server = self._boot(client, container, spec, lane, Path(results_dir), session_id)
-            server.provenance["stale_containers_removed"] = stale
-            return server
-        except BaseException as exc:
-            # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call.
-            if container is None and not isinstance(exc, BootError):
-                container = _created_by(client, spec)    # interrupted inside the create call
+        created: list["Container"] = []
+
+        def remove_created() -> None:
+            container = created[0] if created else _created_by(client, spec)
             if container is not None:
                 _remove(container, 2)
-            self.close()
-            raise
+
+        with _removing_on_sigterm(remove_created):
+            try:
+                # The session's start on this engine: first clear what killed sessions left (a GPU
+                # held by a forgotten server makes the next boot fail for reasons nobody can see).
+                stale = cleanup_stale(client, current_session=session_id)
+                created.append(self._create(client, spec, lane))
+                server = self._boot(client, created[0], spec, lane, Path(results_dir), session_id)
+                server.provenance["stale_containers_removed"] = stale
+                return server
+            except BaseException as exc:
+                # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call
+                # (interrupted inside the create call, it exists without us holding it: by name).
+                if created or not isinstance(exc, BootError):
+                    remove_created()
+                self.close()
+                raise
 
     def _create(self, client: "docker.DockerClient", spec: dict[str, Any], lane: "LaneConfig") -> "Container":
         import docker.errors

@@ -191,9 +191,10 @@ def test_killed_sessions_leftovers_are_cleaned_at_the_next_start(
         proc.communicate(timeout=10)                      # also closes the pipe
 
 
-def test_ctrl_c_during_boot_removes_the_container(
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_during_boot_removes_the_container(
         docker_client: Any, session_id: str, leftovers: Leftovers,
-        busybox_lane: LaneFactory, tmp_path: Path) -> None:
+        busybox_lane: LaneFactory, tmp_path: Path, sig: signal.Signals) -> None:
     lane = busybox_lane("intr", ["sleep", "600"], boot_timeout_s=120)
     proc = _owner_process(lane, tmp_path, session_id)
     try:
@@ -203,9 +204,12 @@ def test_ctrl_c_during_boot_removes_the_container(
         while not (boot_log.exists() and leftovers()):
             assert time.monotonic() < deadline and proc.poll() is None, "the container never started"
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
-        assert "KeyboardInterrupt" in out
+        if sig == signal.SIGINT:
+            assert "KeyboardInterrupt" in out
+        else:                                             # removed, then died of SIGTERM as asked
+            assert proc.returncode == -signal.SIGTERM, out
         assert leftovers() == [], out
     finally:
         proc.kill()
