@@ -65,6 +65,13 @@ class LaneConfig:
 
         return asdict(self)
 
+    def __repr__(self) -> str:
+        # shown by pytest for a failing test's fixtures: env tokens and --api-key values masked
+        from pytest_glmf.redact import Redactor
+
+        body = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return Redactor.from_environment(self.env, [*(self.command or []), *self.extra]).text(f"LaneConfig({body})")
+
     @property
     def speculative(self) -> bool:
         return self.spec is not None

@@ -54,7 +54,8 @@ class SessionRecorder:
             return None
         doc = {"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
                "provenance": provenance, "gates": gates, **(extra or {})}
-        argv = [str(a) for a in provenance.get("argv") or []]
+        argv = [str(a) for a in [*(provenance.get("argv") or []), *(lane.get("command") or []),
+                                 *(lane.get("extra") or [])]]  # a failed boot has no argv in provenance
         doc = Redactor.from_environment(lane.get("env") or {}, argv).data(doc)
         text = json.dumps(doc, indent=2, default=str)
         out = self.results_dir / f"{self.lane_name}-{self.session_id}.json"

@@ -31,6 +31,15 @@ class Server:
     _stop: Callable[[], None] | None = field(default=None, repr=False)
     _alive: Callable[[], bool] | None = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        # pytest prints fixture values in failures: secrets in the lane's env or argv stay masked
+        from pytest_glmf.redact import Redactor
+
+        argv = [str(a) for a in self.provenance.get("argv") or []]
+        return Redactor.from_environment(self.lane.env, argv).text(
+            f"Server(base_url={self.base_url!r}, engine={self.engine!r}, launcher={self.launcher!r}, "
+            f"lane={self.lane!r}, provenance={self.provenance!r})")
+
     @property
     def boot_log(self) -> str:
         if self.boot_log_path is None or not self.boot_log_path.exists():
