@@ -1,0 +1,154 @@
+"""Fixtures for the real-engine stage: vLLM on the CPU, booted through our own launcher.
+
+- `real_engine_dir`: the cache dir built by `tests/real_engine/setup` (checked with `setup --check`).
+  Absent or stale: skip with the setup command outside CI; in CI (`CI=true`) an error with the
+  reason, so the stage can never go green by skipping.
+- `real_lanes`: examples/real-engine-lanes.yaml with `${GLMF_REAL_ENGINE_DIR}` resolved into a
+  temp copy (the lanes loader does not expand env vars), loaded by `pytest_glmf.config.load_lanes`.
+- `real_servers`: boots lanes on demand with `pytest_glmf.launch.launch_lane` and keeps memory in
+  check: at most the oracle plus one other server run at once (~3.3 GB each); every server is
+  stopped at module end, also when a test fails.
+- `real_report`: one JSON note for the stage (timings, tables, disagreements), written at session
+  end to $GLMF_REAL_ENGINE_RESULTS (default: the session's temp results dir) and printed as a path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SETUP = HERE / "setup"
+LANES_FILE = REPO / "examples" / "real-engine-lanes.yaml"
+ORACLE = "real-oracle"
+DIR_VAR = "GLMF_REAL_ENGINE_DIR"
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get(DIR_VAR) or Path.home() / ".cache" / "pytest-glmf" / "real-engine")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def real_engine_dir() -> Path:
+    d = default_dir()
+    env = dict(os.environ, **{DIR_VAR: str(d)})
+    try:
+        proc = subprocess.run(["bash", str(SETUP), "--check"], env=env, capture_output=True, text=True, timeout=120)
+        ok, why = proc.returncode == 0, (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ok, why = False, [f"{type(exc).__name__}: {exc}"]
+    if not ok:
+        msg = (f"real engine not set up ({why[0]}); run `{SETUP.relative_to(REPO)}` "
+               f"(venv + models under {d}, ~3 min cold; set {DIR_VAR} to move it)")
+        if in_ci():
+            pytest.fail(f"CI=true and {msg}", pytrace=False)
+        pytest.skip(msg)
+    return d
+
+
+@pytest.fixture(scope="session")
+def real_lanes(real_engine_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from pytest_glmf.config import load_lanes
+
+    text = LANES_FILE.read_text().replace("${" + DIR_VAR + "}", str(real_engine_dir))
+    path = tmp_path_factory.mktemp("real-engine-lanes") / LANES_FILE.name
+    path.write_text(text)
+    return load_lanes(path)
+
+
+class RealServers:
+    """Boot lanes on demand; never more than the oracle plus one other server at once."""
+
+    def __init__(self, lanes: dict[str, Any], results_dir: Path, report: dict[str, Any]) -> None:
+        self.lanes, self.results_dir, self.report = lanes, results_dir, report
+        self.session_id = "real-" + uuid.uuid4().hex[:8]
+        self.running: dict[str, Any] = {}
+
+    def get(self, name: str) -> Any:
+        from pytest_glmf.launch import launch_lane
+
+        server = self.running.get(name)
+        if server is not None and server.is_alive():
+            return server
+        for other in [n for n in self.running if n not in (ORACLE, name)]:
+            self.stop(other)
+        t0 = time.monotonic()
+        server = launch_lane(self.lanes[name], self.results_dir, self.session_id)
+        self.report.setdefault("boot_s", {})[name] = round(time.monotonic() - t0, 1)
+        self.running[name] = server
+        return server
+
+    def stop(self, name: str) -> None:
+        server = self.running.pop(name, None)
+        if server is not None:
+            server.stop()
+
+    def stop_all(self) -> None:
+        for name in list(self.running):
+            self.stop(name)
+
+
+REPORT_KEY = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def real_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Server logs and the note: $GLMF_REAL_ENGINE_RESULTS (CI artifacts) or the session temp dir."""
+    d = os.environ.get("GLMF_REAL_ENGINE_RESULTS")
+    out = Path(d) if d else tmp_path_factory.getbasetemp() / "real-engine-results"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def real_report(request: pytest.FixtureRequest, real_results_dir: Path) -> Any:
+    report: dict[str, Any] = {"schema": 1, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "results_dir": str(real_results_dir)}
+    request.config.stash[REPORT_KEY] = report
+    t0 = time.monotonic()
+    yield report
+    report["stage_s"] = round(time.monotonic() - t0, 1)
+    (real_results_dir / "real-engine-report.json").write_text(json.dumps(report, indent=2, default=str))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The stage's note in the CI log: timings and the gate tables (rendering only; verdicts were
+    given by the tests)."""
+    report = config.stash.get(REPORT_KEY, None)
+    if not report:
+        return
+    tr = terminalreporter
+    tr.section("real engine (vLLM on the CPU)")
+    tr.write_line(f"stage {report.get('stage_s', '?')} s; boot s per lane: {report.get('boot_s', {})}")
+    facts = report.get("boot_facts") or {}
+    if facts:
+        tr.write_line(f"boot facts: vLLM {facts.get('server_version')}, kv_tokens {facts.get('kv_tokens')}, "
+                      f"max_concurrency {facts.get('max_concurrency')}, seats {facts.get('max_running_requests')}")
+    for key in ("curve", "drift", "acceptance"):
+        if (report.get(key) or {}).get("table"):
+            tr.write_line(f"-- {key}")
+            tr.write_line(report[key]["table"])
+    for mode, brief in (report.get("tools") or {}).items():
+        tr.write_line(f"-- tools {mode}: parsed {brief['parsed']}/{brief['turns']}, leaks {brief['leaks']}, "
+                      f"wrong calls {brief['wrong_calls']}")
+    tr.write_line(f"note and server logs: {report['results_dir']}")
+
+
+@pytest.fixture(scope="session")
+def real_servers(real_lanes: dict[str, Any], real_report: dict[str, Any], real_results_dir: Path) -> Any:
+    servers = RealServers(real_lanes, real_results_dir, real_report)
+    try:
+        yield servers
+    finally:
+        servers.stop_all()
