@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.config import LaneConfig, load_lanes
-from pytest_glmf.launch.docker import (
+from pytest_glmf.launch.docker_spec import (
     LABEL_LANE, LABEL_OWNER, LABEL_SESSION, OWNER, container_spec, device_requests, server_argv,
 )
 from pytest_glmf.launch.docker_provenance import host_path_for, model_dir_provenance
