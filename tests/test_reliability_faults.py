@@ -29,6 +29,7 @@ lanes:
     maxbs: 128
     extra: --max-mamba-cache-size 640 --mamba-ssm-dtype bfloat16
     sim_args: [--fault, crash-after-requests=4]
+  notok: {launcher: sim, time_scale: 0.01, boot_timeout_s: 30, sim_args: [--fault, no-tokens]}
   ok:
     launcher: sim
     time_scale: 0.01
@@ -224,3 +225,14 @@ def test_no_tokens_and_stalls_fail_the_curve_row_not_hang_it(pytester, lanes) ->
     result.assert_outcomes(failed=1)
     assert elapsed_s < 30
     result.stdout.fnmatch_lines(["*no token within 1.5 s*"])
+
+
+def test_answers_without_tokens_fail_the_curve_row_with_the_reason(pytester, lanes) -> None:
+    """A server that answers at once with zero tokens (HTTP 200, a finished stream): every request is
+    a failed request with its reason, never a fast row."""
+    th = pytester.makefile(".yaml", th="lanes:\n  notok:\n    curve:\n      settings: {max_tokens: 8, runs: 1, "
+                                       "warmup: false}\n      rows:\n        - {users: 2}\n")
+    result = pytester.runpytest_subprocess(*lanes, "--glmf-lane", "notok", "--glmf-thresholds", str(th),
+                                           "-k", "test_curve_row")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["failed requests @ 2 users * | 2 * | <= 0 * | +2; no content chunk*"])
