@@ -3,6 +3,7 @@ logits through the API, tool calls, speculative meta_info, the configured flip r
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -232,3 +233,20 @@ def test_flip_rate_by_direct_count():
         q.close()
     expected = logits.expected_stats("nvidia", n=6000)["argmax_mismatch"]
     assert abs(flips / n - expected) <= 0.035, (flips / n, expected)
+
+
+def test_client_disconnect_frees_the_seat(client, batch):
+    body = chat_body(max_tokens=5000, ignore_eos=True, stream=True)
+    aborted = client.get_json("/sim/state")["counters"]["aborted"]
+    with httpx.stream("POST", batch.url + "/v1/chat/completions", json=body, timeout=30) as r:
+        for i, _ in enumerate(r.iter_lines()):
+            if i == 4:
+                assert client.get_json("/sim/state")["running"] == 1
+            if i > 6:
+                break   # leaving the iterator closes the connection
+    for _ in range(100):
+        state = client.get_json("/sim/state")
+        if state["running"] == 0:
+            break
+        time.sleep(0.02)
+    assert state["running"] == 0 and state["counters"]["aborted"] == aborted + 1
