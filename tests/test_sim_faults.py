@@ -62,7 +62,8 @@ def test_boot_hang_never_gets_ready():
 
 @pytest.mark.parametrize("flags,ok_before", [(["--fault", "crash-first-request"], 0),
                                              (["--fault", "crash-after-requests=2"], 2),
-                                             (["--speculative-algorithm", "NEXTN"], 0)])
+                                             (["--speculative-algorithm", "NEXTN"], 0),
+                                             (["--speculative-algorithm", "DFLASH", "--mamba-ssm-dtype", "bfloat16"], 0)])
 def test_crash_on_request(flags, ok_before):
     sim = SimProcess(flags, time_scale=0.01).start()
     try:

@@ -105,9 +105,13 @@ class SimApp:
             self.crash()
 
     def crash(self) -> None:
-        msg = ("RuntimeError: CUDA error: an illegal memory access was encountered"
-               if self.cfg.spec in ("NEXTN", "EAGLE", "EAGLE3", "MTP")
-               else "RuntimeError: CUDA error: an illegal memory access was encountered (crash fault)")
+        if self.cfg.spec == "DFLASH" and self.cfg.mamba_ssm_dtype != "float32":
+            msg = ("RuntimeError: CUDA error: an illegal memory access was encountered "
+                   "(dflash verify kernel with a bfloat16 mamba state)")
+        elif self.cfg.spec in ("NEXTN", "MTP"):
+            msg = "RuntimeError: CUDA error: an illegal memory access was encountered"
+        else:
+            msg = "RuntimeError: CUDA error: an illegal memory access was encountered (crash fault)"
         boot.print_scheduler_exception(self.log, msg, where="request")
         os._exit(1)
 
