@@ -330,6 +330,9 @@ def check_local_volumes(lane: LaneConfig) -> None:
                               "machine (the Docker engine is local); fix the path or mount the model there")
 
 
+_LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
 def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
     """Lanes from a YAML file (`lanes: {name: {key: value}}`), or the built-in lanes for None."""
     if path is None:
@@ -344,8 +347,11 @@ def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
         raise ConfigError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: lanes, schema")
     if data.get("schema", 1) != 1:
         raise ConfigError(f"{path}: schema {data['schema']!r} is not supported; allowed: 1")
-    return {str(name): lane_from_mapping(str(name), raw, str(path), path.parent)
-            for name, raw in data["lanes"].items()}
+    for name in data["lanes"]:
+        if not isinstance(name, str) or not _LANE_NAME.match(name):
+            raise ConfigError(f"{path}: lane name {name!r} must be letters, digits, '.', '_' or '-' "
+                              "(it names result files and server logs)")
+    return {name: lane_from_mapping(name, raw, str(path), path.parent) for name, raw in data["lanes"].items()}
 
 
 def select_lane(lanes: Mapping[str, LaneConfig], name: str, source: str) -> LaneConfig:

@@ -310,12 +310,16 @@ def pytest_configure_node(node: Any) -> None:  # xdist hook: runs on the control
 def pytest_report_header(config: pytest.Config) -> str | None:
     if _SESSION not in config.stash:
         return None
-    s = _session(config).settings
+    state = _session(config)
+    s = state.settings
     if s.lane is None:
         return "glmf: no lane selected (--glmf-lane NAME)"
     where = (f"url={s.lane.url}" if s.lane.launcher == "attach"
              else f"image={s.lane.image}" if s.lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
-    thresholds = s.thresholds_file or "built-in thresholds.yaml"
+    thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
+    if state.thresholds is not None and not state.thresholds.has_lane(s.lane.name):
+        # a lane name the thresholds file does not know gates nothing: say so before the skips pile up
+        thresholds += f" (NO SECTION for lane {s.lane.name!r}: every gate skips)"
     return (f"glmf: lane={s.lane.name} launcher={s.lane.launcher} {where} thresholds={thresholds} "
             f"baseline={s.baseline or '-'} results={s.results_dir}")
 

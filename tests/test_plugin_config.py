@@ -222,3 +222,9 @@ def test_flags_in_extra_win_over_fields() -> None:
     argv = build_server_argv(lane)
     assert argv.count("--speculative-config") == 1 and "--max-model-len" not in argv
     assert argv[-3:] == lane.extra
+
+
+def test_lane_names_must_be_usable_in_file_names(tmp_path: Path) -> None:
+    path = write(tmp_path, "lanes:\n  'gb300/batch': {launcher: sim}\n")
+    assert error(load_lanes, path) == (f"{path}: lane name 'gb300/batch' must be letters, digits, '.', '_' or '-' "
+                                       "(it names result files and server logs)")

@@ -165,3 +165,12 @@ def test_readme_documents_every_option_and_its_ini_twin() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for name, (metavar, _, _) in OPTIONS.items():
         assert f"| `--glmf-{name} {metavar}` | `glmf_{name}` |" in readme, name
+
+
+def test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane(pytester: pytest.Pytester) -> None:
+    lanes = pytester.makefile(".yaml", lanes="lanes:\n  bacth: {launcher: attach, url: 'http://127.0.0.1:9'}\n")
+    pytester.makepyfile(USES_LANE)
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "bacth", "--co",
+                                "test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane.py")
+    result.stdout.fnmatch_lines(["glmf: lane=bacth launcher=attach url=http://127.0.0.1:9 thresholds=built-in "
+                                 "thresholds.yaml (NO SECTION for lane 'bacth': every gate skips) baseline=- *"])
