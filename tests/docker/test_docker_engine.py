@@ -223,13 +223,6 @@ def test_no_engine_is_a_boot_error_naming_docker_host(monkeypatch: pytest.Monkey
         DockerLauncher().start(busybox_lane("x", ["true"]), tmp_path, "s")
 
 
-def test_owner_labels_identify_this_process(docker_client: Any, session_id: str) -> None:
-    from pytest_glmf.launch.docker import LABEL_PID, session_labels
-
-    labels = session_labels("lane", session_id)
-    assert labels[LABEL_SESSION] == session_id and labels[LABEL_PID] == str(os.getpid())
-
-
 def test_recipe_batch_lane_served_by_the_simulator_inside_a_container(
         docker_client: Any, session_id: str, leftovers: Leftovers, python_lane: LaneFactory,
         tmp_path: Path) -> None:
