@@ -111,6 +111,7 @@ def test_signal_mid_test_leaves_nothing_and_keeps_the_results(run_dir: Path, sig
     assert not group_exists(info["pid"]), out          # the server was its group's leader
     wait_for(lambda: not sims_started_in(run_dir), 5, "no simulator left")
     assert not port_listens(info["port"])
+    wait_for(lambda: not group_exists(proc.pid), 10, f"pytest's own group (xdist workers) to be gone\n{out}")
     for child in psutil.Process().children(recursive=True):
         assert "pytest_glmf.sim" not in " ".join(child.cmdline())
     docs = sorted((run_dir / "glmf-results").glob("ok-2*.json"))
