@@ -284,7 +284,10 @@ class DockerLauncher:
             raise boot_error(lane, self.name, f"the engine refused to start container {container.name}: "
                              f"{text}", argv, None) from exc
 
-        streamer = LogStreamer(container, log_path, watch=READY_LINES.get(lane.engine))
+        from pytest_glmf.redact import Redactor
+
+        streamer = LogStreamer(container, log_path, watch=READY_LINES.get(lane.engine),
+                               redactor=Redactor.from_environment(lane.env, argv))
         streamer.start()
         (container_port,) = [int(p.split("/")[0]) for p in spec["ports"]]
         t0 = time.monotonic()

@@ -12,13 +12,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
+    from pytest_glmf.redact import Redactor
+
 
 class LogStreamer:
     """Follows `container.logs` (stdout and stderr, in arrival order) into `path` and notes when a
     line contains `watch` (the engine's ready line)."""
 
-    def __init__(self, container: "Container", path: Path, watch: str | None = None) -> None:
+    def __init__(self, container: "Container", path: Path, watch: str | None = None,
+                 redactor: "Redactor | None" = None) -> None:
         self.container = container
+        self.redactor = redactor     # secrets of the lane's env and flags never reach the file
         self.path = path
         self.watch = watch
         self.seen = False
@@ -32,6 +36,9 @@ class LogStreamer:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
+    def _mask(self, text: str) -> str:
+        return self.redactor.text(text) if self.redactor is not None else text
+
     def _line(self, line: str) -> None:
         if self.watch and self.watch in line:
             self.seen = True
@@ -44,13 +51,15 @@ class LogStreamer:
                 stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=True)
                 for chunk in stream:
                     text = chunk.decode("utf-8", errors="replace")
-                    out.write(text)
-                    out.flush()              # readers (and a crash) see every line at once
                     lines = (pending + text).split("\n")
                     pending = lines.pop()
+                    # whole lines only: a secret split across two chunks is still masked
                     for line in lines:
+                        out.write(self._mask(line) + "\n")
                         self._line(line.rstrip("\r"))
+                    out.flush()              # readers (and a crash) see every line at once
                 if pending:
+                    out.write(self._mask(pending))
                     self._line(pending)
         except Exception as exc:             # the container was removed under us, engine gone...
             self.error = f"{type(exc).__name__}: {exc}"
