@@ -5,13 +5,14 @@ A baseline is an earlier session's result file (results.py). Every gate records 
 come from `gates.GATE_METRICS` (throughput and acceptance: lower is worse; latency and drift:
 higher is worse). A change counts as a regression only when it is worse than the allowed change:
 
-    allowed % = max(tolerance rel_pct, baseline spread_pct, current spread_pct)
+    allowed % = max(tolerance rel_pct, baseline spread %, current spread %)   (per metric when recorded)
     allowed   = max(allowed % of |baseline|, tolerance abs)
 
 so a difference inside the run-to-run spread recorded in either run is never called a regression
 (pytest-benchmark's compare-fail knows one direction and no spread; this knows both).
 Tolerances come from thresholds.yaml: `lanes.<lane>.baseline: {rel_pct: 5, abs: 0, metrics:
-{ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise.
+{ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise (5 %, and for
+latencies at least 5 ms).
 """
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ from typing import Any, Iterable, Mapping
 from pytest_glmf.gates import GATE_METRICS, fmt, render_table
 
 DEFAULT_REL_PCT = 5.0
+# Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS
+# scheduling jitter is not a regression, whatever the relative change of a tiny TTFT.
+DEFAULT_ABS_S = 0.005
 
 # Provenance keys whose difference makes a comparison suspect (other GPU, other weights, ...).
-MACHINE_KEYS = ("gpu_name", "gpu_count", "gpu_driver", "model_revision", "model_bytes", "engine",
+MACHINE_KEYS = ("lane", "gpu_name", "gpu_count", "gpu_driver", "model_revision", "model_bytes", "engine",
                 "engine_version", "launcher", "time_scale")
 
 
@@ -43,8 +47,9 @@ class Tolerance:
     def for_metric(cls, settings: Mapping[str, Any] | None, metric: str) -> "Tolerance":
         settings = settings or {}
         per = (settings.get("metrics") or {}).get(metric) or {}
+        default_abs = DEFAULT_ABS_S if metric.endswith("_s") else 0.0
         return cls(rel_pct=float(per.get("rel_pct", settings.get("rel_pct", DEFAULT_REL_PCT))),
-                   abs=float(per.get("abs", settings.get("abs", 0.0))))
+                   abs=float(per.get("abs", settings.get("abs", default_abs))))
 
 
 @dataclass
@@ -111,17 +116,26 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
+def _spread(entry: Mapping[str, Any], metric: str) -> float | None:
+    """The run-to-run spread of this metric when the gate recorded one per metric
+    (`spread_by_metric_pct`), else the entry's overall `spread_pct`."""
+    per = entry.get("spread_by_metric_pct")
+    if isinstance(per, Mapping) and _number(per.get(metric)) is not None:
+        return _number(per.get(metric))
+    return _number(entry.get("spread_pct"))
+
+
 def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str, Any],
                   tolerance: Mapping[str, Any] | None = None) -> list[Comparison]:
     """Compare the metrics present in the baseline entry with the current entry of (gate, key)."""
     out = []
-    spreads = [s for s in (_number(base.get("spread_pct")), _number(now.get("spread_pct"))) if s is not None]
     for metric, direction in GATE_METRICS.get(gate, {}).items():
         if metric == "spread_pct":
             continue  # the spread is the noise yardstick, not a figure of merit
         b = _number(base.get(metric))
         if b is None:
             continue
+        spreads = [s for s in (_spread(base, metric), _spread(now, metric)) if s is not None]
         tol = Tolerance.for_metric(tolerance, metric)
         allowed_pct = max([tol.rel_pct, *spreads])
         allowed = max(abs(b) * allowed_pct / 100, tol.abs)
@@ -165,3 +179,25 @@ def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str |
         src = f" (baseline: {baseline_path})" if baseline_path else ""
         pytest.fail(f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}",
                     pytrace=False)
+
+
+def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:
+    """The gate's known metrics present in a recorded entry (for JUnit properties and compares)."""
+    out = {}
+    for metric in GATE_METRICS.get(gate, {}):
+        v = _number(data.get(metric)) if isinstance(data, Mapping) else None
+        if v is not None:
+            out[metric] = v
+    return out
+
+
+def compare_records(records: Iterable[tuple[str, str, Any]], baseline: Mapping[str, Any],
+                    tolerance_for: Any = lambda gate: None) -> list[Comparison]:
+    """Compare what one test recorded, (gate, key, data) triples, with the baseline's entries of
+    the same (gate, key). Entries the baseline does not have are new, not regressions."""
+    out = []
+    for gate, key, data in records:
+        entry = ((baseline.get("gates") or {}).get(gate) or {}).get(key)
+        if isinstance(entry, dict) and isinstance(data, Mapping):
+            out.extend(compare_entry(gate, key, data, entry, tolerance_for(gate)))
+    return out

@@ -63,6 +63,7 @@ class Settings:
     image: str | None
     results_dir: Path
     baseline: Path | None
+    update_baseline: bool = False
 
 
 @dataclass(eq=False)  # identity semantics: registered with the plugin manager
@@ -81,6 +82,39 @@ class GlmfSession:
     gone: str | None = None                        # why the server is gone (later tests skip)
     incomplete: list[str] = field(default_factory=list)  # why the result file is incomplete
     stopped: bool = False
+    recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
+    _baseline_doc: dict[str, Any] | None = None
+
+    def get_recorder(self) -> "SessionRecorder":
+        from pytest_glmf.results import SessionRecorder
+
+        if self.recorder is None:
+            assert self.settings.lane is not None
+            self.recorder = SessionRecorder(self.settings.results_dir, self.session_id,
+                                            self.settings.lane.name, self.worker)
+        return self.recorder
+
+    def baseline_doc(self) -> dict[str, Any] | None:
+        """The --glmf-baseline result file (validated at configure), or None."""
+        if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
+            from pytest_glmf.baseline import load_baseline
+            from pytest_glmf.results import SCHEMA
+
+            self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
+        return self._baseline_doc
+
+    def ledger(self, what: str, cause: str) -> None:
+        """One line in the failure ledger next to the results (owner process only)."""
+        from pytest_glmf import ledger
+        from pytest_glmf.redact import Redactor
+
+        lane = self.settings.lane
+        if lane is None:
+            return
+        argv = (self.server.provenance.get("argv") if self.server is not None else None) or [*lane.extra]
+        redact = Redactor.from_environment(lane.env)
+        ledger.append(self.settings.results_dir, lane=lane.name, image=lane.image, what=what,
+                      flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause))
 
     def get_server(self) -> "Server":
         from pytest_glmf.launch import launch_lane, server_from_dict
@@ -96,9 +130,35 @@ class GlmfSession:
                     self.server = launch_lane(self.settings.lane, self.settings.results_dir, self.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     self.boot_error = f"{type(exc).__name__}: {exc}"
+                    self.ledger("boot", self.boot_error)
+                else:
+                    self._enrich_provenance()
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
         return self.server
+
+    def _enrich_provenance(self) -> None:
+        """What the launcher could not know: the engine's version, the model directory (process
+        and sim lanes), the host's GPUs and the repository under test."""
+        from pytest_glmf import provenance
+
+        assert self.server is not None and self.settings.lane is not None
+        lane, prov = self.settings.lane, self.server.provenance
+        prov.setdefault("lane", lane.name)
+        prov.setdefault("engine", lane.engine)
+        prov.setdefault("launcher", lane.launcher)
+        if lane.image:
+            prov.setdefault("image", lane.image)
+        if lane.launcher == "sim":
+            prov.setdefault("time_scale", lane.time_scale)
+        if lane.launcher in ("process", "sim"):
+            for k, v in provenance.model_provenance(lane.model).items():
+                prov.setdefault(k, v)
+        version = provenance.engine_version(self.server.base_url)
+        if version:
+            prov.setdefault("engine_version", version)
+        for k, v in provenance.host_provenance(Path.cwd()).items():
+            prov.setdefault(k, v)
 
     def stop(self) -> None:
         if self.server is not None and self.owner and not self.stopped:
@@ -111,8 +171,31 @@ class GlmfSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect every process's reasons the session's results are incomplete (xdist: they
         arrive on the controller with the reports' user_properties)."""
-        reasons = [v for k, v in getattr(report, "user_properties", ()) if k == "glmf_incomplete"]
+        props = getattr(report, "user_properties", ())
+        reasons = [v for k, v in props if k == "glmf_incomplete"]
         self.incomplete.extend(r for r in reasons if r not in self.incomplete)
+        if not self.owner or self.settings.lane is None or not any(k == "glmf_test" for k, _ in props):
+            return
+        if report.failed and report.when in ("setup", "call") and not (self.boot_error and report.when == "setup"):
+            lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
+            cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
+            self.ledger(report.nodeid.split("::")[-1], cause)
+        if report.when == "teardown" and not self.stopped:
+            self.checkpoint()
+
+    def _provenance_for_results(self) -> dict[str, Any]:
+        return dict(self.server.provenance) if self.server is not None else {}
+
+    def checkpoint(self) -> None:
+        """Rewrite the result file with what is recorded so far, marked as not finished: a session
+        killed without any chance to clean up still leaves a readable, incomplete file."""
+        from pytest_glmf.results import RUNNING, SessionRecorder
+
+        if self.settings.lane is None:
+            return
+        recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.settings.lane.name)
+        recorder.write(lane=self.settings.lane.to_dict(), provenance=self._provenance_for_results(),
+                       extra={"incomplete": [RUNNING, *self.incomplete]}, final=False)
 
     def write_results(self, reasons: list[str] = ()) -> None:
         """The session's result file: everything recorded so far, with `incomplete` listing why
@@ -128,7 +211,7 @@ class GlmfSession:
             self.incomplete.append(self.gone)
         incomplete = list(dict.fromkeys([*self.incomplete, *reasons]))
         recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.settings.lane.name)
-        provenance = dict(self.server.provenance) if self.server is not None else {}
+        provenance = self._provenance_for_results()
         out = recorder.write(lane=self.settings.lane.to_dict(), provenance=provenance,
                              extra={"incomplete": incomplete})
         if out is not None:
@@ -147,6 +230,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(f"--glmf-{name}", dest=f"glmf_{name}", metavar=metavar, default=None,
                         help=help_text + f" (ini: glmf_{name})")
         parser.addini(f"glmf_{name}", help_text, type="string", default=default)
+    help_text = ("Write this session's result file to the --glmf-baseline FILE (default: "
+                 "<results>/<lane>-baseline.json) when every test passed")
+    group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
+                    help=help_text + " (ini: glmf_update_baseline)")
+    parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, Path, str]:
@@ -173,7 +261,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     """All glmf options, validated; raises pytest.UsageError naming the option and the valid forms."""
     lanes_file = _path(config, "lanes", must_exist=True)
     thresholds_file = _path(config, "thresholds", must_exist=True)
-    baseline = _path(config, "baseline", must_exist=True)
+    update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
+    baseline = _path(config, "baseline", must_exist=not update_baseline)  # the first bless creates it
     results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
     if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.R_OK | os.W_OK | os.X_OK)):
         raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
@@ -181,7 +270,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     if existing != results_dir and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
         raise pytest.UsageError(f"--glmf-results: {results_dir} cannot be created ({existing} is not a "
                                 "writable directory)")
-    if baseline is not None:
+    if baseline is not None and baseline.exists():
         from pytest_glmf.baseline import BaselineError, load_baseline
         from pytest_glmf.results import SCHEMA
 
@@ -212,7 +301,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
-                    image=image, results_dir=results_dir, baseline=baseline)
+                    image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline)
 
 
 # ---------------------------------------------------------------------------- configure
@@ -280,12 +369,24 @@ def _session(config: pytest.Config) -> GlmfSession:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under xdist the controller launches before the workers start (it owns the server)."""
+    """Finish the result files of killed earlier sessions; under xdist the controller launches
+    before the workers start (it owns the server)."""
     config = session.config
-    if _SESSION not in config.stash or not _xdist_controller(config):
+    if _SESSION not in config.stash:
         return
     state = _session(config)
     if state.settings.lane is None:
+        return
+    if state.owner:
+        from pytest_glmf import ledger, results
+
+        for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
+            ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
+                          what="killed", flags=[*(lane.get("extra") or [])],
+                          cause=f"session {sid} was killed before it ended; partial results: {out}")
+            state.extra.setdefault("recovered", []).append(str(out))
+        results.mark_owner(state.settings.results_dir, state.session_id, state.settings.lane.to_dict())
+    if not _xdist_controller(config):
         return
     try:
         state.get_server()
@@ -320,8 +421,22 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if state.thresholds is not None and not state.thresholds.has_lane(s.lane.name):
         # a lane name the thresholds file does not know gates nothing: say so before the skips pile up
         thresholds += f" (NO SECTION for lane {s.lane.name!r}: every gate skips)"
-    return (f"glmf: lane={s.lane.name} launcher={s.lane.launcher} {where} thresholds={thresholds} "
+    line = (f"glmf: lane={s.lane.name} launcher={s.lane.launcher} {where} thresholds={thresholds} "
             f"baseline={s.baseline or '-'} results={s.results_dir}")
+    doc = state.baseline_doc()
+    if doc is None:
+        return line
+    from pytest_glmf.baseline import machine_differences
+    from pytest_glmf.provenance import gpu_info
+
+    now = {"lane": s.lane.name, "engine": s.lane.engine, "launcher": s.lane.launcher, **gpu_info()}
+    if s.lane.launcher == "sim":
+        now["time_scale"] = s.lane.time_scale
+    diffs = machine_differences({"provenance": now}, doc)
+    if not diffs:
+        return line
+    return [line, "glmf: WARNING: the baseline comes from a different setup, changes may not be regressions: "
+            + "; ".join(diffs)]
 
 
 # ---------------------------------------------------------------------------- markers
@@ -411,6 +526,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     from pytest_glmf.health import gone_message
 
     state = _session(item.config)
+    item.user_properties.append(("glmf_test", state.settings.lane.name if state.settings.lane else "-"))
+    if state.settings.lane is not None:
+        state.get_recorder().capture = []   # what this test records (also in its fixtures)
     if state.gone is not None:
         pytest.skip(f"glmf: {state.gone.splitlines()[0]}; not run")
     if state.server is None or state.stopped:
@@ -459,7 +577,33 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             state.gone = message
             _mark_incomplete(item, message.splitlines()[0])
             pytest.fail(message, pytrace=False)
+    _judge_recorded(item, state)
     return result
+
+
+def _judge_recorded(item: pytest.Item, state: GlmfSession) -> None:
+    """What the test recorded goes into JUnit XML (record_property; xdist carries it to the
+    controller) and, with --glmf-baseline, is compared with the baseline: a regression fails
+    the test that measured it, with the table metric | baseline | now | change | allowed."""
+    __tracebackhide__ = True
+    from pytest_glmf import baseline
+
+    recorder = state.recorder
+    captured = (recorder.capture or []) if recorder is not None else []
+    if recorder is not None:
+        recorder.capture = None
+    for gate, key, data in captured:
+        for metric, value in baseline.numeric_metrics(gate, data).items():
+            item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
+    doc = state.baseline_doc()
+    if doc is None or not captured or state.settings.lane is None:
+        return
+    lane_name, thresholds = state.settings.lane.name, state.thresholds
+
+    def tolerance_for(gate: str) -> Any:
+        return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
+
+    baseline.assert_no_regression(baseline.compare_records(captured, doc, tolerance_for), state.settings.baseline)
 
 
 @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
@@ -475,9 +619,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
     try:
         state.write_results(reasons)
+        if state.settings.update_baseline:
+            _update_baseline(session, state, exitstatus)
     finally:
         state.stop()
         _serial_lock_path(state).unlink(missing_ok=True)  # the workers are gone: nobody holds it
+
+
+def _update_baseline(session: pytest.Session, state: GlmfSession, exitstatus: int) -> None:
+    """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
+    import shutil
+
+    out = state.extra.get("result_file")
+    target = state.settings.baseline or state.settings.results_dir / f"{state.settings.lane.name}-baseline.json"
+    if exitstatus != pytest.ExitCode.OK or out is None:
+        why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
+        state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
+        return
+    shutil.copyfile(out, target)
+    state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -491,8 +651,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if _SESSION in config.stash and "result_file" in _session(config).extra:
-        terminalreporter.write_line(f"glmf: results written to {_session(config).extra['result_file']}")
+    """The recipe-style tables of everything measured (rendering only: verdicts were given in
+    the tests), then where the files are."""
+    if _SESSION not in config.stash:
+        return
+    state = _session(config)
+    for path in state.extra.get("recovered", []):
+        terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
+    out = state.extra.get("result_file")
+    if out is None:
+        return
+    import json
+
+    from pytest_glmf import report
+
+    try:
+        doc = json.loads(Path(out).read_text())
+        text = report.terminal_report(doc, state.baseline_doc())
+    except (OSError, ValueError) as exc:
+        text = f"(cannot render {out}: {exc})"
+    terminalreporter.write_sep("=", "glmf results")
+    terminalreporter.write_line(text)
+    terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
+    if "baseline_note" in state.extra:
+        terminalreporter.write_line(state.extra["baseline_note"])
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -544,7 +726,4 @@ def glmf_client(glmf_server: "Server", glmf_lane: LaneConfig) -> Iterator["Clien
 @pytest.fixture(scope="session")
 def glmf_results(pytestconfig: pytest.Config, glmf_lane: LaneConfig) -> "SessionRecorder":
     """Session recorder: `.record(gate, key, data)` adds JSON-able data to the session's result file."""
-    from pytest_glmf.results import SessionRecorder
-
-    state = _session(pytestconfig)
-    return SessionRecorder(state.settings.results_dir, state.session_id, glmf_lane.name, state.worker)
+    return _session(pytestconfig).get_recorder()

@@ -47,3 +47,34 @@ def host_provenance(repo_dir: Path) -> dict[str, Any]:
     return {"plugin_version": __version__,
             "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "git_commit": git_commit(repo_dir), **gpu_info()}
+
+
+def engine_version(base_url: str, timeout_s: float = 3.0) -> str | None:
+    """The engine's own version string: SGLang `/get_server_info` (or `/server_info`) `version`,
+    vLLM `/version`. None when the server does not say (never an error: provenance must not
+    stop a run)."""
+    import httpx
+
+    for path in ("/version", "/get_server_info", "/server_info"):
+        try:
+            r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s)
+            if r.status_code == 200:
+                version = r.json().get("version")
+                if isinstance(version, str) and version:
+                    return version
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def model_provenance(model: str | None) -> dict[str, Any]:
+    """Revision, weight bytes and config hash of a model directory readable from here (process
+    and sim lanes; the docker launcher does the same through its volumes)."""
+    from pytest_glmf.launch.docker_provenance import model_dir_provenance
+
+    if not model:
+        return {}
+    path = Path(model)
+    facts = model_dir_provenance(path if path.is_dir() else None, declared=model)
+    return {"model": model, "model_revision": facts.get("revision"), "model_bytes": facts.get("weight_bytes"),
+            "model_config_sha256": facts.get("config_sha256")} if facts.get("readable") else {"model": model}

@@ -97,7 +97,8 @@ def _headline(doc: Mapping[str, Any]) -> str:
     for k in ("launcher", "image", "image_digest", "engine", "engine_version", "model_revision", "gpu_name"):
         if prov.get(k):
             bits.append(f"{k} {prov[k]}")
-    state = "" if doc.get("complete", True) else "  [INCOMPLETE: the session stopped early]"
+    why = doc.get("incomplete") or []
+    state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
     return "pytest-glmf results: " + ", ".join(bits) + state
 
 

@@ -8,6 +8,7 @@ Parts instead of one shared file because xdist workers write concurrently.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ class SessionRecorder:
         self.lane_name = lane_name
         self.worker = worker
         self.part_path = self.results_dir / ".parts" / f"{session_id}-{worker}.jsonl"
+        # The plugin points this at a list while a test runs: what that test recorded is then
+        # compared with the baseline and reported through record_property (plugin.py).
+        self.capture: list[tuple[str, str, Any]] | None = None
 
     def record(self, gate: str, key: str, data: Any) -> None:
         data = Redactor.from_environment().data(data)   # part files are on disk too
@@ -33,6 +37,8 @@ class SessionRecorder:
         self.part_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.part_path, "a") as f:
             f.write(line + "\n")
+        if self.capture is not None:
+            self.capture.append((gate, key, data))
 
     def recorded(self) -> dict[str, dict[str, Any]]:
         """Everything recorded so far by every process of this session (later records win)."""
@@ -45,10 +51,12 @@ class SessionRecorder:
         return gates
 
     def write(self, *, lane: dict[str, Any], provenance: dict[str, Any],
-              extra: dict[str, Any] | None = None) -> Path | None:
+              extra: dict[str, Any] | None = None, final: bool = True) -> Path | None:
         """Merge the parts into the session's result file; None when nothing was recorded (and
         `extra` does not say the session was incomplete: a failed session leaves a file saying why).
-        Secrets (lane env, process env, --api-key style flags) are masked in the whole document."""
+        Secrets (lane env, process env, --api-key style flags) are masked in the whole document.
+        `final=False` writes a checkpoint while the session runs (the parts stay), so a session
+        killed without a chance to clean up still leaves a readable file saying it is incomplete."""
         gates = self.recorded()
         if not gates and not (extra or {}).get("incomplete"):
             return None
@@ -59,8 +67,66 @@ class SessionRecorder:
         doc = Redactor.from_environment(lane.get("env") or {}, argv).data(doc)
         text = json.dumps(doc, indent=2, default=str)
         out = self.results_dir / f"{self.lane_name}-{self.session_id}.json"
-        out.write_text(text)
-        (self.results_dir / f"{self.lane_name}-latest.json").write_text(text)
-        for part in (self.results_dir / ".parts").glob(f"{self.session_id}-*.jsonl"):
-            part.unlink()
+        write_atomic(out, text)
+        write_atomic(self.results_dir / f"{self.lane_name}-latest.json", text)
+        if final:
+            for part in (self.results_dir / ".parts").glob(f"{self.session_id}-*.jsonl"):
+                part.unlink()
+            (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
         return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers (a CI step, `glmf report`, the next session) never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+RUNNING = "the session had not finished when this file was written (still running, or killed)"
+
+
+def mark_owner(results_dir: Path, session_id: str, lane: dict[str, Any]) -> None:
+    """The owning process's pid and lane, so a later session can tell this one was killed."""
+    path = Path(results_dir) / ".parts" / f"{session_id}.owner"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": os.getpid(), "lane": lane}, default=str))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_killed_sessions(results_dir: Path) -> list[tuple[str, dict[str, Any], Path | None]]:
+    """Finish the result files of earlier sessions whose owner died without cleaning up (SIGKILL,
+    OOM killer, a lost runner). Returns (session_id, lane, result file) for each; the caller
+    writes the ledger line."""
+    found = []
+    for owner in sorted((Path(results_dir) / ".parts").glob("*.owner")):
+        try:
+            info = json.loads(owner.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if _pid_alive(int(info.get("pid", 0))):
+            continue
+        session_id, lane = owner.stem, info.get("lane") or {}
+        name = lane.get("name", "unknown")
+        prior = Path(results_dir) / f"{name}-{session_id}.json"
+        provenance = {}
+        if prior.exists():
+            try:
+                provenance = json.loads(prior.read_text()).get("provenance") or {}
+            except (OSError, json.JSONDecodeError):
+                pass
+        reason = f"the session's process (pid {info.get('pid')}) died without a clean stop (killed)"
+        out = SessionRecorder(Path(results_dir), session_id, name).write(
+            lane=lane, provenance=provenance, extra={"incomplete": [reason]})
+        owner.unlink(missing_ok=True)
+        found.append((session_id, lane, out))
+    return found
