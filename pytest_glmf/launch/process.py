@@ -7,10 +7,12 @@ engine's ready line and/or its health endpoints within `boot_timeout_s`.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -129,6 +131,16 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, l
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], "IO[bytes] | LogPump"]] = {}
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec (Linux): the server gets SIGTERM when the pytest process that
+    started it dies, even by SIGKILL or the OOM killer, when no handler of ours can run."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def stop_all(grace_s: float = 5.0) -> None:
     for proc, log in list(_LIVE.values()):
         stop_process(proc, log, grace_s)  # type: ignore[arg-type]
@@ -202,7 +214,8 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     log = open(log_path, "wb")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1", **lane.env}, start_new_session=True)
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **lane.env}, start_new_session=True,
+                                preexec_fn=_die_with_parent)
     except OSError as exc:
         log.close()
         raise boot_error(lane, launcher, f"cannot start the server: {exc}", argv, None) from None
