@@ -140,8 +140,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             tr.write_line(f"-- {key}")
             tr.write_line(report[key]["table"])
     for mode, brief in (report.get("tools") or {}).items():
-        tr.write_line(f"-- tools {mode}: parsed {brief['parsed']}/{brief['turns']}, leaks {brief['leaks']}, "
-                      f"wrong calls {brief['wrong_calls']}")
+        tr.write_line(f"-- tools {mode}: turns ok {brief['parsed']}/{brief['turns']}, leaks {brief['leaks']}, "
+                      f"wrong calls {brief['wrong_calls']}, answers with tool calls "
+                      f"{brief['answers_with_calls']}/{brief['answers']}")
     tr.write_line(f"note and server logs: {report['results_dir']}")
 
 

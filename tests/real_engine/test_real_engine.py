@@ -42,9 +42,11 @@ CURVE_PROMPTS = [
 # Loose floors for a 2-core CPU shared with the client and other jobs: they catch a broken or
 # pathologically slow engine, not a regression of a few percent (no GPU-grade claims here).
 CURVE_BOUNDS = {"per_user_tok_s": {"min": 1.0}, "ttft_p95_s": {"max": 15.0}, "aggregate_tok_s": {"min": 1.0}}
-# The client shares 2 cores with the engine (1 core reserved by vLLM): event-loop lag from the OS
-# scheduler, not from our client, dominates; 2 ms (the GPU-box default) would mark every run.
-CURVE_LAG_P99_MAX_S = 0.25
+# The client shares 2 cores with the engine (1 core reserved by vLLM) and whatever else the box
+# runs: event-loop lag comes from the OS scheduler, not from our client (seen: a 407 ms stall at 2 %
+# client CPU). 2 ms (the GPU-box default) marks every run invalid; 1 s still catches a client that
+# really blocks. Speeds here are sanity floors, the gate under test is definitions and counts.
+CURVE_LAG_P99_MAX_S = 1.0
 CURVE_CPU_MAX_FRAC = 0.95
 
 # Drift: the recipe uses 40 prompts x 128 tokens; 32 x 64 keeps the stage inside its budget and
@@ -234,6 +236,8 @@ def run_tool_turns(client: Client, ids: tuple[str, ...], tool_choice: str, stric
 def _tools_brief(summary: dict) -> dict:
     keep = ("turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "empty_args", "skipped")
     return {**{k: summary[k] for k in keep},
+            "answers_with_calls": sum(1 for r in summary["results"] for a in r["answers"] if a.get("calls")),
+            "answers": sum(len(r["answers"]) for r in summary["results"]),
             "turn_outcomes": {r["scenario"]: ("ok" if r["ok"] else "; ".join(r["problems"])[:300])
                               for r in summary["results"]}}
 
