@@ -215,7 +215,9 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **lane.env}, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                # the kernel ties PDEATHSIG to the forking *thread*: only the main
+                                # thread lives as long as pytest (a pool thread would kill the server)
+                                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None)
     except OSError as exc:
         log.close()
         raise boot_error(lane, launcher, f"cannot start the server: {exc}", argv, None) from None
