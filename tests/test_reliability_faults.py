@@ -235,4 +235,4 @@ def test_answers_without_tokens_fail_the_curve_row_with_the_reason(pytester, lan
     result = pytester.runpytest_subprocess(*lanes, "--glmf-lane", "notok", "--glmf-thresholds", str(th),
                                            "-k", "test_curve_row")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["failed requests @ 2 users * | 2 * | <= 0 * | +2; no content chunk*"])
+    result.stdout.fnmatch_lines(["failed requests @ 2 users*| 2 *| <= 0 *| +2; no content chunk*"])
