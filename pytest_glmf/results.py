@@ -59,6 +59,8 @@ class SessionRecorder:
         killed without a chance to clean up still leaves a readable file saying it is incomplete."""
         gates = self.recorded()
         if not gates and not (extra or {}).get("incomplete"):
+            if final:   # nothing to keep: the session ended cleanly, not killed
+                (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
             return None
         doc = {"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
                "provenance": provenance, "gates": gates, **(extra or {})}

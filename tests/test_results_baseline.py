@@ -109,3 +109,15 @@ def test_a_killed_session_leaves_an_incomplete_result_file_and_a_ledger_line(pyt
     assert recovered["gates"]["curve"]["users=1"]["users"] == 1
     (line,) = [ln for ln in ledger.read(results) if "| killed |" in ln]
     assert "lane truth" in line and "was killed before it ended" in line
+
+
+def test_a_clean_session_that_recorded_nothing_is_not_taken_for_a_killed_one(pytester):
+    lanes = pytester.makefile(".yaml", lanes="lanes:\n  tiny: {launcher: attach, url: 'http://127.0.0.1:9'}\n")
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    args = ["--glmf-lanes", str(lanes), "--glmf-lane", "tiny", "--glmf-results", str(pytester.path / "r"),
+            "-p", "no:cacheprovider", "test_nothing.py"]
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    again = pytester.runpytest_subprocess(*args)
+    again.assert_outcomes(passed=1)
+    assert "was killed" not in again.stdout.str()
+    assert ledger.read(pytester.path / "r") == [] and not list((pytester.path / "r").glob("*.json"))
