@@ -12,7 +12,8 @@ disagree, or when requests failed. Definitions: pytest_glmf/load_records.py.
 Settings (`curve.settings`, each optional): max_tokens (384), runs (3), warmup (true), rate_per_s
 (open loop), spread_max_pct (5), path (/v1/chat/completions), model, continuous_usage (false),
 prompt_file (a briefing with '## ' sections, a path or a packaged fixture name; default
-fixtures/briefing.md), lag_p99_max_s (0.002) and cpu_max_frac (0.85) for the client self-check. A row's own
+fixtures/briefing.md), prompt_tokens (trim the prompt bodies to this many tokens of the server's own
+tokenizer via /tokenize; the task paragraph is kept), lag_p99_max_s (0.002) and cpu_max_frac (0.85) for the client self-check. A row's own
 `settings:` overrides them for that row. On the simulator with `time_scale` != 1 the measured
 numbers are converted to recipe units (tok/s x scale, seconds / scale) before gating, and both are
 recorded.
@@ -31,7 +32,7 @@ from pytest_glmf.load_runner import CurveSettings, Workload, run_rows
 pytestmark = [pytest.mark.glmf_gate("curve"), pytest.mark.glmf_serial]
 
 SETTING_KEYS = {"max_tokens", "runs", "warmup", "rate_per_s", "spread_max_pct", "path", "model",
-                "continuous_usage", "prompt_file", "first_token_timeout_s", "between_tokens_timeout_s",
+                "continuous_usage", "prompt_file", "prompt_tokens", "first_token_timeout_s", "between_tokens_timeout_s",
                 "lag_p99_max_s", "cpu_max_frac"}
 
 
@@ -116,6 +117,13 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
         prompts = load.load_prompts(opts.get("prompt_file"))
     except (OSError, UnicodeDecodeError) as exc:
         pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_file: {exc}", pytrace=False)
+    if opts.get("prompt_tokens"):
+        # "a 2,400-token briefing" in the served model's own tokens, whatever its tokenizer
+        try:
+            prompts, counts = load.fit_prompts(glmf_server.base_url, prompts, int(opts["prompt_tokens"]), opts.get("model"))
+        except ValueError as exc:
+            pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_tokens: {exc}", pytrace=False)
+        record_property("curve.prompt_tokens", max(counts))
     workload = Workload(prompts=prompts, max_tokens=int(opts.get("max_tokens", 384)),
                         path=opts.get("path", "/v1/chat/completions"), model=opts.get("model"),
                         continuous_usage=bool(opts.get("continuous_usage", False)))

@@ -83,3 +83,37 @@ def test_curve_suite_through_the_plugin_on_the_sim(pytester):
     assert "/metrics: at most" in row["flags"]     # what the server reported running during the run
     # recorded in recipe units, with the raw measurement beside them
     assert row["per_user_tok_s"] == pytest.approx(row["measured"]["per_user_tok_s"] * 0.1)
+
+
+def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
+    from pytest_glmf import load
+    from pytest_glmf.config import LaneConfig
+    from pytest_glmf.launch import launch_lane
+    import tempfile
+    from pathlib import Path
+
+    lane = LaneConfig(name="fit", launcher="sim", model="m", time_scale=0.01, boot_timeout_s=60)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = launch_lane(lane, Path(tmp), "fit")
+        try:
+            prompts = load.briefing_prompts()[:2]
+            full = [load.count_tokens(server.base_url, p) for p in prompts]
+            assert all(n > 3000 for n in full)            # the sim's tokenizer is finer than a real one
+            fitted, counts = load.fit_prompts(server.base_url, prompts, 2400)
+            for text, n in zip(fitted, counts):
+                assert 2300 <= n <= 2400 and n == load.count_tokens(server.base_url, text)
+                assert text.endswith(prompts[0].rpartition("\n\n")[2])   # the task paragraph is intact
+            short, same = load.fit_prompts(server.base_url, ["a short prompt"], 2400)
+            assert short == ["a short prompt"] and same[0] < 10
+        finally:
+            server.stop()
+
+
+def test_fit_prompts_without_a_tokenize_endpoint_says_so():
+    import pytest
+    from pytest_glmf import load
+    from pytest_glmf.testing.truth_server import TruthServer
+
+    with TruthServer(ttft_ms=5, itl_ms=2) as ts:
+        with pytest.raises(ValueError, match="has no /tokenize endpoint: settings.prompt_tokens needs one"):
+            load.fit_prompts(ts.url, ["x " * 5000], 100)
