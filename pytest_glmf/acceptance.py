@@ -38,7 +38,6 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -46,6 +45,7 @@ import yaml
 
 from pytest_glmf.client import Client
 from pytest_glmf.gates import fmt, render_table
+from pytest_glmf.data import read_text as read_data_file
 
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -70,10 +70,7 @@ class PromptClass:
 
 def load_prompt_classes(path: str | Path | None = None) -> list[PromptClass]:
     """The prompt classes from a YAML file (None: the packaged fixtures/prompt_classes.yaml)."""
-    if path is None:
-        text = resources.files("pytest_glmf.fixtures").joinpath("prompt_classes.yaml").read_text()
-    else:
-        text = Path(path).read_text()
+    text = read_data_file(path, "prompt_classes.yaml")
     data = yaml.safe_load(text)
     out = []
     for c in data["classes"]:

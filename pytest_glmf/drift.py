@@ -24,7 +24,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -33,6 +32,7 @@ from pytest_glmf.drift_stats import (DEFAULT_RESAMPLES, DEFAULT_SEED, PromptScor
                                      pair_stats, self_check)
 from pytest_glmf.gates import fmt
 from pytest_glmf.gates import render_table as _table
+from pytest_glmf.data import read_text as read_data_file
 
 SCHEMA = 1
 REFERENCE_KIND = "glmf-drift-reference"
@@ -59,10 +59,7 @@ class Prompt:
 
 def load_prompts(path: str | Path | None = None, n: int | None = None) -> list[Prompt]:
     """The drift prompt set (default: the packaged fixtures/drift_prompts.json), first `n`."""
-    if path is None:
-        text = resources.files("pytest_glmf.fixtures").joinpath("drift_prompts.json").read_text()
-    else:
-        text = Path(path).read_text()
+    text = read_data_file(path, "drift_prompts.json")
     data = json.loads(text)
     prompts = [Prompt(p["id"], p["messages"], p.get("class", "")) for p in data["prompts"]]
     if n is not None:

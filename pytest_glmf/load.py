@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -21,6 +20,7 @@ from pytest_glmf.gates import fmt, render_table
 from pytest_glmf.load_checks import describe_flags, row_gate_checks  # noqa: F401  (public re-export)
 from pytest_glmf.load_records import RequestRecord, knee  # noqa: F401
 from pytest_glmf.load_runner import CurveSettings, Progress, Workload, run_rows, strip_records
+from pytest_glmf.data import read_text as read_data_file
 
 SCHEMA = 1
 
@@ -28,22 +28,13 @@ SCHEMA = 1
 def briefing_prompts() -> list[str]:
     """The recipe's workload: a ~2,400-token briefing and a 400-word synthesis task, in variants that
     rotate the briefing's sections (so no two variants share a prefix)."""
-    text = resources.files("pytest_glmf.fixtures").joinpath("briefing.md").read_text(encoding="utf-8")
-    return prompts_from_text(text)
+    return prompts_from_text(read_data_file(None, "briefing.md"))
 
 
 def load_prompts(ref: str | Path | None) -> list[str]:
     """Prompt variants from a file path, or from a file of the packaged fixtures by name
     (e.g. "briefing_history_essay.md"); None: the recipe's briefing."""
-    if ref is None:
-        return briefing_prompts()
-    path = Path(ref)
-    if not path.is_file():
-        packaged = resources.files("pytest_glmf.fixtures").joinpath(str(ref))
-        if not packaged.is_file():
-            raise FileNotFoundError(f"prompt file {ref}: not a file, nor a packaged fixture")
-        return prompts_from_text(packaged.read_text(encoding="utf-8"))
-    return prompts_from_text(path.read_text(encoding="utf-8"))
+    return prompts_from_text(read_data_file(ref, "briefing.md"))
 
 
 def count_tokens(base_url: str, text: str, model: str | None = None, timeout_s: float = 10.0) -> int | None:

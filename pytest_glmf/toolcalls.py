@@ -31,7 +31,6 @@ import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -40,6 +39,7 @@ import yaml
 
 from pytest_glmf.client import Client
 from pytest_glmf.gates import render_table
+from pytest_glmf.data import read_text as read_data_file
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
 # call object a Hermes-style model prints when the parser misses it.
@@ -65,10 +65,7 @@ class Scenario:
 
 def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
     """Scenarios from a YAML file (None: the packaged fixtures/tool_scenarios.yaml)."""
-    if path is None:
-        text = resources.files("pytest_glmf.fixtures").joinpath("tool_scenarios.yaml").read_text()
-    else:
-        text = Path(path).read_text()
+    text = read_data_file(path, "tool_scenarios.yaml")
     data = yaml.safe_load(text)
     tools = {name: {"type": "function", "function": {"name": name, **spec}} for name, spec in data["tools"].items()}
     out = []
