@@ -122,6 +122,51 @@ def test_tokenizer_round_trips_and_ids_are_frozen():
 
 # -- logits -------------------------------------------------------------------------------------
 
+def _greedy_reference(text: str) -> list[int]:
+    """The encoder's definition, written the slow, obvious way: at each position the longest
+    multi-character piece, else the character's UTF-8 bytes."""
+    out, i = [], 0
+    while i < len(text):
+        for length in range(min(tokenizer.MAX_PIECE_CHARS, len(text) - i), 1, -1):
+            tid = tokenizer._BY_TEXT.get(text[i:i + length])
+            if tid is not None:
+                out.append(tid)
+                i += length
+                break
+        else:
+            out.extend(tokenizer.BYTE_BASE + b for b in text[i].encode("utf-8"))
+            i += 1
+    return out
+
+
+def test_encoder_is_the_greedy_longest_match():
+    import random
+    from importlib.resources import files
+
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCXYZ .,;:\n\"{}()[]-#=<>!é漢😀 \t"
+    texts = [(files("pytest_glmf.fixtures") / name).read_text() for name in ("briefing.md", "tool_scenarios.yaml")]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 300))) for _ in range(1500)]
+    for text in texts:
+        got: list[int] = []
+        tokenizer._encode_plain(text, got)
+        assert got == _greedy_reference(text), text[:80]
+
+
+def test_context_of_is_extend_over_every_token():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(500):
+        ids = [rng.randrange(tokenizer.VOCAB_SIZE) for _ in range(rng.randint(0, 40))]
+        ids.insert(rng.randint(0, len(ids)), logits._ASSISTANT)
+        start = logits.Ctx(rng.getrandbits(64), rng.choice([None, 12345]), rng.randint(0, 9))
+        ctx = start
+        for t in ids:
+            ctx = logits.extend(ctx, t)
+        assert logits.context_of(ids, start) == ctx
+
+
 def test_logits_are_a_pure_function_of_checkpoint_and_context():
     ctx = logits.context_of(tokenizer.encode("some context words"))
     a, b = logits.LogitModel("nvidia").dist(ctx), logits.LogitModel("nvidia").dist(ctx)

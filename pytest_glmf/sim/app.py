@@ -7,6 +7,7 @@ native_api.py (/generate). Admin (simulator only, not part of SGLang): `GET|POST
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -19,7 +20,7 @@ from pytest_glmf.sim.faults import Faults
 from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, send_text
 from pytest_glmf.sim.logits import Ctx, LogitModel, START, context_of
 from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
-from pytest_glmf.sim.scheduler import Scheduler, SimRequest
+from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
 from pytest_glmf.sim.tokenizer import decode
 
 VERSION = "0.5.19-glmf-sim"
@@ -60,6 +61,11 @@ class SimApp:
                "/generate": native_api.generate}.get(path)
         try:
             if gen is not None:
+                # the arrival is now, before the body is parsed and tokenized; yielding once lets
+                # every request of a burst that uvicorn has already read stamp its arrival before
+                # the first of them spends milliseconds in the tokenizer
+                ARRIVAL.set((time.perf_counter(), asyncio.get_running_loop().time()))
+                await asyncio.sleep(0)
                 if method != "POST":
                     raise HTTPError(405, "Method Not Allowed", "MethodNotAllowed")
                 await gen(self, scope, receive, send)
@@ -90,7 +96,7 @@ class SimApp:
             seats=self.plan.seats, kv_tokens=self.plan.kv_tokens, model=self.model, time_scale=cfg.time_scale,
             spec_draft_tokens=cfg.num_draft_tokens, block_size=cfg.dflash_block_size,
             capture_bs=DEFAULT_CAPTURE_BS, autotune_s=cfg.autotune_s, seed=cfg.seed, log=self.log.tp,
-            slow=lambda: self.faults.slow)
+            slow=lambda: self.faults.slow, chunked_prefill_size=cfg.chunked_prefill_size)
         self.scheduler.start()
 
     # -- request plumbing (used by the generation endpoints) ------------------------------------

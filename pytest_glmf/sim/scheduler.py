@@ -3,7 +3,12 @@
 At most `seats` requests run; the rest wait in FIFO order (their TTFT includes the wait). Each
 iteration is either one prefill forward (every waiting request that fits the free seats) or one
 decode step of the whole running batch; its duration comes from timing.py times the time scale
-and the `slow` fault. The loop keeps a virtual clock: when the CPU falls behind (very small time
+and the `slow` fault. A prefill forward runs in chunks of `chunked_prefill_size` tokens, like
+SGLang's chunked prefill: a request gets its first token when the chunk that finishes its prompt
+ends, so the first requests of a burst see a shorter TTFT than the last (decode waits for the
+whole forward). A request's arrival is when its HTTP request reached the server (`ARRIVAL`, set
+by the app before the body is parsed and tokenized), not when the handler got round to
+submitting it: on a GPU box the tokenizer runs beside the GPU, here it shares one Python thread. The loop keeps a virtual clock: when the CPU falls behind (very small time
 scales, many streams) it runs several steps before yielding, so tokens arrive in fewer, larger
 chunks but at the modelled rate. Handlers wait on a per-request event and drain `pending`: one
 chunk per decode step when the machine keeps up.
@@ -11,6 +16,7 @@ chunk per decode step when the machine keeps up.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import random
 import time
@@ -28,6 +34,8 @@ MAX_STEPS_WITHOUT_YIELD = 8
 MAX_LAG_S = 0.100
 MAX_BACKDATE_S = 1.0   # an idle server's first forward starts at the first arrival, at most this long ago
 GREEDY_CACHE_MAX = 100_000
+# (perf_counter, event-loop time) at which the current HTTP request reached the server
+ARRIVAL: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("glmf_sim_arrival", default=None)
 
 
 @dataclass
@@ -92,8 +100,10 @@ class Counters:
 class Scheduler:
     def __init__(self, *, seats: int, kv_tokens: int, model: LogitModel, time_scale: float,
                  spec_draft_tokens: int | None, block_size: int | None, capture_bs: list[int],
-                 autotune_s: float, seed: int, log: Callable[[str], None], slow: Callable[[], float] = lambda: 1.0):
+                 autotune_s: float, seed: int, log: Callable[[str], None], slow: Callable[[], float] = lambda: 1.0,
+                 chunked_prefill_size: int | None = None):
         self.seats = seats
+        self.chunk_tokens = chunked_prefill_size if chunked_prefill_size and chunked_prefill_size > 0 else None
         self.kv_tokens = kv_tokens
         self.model = model
         self.time_scale = time_scale
@@ -129,8 +139,10 @@ class Scheduler:
                 pass
 
     def submit(self, r: SimRequest) -> None:
-        r.t_arrival = time.perf_counter()
-        r.t_arrival_loop = asyncio.get_running_loop().time()
+        arrived = ARRIVAL.get()
+        if arrived is None:
+            arrived = (time.perf_counter(), asyncio.get_running_loop().time())
+        r.t_arrival, r.t_arrival_loop = arrived
         self.counters.requests += 1
         self.counters.prompt_tokens += len(r.prompt_ids)
         if r.temperature > 0:
@@ -195,45 +207,66 @@ class Scheduler:
                 self._log_decode()
 
     async def _prefill(self, start: float, scale: float, free: int) -> float:
-        """One prefill forward from `start` (loop clock); returns its end. Requests arriving during
-        the first half of the forward join it (a burst of users sent "at once" reaches the server
-        over a few milliseconds and the recipe's TTFT shows one forward for all of them)."""
+        """One prefill forward from `start` (loop clock); returns its end. Requests that arrived
+        during the first half of the forward join it (a burst of users sent "at once" reaches the
+        server over a few milliseconds and the recipe's TTFT shows one forward for all of them).
+        The forward's chunk k (of chunk_tokens) ends at start + prefill_s(k * chunk_tokens): the
+        fitted prefill curve is the time to the forward's end, chunking only orders first tokens."""
         loop = asyncio.get_running_loop()
         batch: list[SimRequest] = []
+        ends: list[int] = []        # cumulative prompt tokens at the end of each batch member
         tokens = 0
         shape = 0
+        autotune = 0.0
         end = start
+        first_done = 0              # batch[:first_done] have their first token
+
+        def chunk_end(i: int) -> float:
+            done_at = tokens
+            if self.chunk_tokens is not None:
+                done_at = min(tokens, -(-ends[i] // self.chunk_tokens) * self.chunk_tokens)
+            return start + (timing.prefill_s(done_at) + autotune) * scale
+
         while True:
-            if self.waiting and free - len(batch) > 0 and (not batch or loop.time() - start <= 0.5 * (end - start)):
-                take = self.waiting[:free - len(batch)]
-                del self.waiting[:len(take)]
-                batch += take
-                tokens += sum(len(r.prompt_ids) for r in take)
+            while self.waiting and len(batch) < free:
+                r = self.waiting[0]
+                if batch and r.t_arrival_loop > start + 0.5 * (end - start):
+                    break
+                del self.waiting[0]
+                batch.append(r)
+                tokens += len(r.prompt_ids)
+                ends.append(tokens)
                 # the batch shape this forward leaves running; its first hit pays the kernel autotune
                 shape = timing.shape_bucket(len(self.running) + len(batch), self.capture_bs)
                 autotune = self.autotune_s if shape not in self.tuned_shapes else 0.0
                 end = start + (timing.prefill_s(tokens) + autotune) * scale
-            timeout = end - loop.time()
-            if timeout <= 0 or not batch:
+            now = loop.time()
+            while first_done < len(batch) and chunk_end(first_done) <= now:
+                self._first_token(batch[first_done])
+                first_done += 1
+            if now >= end or not batch:
                 break
+            due = chunk_end(first_done) if first_done < len(batch) else end
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await asyncio.wait_for(self._wake.wait(), max(0.0, min(due, end) - now))
             except asyncio.TimeoutError:
-                break
+                pass
         self.tuned_shapes.add(shape)
         self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "
                  f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}")
-        t = time.perf_counter()
-        for r in batch:
-            if r.done:      # aborted while prefilling
-                continue
-            self.running.append(r)
-            r.t_first = t
-            self.counters.ttft_sum_s += t - r.t_arrival
-            self.counters.ttft_count += 1
-            self._emit(r, 1)
+        for r in batch[first_done:]:
+            self._first_token(r)
+        self.running.extend(r for r in batch if r.t_first is not None and not r.done)
         return end
+
+    def _first_token(self, r: SimRequest) -> None:
+        if r.done:      # aborted while prefilling
+            return
+        r.t_first = time.perf_counter()
+        self.counters.ttft_sum_s += r.t_first - r.t_arrival
+        self.counters.ttft_count += 1
+        self._emit(r, 1)
 
     def _plan_step(self) -> tuple[float, list[int]]:
         n = len(self.running)
