@@ -7,9 +7,11 @@ peer tool from PyPI) against the ground-truth SSE server, which records when it 
 On a multi-core box the truth server is pinned to the last core and our client and httpx to core 0,
 so "one client core" is literal; aiperf (a multi-process tool) keeps every core.
 Reported per client and users value:
-  ttft bias   measured TTFT - the server's own TTFT (receipt -> first content send), per request
-              (p50/p99, ms); it contains both loopback hops, the server's wake-up and the client's
-              own delay, so it is an upper bound of the client's error
+  ttft bias   measured TTFT - the true TTFT (the kernel's receive time of the request at the
+              server, SO_TIMESTAMPNS -> the server's send of the first content chunk), per request
+              (p50/p99, ms): the client's send-stamp and receive-stamp errors plus both loopback
+              hops, so an upper bound of the client's error; the server's own delay in reading a
+              burst is in the truth, as a user would feel it
   recv lag    client receive time of the first content chunk - the server's send time of it: the
               client's own share of the TTFT bias (aiperf's wall-clock start is mapped onto
               perf_counter's clock; the send side is the server's wake-up, not the client)

@@ -18,13 +18,19 @@ CLOCK_MONOTONIC `time.perf_counter` clock shared by processes on one host), /met
 (SGLang counter and gauge names), /flush_cache, /v1/models, /health.
 
 The protocol is a minimal HTTP/1.1 server on purpose: a framework would add per-event costs and
-jitter to the very times this server is meant to pin down.
+jitter to the very times this server is meant to pin down. For the same reason a request's receive
+time is the kernel's (SO_TIMESTAMPNS: when its bytes reached the socket), not the moment this
+single-threaded server got round to reading it: when a burst of 128 requests lands at once, the
+last one is read ~5 ms after it arrived, and that wait is the server's, so it belongs in the true
+TTFT (the first token is due `ttft` after the kernel's receive time), never in a client's error.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -33,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 perf = time.perf_counter
+SO_TIMESTAMPNS = 35        # Linux (asm-generic and x86): the kernel's receive time of the data, CLOCK_REALTIME
+_TIMESPEC = struct.Struct("qq")
 
 
 @dataclass
@@ -90,23 +98,101 @@ def _sse(obj: Any) -> bytes:
     return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
 
 
-class _Conn(asyncio.Protocol):
+class _SockTransport:
+    """One accepted connection, read with recvmsg so every read carries the kernel's receive time.
+    write() sends at once and buffers only what the socket would not take."""
+
+    def __init__(self, sock: socket.socket, conn: "_Conn", loop: asyncio.AbstractEventLoop):
+        self.sock, self.conn, self.loop = sock, conn, loop
+        self.out = bytearray()
+        self.closed = False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.stamped = True
+        except OSError:                      # not Linux: fall back to the read time
+            self.stamped = False
+        loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(_TIMESPEC.size))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self.abort()
+        if not data:
+            return self.close()
+        t_recv = perf()
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+                sec, ns = _TIMESPEC.unpack_from(raw)
+                # the realtime -> perf_counter offset, read now (NTP slews it by ppm, not by ms)
+                offset = time.clock_gettime(time.CLOCK_REALTIME) - perf()
+                t_recv = min(t_recv, sec + ns * 1e-9 - offset)
+        self.conn.data_received(data, t_recv)
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.out:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                return self.abort()
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+        self.out += data
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self.abort()
+        del self.out[:sent]
+        if not self.out:
+            self.loop.remove_writer(self.sock.fileno())
+            if self.closed:
+                self._shut()
+
+    def close(self) -> None:
+        """Close after what is buffered has gone out (like asyncio's transport.close)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.conn.transport = None
+        if self.sock.fileno() >= 0:
+            self.loop.remove_reader(self.sock.fileno())
+        if not self.out:
+            self._shut()
+
+    def abort(self) -> None:
+        """The peer is gone: drop what is buffered."""
+        self.out.clear()
+        self.close()
+        self._shut()
+
+    def _shut(self) -> None:
+        if self.sock.fileno() >= 0:
+            self.loop.remove_writer(self.sock.fileno())
+            self.sock.close()
+
+
+class _Conn:
     def __init__(self, state: TruthState):
         self.state = state
         self.buf = b""
         self.close_after = False
         self.request_tag: str | None = None   # a client's X-Request-ID, to pair peers' records with the truth
-        self.transport: asyncio.Transport | None = None
+        self.transport: _SockTransport | None = None
         self.loop = asyncio.get_running_loop()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-
-    def data_received(self, data: bytes) -> None:
-        t_recv = perf()
+    def data_received(self, data: bytes, t_recv: float) -> None:
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
@@ -194,10 +280,11 @@ class _Conn(asyncio.Protocol):
             obj["usage"] = usage
         return _sse(obj)
 
-    def run(self, job: Job) -> None:
+    def run(self, job: Job, queued: bool = False) -> None:
         st = self.state
         st.running += 1
-        job.t_start_s = perf()
+        # a request that found a free seat starts when it arrived (kernel time); a queued one now
+        job.t_start_s = perf() if queued else job.t_recv_s
         job.factor = st.factor()
         self.schedule(job)
 
@@ -246,7 +333,7 @@ class _Conn(asyncio.Protocol):
         st.running -= 1
         if st.queue:
             nxt = st.queue.popleft()
-            nxt.proto.run(nxt)
+            nxt.proto.run(nxt, queued=True)
 
 
 def _job_dict(j: Job) -> dict[str, Any]:
@@ -270,11 +357,30 @@ def true_metrics(job: dict[str, Any]) -> dict[str, float | int | None]:
 async def serve(cfg: TruthConfig, host: str, port: int) -> None:
     state = TruthState(cfg)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Conn(state), host, port, backlog=4096)
-    bound = server.sockets[0].getsockname()[1]
-    print(f"READY http://{host}:{bound}", flush=True)
-    async with server:
-        await server.serve_forever()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(4096)
+    listener.setblocking(False)
+
+    def accept() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(state)
+            conn.transport = _SockTransport(sock, conn, loop)
+
+    loop.add_reader(listener.fileno(), accept)
+    print(f"READY http://{host}:{listener.getsockname()[1]}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        loop.remove_reader(listener.fileno())
+        listener.close()
 
 
 def main(argv: list[str] | None = None) -> int:
