@@ -1,5 +1,7 @@
 """pytest-glmf: options, hooks and fixtures only. Everything that launches, parses or measures
-lives in plain modules (config, launch, bootlog, client, gates, results).
+lives in plain modules (config, launch, bootlog, client, gates, results); the hooks' bodies for
+server faults are in `plugin_health`, for result files, the ledger and the baseline in
+`plugin_results`.
 
 Session model: one server per test session. Without xdist the session-scoped `glmf_server`
 fixture launches it on first use and stops it at the end. With xdist (`-n N`) the controller
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
+from pytest_glmf import plugin_health, plugin_results
 from pytest_glmf.config import (ConfigError, LaneConfig, Thresholds, apply_overrides, check_local_volumes,
                                 load_lanes, load_thresholds, select_lane)
 from pytest_glmf.gates import GATE_METRICS
@@ -50,6 +53,7 @@ MARKERS = [
     "tests (also under xdist)",
 ]
 SERIAL_GROUP = "glmf_serial"
+SERVER_EXITED = "the server exited before the end of the session"
 
 
 @dataclass
@@ -103,19 +107,6 @@ class GlmfSession:
             self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
         return self._baseline_doc
 
-    def ledger(self, what: str, cause: str) -> None:
-        """One line in the failure ledger next to the results (owner process only)."""
-        from pytest_glmf import ledger
-        from pytest_glmf.redact import Redactor
-
-        lane = self.settings.lane
-        if lane is None:
-            return
-        argv = (self.server.provenance.get("argv") if self.server is not None else None) or [*lane.extra]
-        redact = Redactor.from_environment(lane.env)
-        ledger.append(self.settings.results_dir, lane=lane.name, image=lane.image, what=what,
-                      flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause))
-
     def get_server(self) -> "Server":
         from pytest_glmf.launch import launch_lane, server_from_dict
 
@@ -130,41 +121,22 @@ class GlmfSession:
                     self.server = launch_lane(self.settings.lane, self.settings.results_dir, self.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     self.boot_error = f"{type(exc).__name__}: {exc}"
-                    self.ledger("boot", self.boot_error)
+                    plugin_results.ledger_line(self, "boot", self.boot_error)
                 else:
-                    self._enrich_provenance()
+                    plugin_results.enrich_provenance(self.server, self.settings.lane)
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
         return self.server
 
-    def _enrich_provenance(self) -> None:
-        """What the launcher could not know: the engine's version, the model directory (process
-        and sim lanes), the host's GPUs and the repository under test."""
-        from pytest_glmf import provenance
-
-        assert self.server is not None and self.settings.lane is not None
-        lane, prov = self.settings.lane, self.server.provenance
-        prov.setdefault("lane", lane.name)
-        prov.setdefault("engine", lane.engine)
-        prov.setdefault("launcher", lane.launcher)
-        if lane.image:
-            prov.setdefault("image", lane.image)
-        if lane.launcher == "sim":
-            prov.setdefault("time_scale", lane.time_scale)
-        if lane.launcher in ("process", "sim"):
-            for k, v in provenance.model_provenance(lane.model).items():
-                prov.setdefault(k, v)
-        version = provenance.engine_version(self.server.base_url)
-        if version:
-            prov.setdefault("engine_version", version)
-        for k, v in provenance.host_provenance(Path.cwd()).items():
-            prov.setdefault(k, v)
+    def note_if_exited(self) -> None:
+        """A server that died on its own (not stopped by us) makes the results incomplete."""
+        if self.server is not None and not self.stopped and self.gone is None and not self.server.is_alive():
+            self.gone = SERVER_EXITED
+            self.incomplete.append(self.gone)
 
     def stop(self) -> None:
         if self.server is not None and self.owner and not self.stopped:
-            if self.gone is None and not self.server.is_alive():
-                self.gone = "the server exited before the end of the session"
-                self.incomplete.append(self.gone)
+            self.note_if_exited()
             self.stopped = True
             self.server.stop()
 
@@ -176,46 +148,9 @@ class GlmfSession:
         self.incomplete.extend(r for r in reasons if r not in self.incomplete)
         if not self.owner or self.settings.lane is None or not any(k == "glmf_test" for k, _ in props):
             return
-        if report.failed and report.when in ("setup", "call") and not (self.boot_error and report.when == "setup"):
-            lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
-            cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
-            self.ledger(report.nodeid.split("::")[-1], cause)
+        plugin_results.ledger_failure(self, report)
         if report.when == "teardown" and not self.stopped:
-            self.checkpoint()
-
-    def _provenance_for_results(self) -> dict[str, Any]:
-        return dict(self.server.provenance) if self.server is not None else {}
-
-    def checkpoint(self) -> None:
-        """Rewrite the result file with what is recorded so far, marked as not finished: a session
-        killed without any chance to clean up still leaves a readable, incomplete file."""
-        from pytest_glmf.results import RUNNING, SessionRecorder
-
-        if self.settings.lane is None:
-            return
-        recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.settings.lane.name)
-        recorder.write(lane=self.settings.lane.to_dict(), provenance=self._provenance_for_results(),
-                       extra={"incomplete": [RUNNING, *self.incomplete]}, final=False)
-
-    def write_results(self, reasons: list[str] = ()) -> None:
-        """The session's result file: everything recorded so far, with `incomplete` listing why
-        the session did not run to its end (empty when it did)."""
-        from pytest_glmf.results import SessionRecorder
-
-        if self.settings.lane is None or "result_file" in self.extra:
-            return
-        if self.boot_error is not None:
-            reasons = [f"the server did not boot: {self.boot_error.splitlines()[0]}", *reasons]
-        if self.server is not None and not self.stopped and self.gone is None and not self.server.is_alive():
-            self.gone = "the server exited before the end of the session"
-            self.incomplete.append(self.gone)
-        incomplete = list(dict.fromkeys([*self.incomplete, *reasons]))
-        recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.settings.lane.name)
-        provenance = self._provenance_for_results()
-        out = recorder.write(lane=self.settings.lane.to_dict(), provenance=provenance,
-                             extra={"incomplete": incomplete})
-        if out is not None:
-            self.extra["result_file"] = out
+            plugin_results.checkpoint(self)
 
 
 _SESSION = pytest.StashKey[GlmfSession]()
@@ -337,7 +272,7 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_glmf.launch import process
 
             try:
-                session.write_results(["terminated by SIGTERM"])
+                plugin_results.write_results(session, ["terminated by SIGTERM"])
             finally:
                 session.stop()
                 process.stop_all()   # a server still booting (launch_lane has not returned yet)
@@ -378,14 +313,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if state.settings.lane is None:
         return
     if state.owner:
-        from pytest_glmf import ledger, results
-
-        for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
-            ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
-                          what="killed", flags=[*(lane.get("extra") or [])],
-                          cause=f"session {sid} was killed before it ended; partial results: {out}")
-            state.extra.setdefault("recovered", []).append(str(out))
-        results.mark_owner(state.settings.results_dir, state.session_id, state.settings.lane.to_dict())
+        plugin_results.recover_killed(state)
     if not _xdist_controller(config):
         return
     try:
@@ -424,19 +352,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     line = (f"glmf: lane={s.lane.name} launcher={s.lane.launcher} {where} thresholds={thresholds} "
             f"baseline={s.baseline or '-'} results={s.results_dir}")
     doc = state.baseline_doc()
-    if doc is None:
-        return line
-    from pytest_glmf.baseline import machine_differences
-    from pytest_glmf.provenance import gpu_info
-
-    now = {"lane": s.lane.name, "engine": s.lane.engine, "launcher": s.lane.launcher, **gpu_info()}
-    if s.lane.launcher == "sim":
-        now["time_scale"] = s.lane.time_scale
-    diffs = machine_differences({"provenance": now}, doc)
-    if not diffs:
-        return line
-    return [line, "glmf: WARNING: the baseline comes from a different setup, changes may not be regressions: "
-            + "; ".join(diffs)]
+    warning = plugin_results.baseline_warning(s, doc) if doc is not None else None
+    return line if warning is None else [line, warning]
 
 
 # ---------------------------------------------------------------------------- markers
@@ -512,98 +429,25 @@ def _uses_server(item: pytest.Item) -> bool:
     return _SESSION in item.config.stash and "glmf_server" in getattr(item, "fixturenames", ())
 
 
-def _mark_incomplete(item: pytest.Item, reason: str) -> None:
-    # user_properties travel with the report to the xdist controller, which writes the result file
-    item.user_properties.append(("glmf_incomplete", reason))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A gone server: the first test to notice fails with the cause and the log tail, later tests
     skip with a reason (never hang on a dead address, never pass silently)."""
-    if not _uses_server(item):
-        return
-    from pytest_glmf.health import gone_message
-
-    state = _session(item.config)
-    item.user_properties.append(("glmf_test", state.settings.lane.name if state.settings.lane else "-"))
-    if state.settings.lane is not None:
-        state.get_recorder().capture = []   # what this test records (also in its fixtures)
-    if state.gone is not None:
-        pytest.skip(f"glmf: {state.gone.splitlines()[0]}; not run")
-    if state.server is None or state.stopped:
-        return
-    message = gone_message(state.server, "after the previous test and before this one")
-    if message is not None:
-        state.gone = message
-        _mark_incomplete(item, message.splitlines()[0])
-        pytest.fail(message, pytrace=False)
+    if _uses_server(item):
+        plugin_health.before_test(item, _session(item.config))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """The lane's `timeouts.gate_s` bounds the test; a broken server turns the failure into one
-    sentence with the server's log tail (no retry anywhere)."""
+    sentence with the server's log tail (no retry anywhere); then what the test recorded is
+    judged against the baseline."""
     if not _uses_server(item):
         return (yield)
-    from pytest_glmf import health
-
     state = _session(item.config)
-    lane = state.settings.lane
-    limit_s = lane.timeouts.get("gate_s", health.DEFAULT_GATE_S) if lane is not None else None
-    try:
-        with health.gate_timer(limit_s, f"test {item.nodeid}"):
-            result = yield
-    except (pytest.skip.Exception, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        server = state.server
-        first = (str(exc).strip().splitlines() or [""])[0][:200].rstrip(".")
-        if server is not None and health.wait_gone(server, 1.0):
-            message = health.gone_message(server, f"during this test ({type(exc).__name__}: {first})")
-            state.gone = message
-            _mark_incomplete(item, (message or "").splitlines()[0])
-            if isinstance(exc, pytest.fail.Exception):  # keep the gate's own table below
-                message = f"{message}\n\nthe test's own failure:\n{str(exc)[:3000]}"
-            raise pytest.fail.Exception(message, pytrace=False) from None
-        message = health.broken_request_message(exc, server, lane.name if lane else "?", item.config.rootpath)
-        if message is not None:
-            _mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}")
-            raise pytest.fail.Exception(message, pytrace=False) from None   # the sentence says it all
-        raise
-    if state.server is not None and not state.stopped:
-        message = health.gone_message(state.server, "during this test (the test itself passed)")
-        if message is not None:
-            state.gone = message
-            _mark_incomplete(item, message.splitlines()[0])
-            pytest.fail(message, pytrace=False)
-    _judge_recorded(item, state)
+    result = yield from plugin_health.guard_call(item, state)
+    plugin_results.judge_recorded(item, state)
     return result
-
-
-def _judge_recorded(item: pytest.Item, state: GlmfSession) -> None:
-    """What the test recorded goes into JUnit XML (record_property; xdist carries it to the
-    controller) and, with --glmf-baseline, is compared with the baseline: a regression fails
-    the test that measured it, with the table metric | baseline | now | change | allowed."""
-    __tracebackhide__ = True
-    from pytest_glmf import baseline
-
-    recorder = state.recorder
-    captured = (recorder.capture or []) if recorder is not None else []
-    if recorder is not None:
-        recorder.capture = None
-    for gate, key, data in captured:
-        for metric, value in baseline.numeric_metrics(gate, data).items():
-            item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
-    doc = state.baseline_doc()
-    if doc is None or not captured or state.settings.lane is None:
-        return
-    lane_name, thresholds = state.settings.lane.name, state.thresholds
-
-    def tolerance_for(gate: str) -> Any:
-        return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
-
-    baseline.assert_no_regression(baseline.compare_records(captured, doc, tolerance_for), state.settings.baseline)
 
 
 @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
@@ -614,30 +458,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _session(config)
     if not state.owner or state.settings.lane is None:
         return
-    reasons = []
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
     try:
-        state.write_results(reasons)
-        if state.settings.update_baseline:
-            _update_baseline(session, state, exitstatus)
+        plugin_results.finish_session(state, exitstatus)
     finally:
         state.stop()
         _serial_lock_path(state).unlink(missing_ok=True)  # the workers are gone: nobody holds it
-
-
-def _update_baseline(session: pytest.Session, state: GlmfSession, exitstatus: int) -> None:
-    """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
-    import shutil
-
-    out = state.extra.get("result_file")
-    target = state.settings.baseline or state.settings.results_dir / f"{state.settings.lane.name}-baseline.json"
-    if exitstatus != pytest.ExitCode.OK or out is None:
-        why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
-        state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
-        return
-    shutil.copyfile(out, target)
-    state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -651,30 +476,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """The recipe-style tables of everything measured (rendering only: verdicts were given in
-    the tests), then where the files are."""
-    if _SESSION not in config.stash:
-        return
-    state = _session(config)
-    for path in state.extra.get("recovered", []):
-        terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
-    out = state.extra.get("result_file")
-    if out is None:
-        return
-    import json
-
-    from pytest_glmf import report
-
-    try:
-        doc = json.loads(Path(out).read_text())
-        text = report.terminal_report(doc, state.baseline_doc())
-    except (OSError, ValueError) as exc:
-        text = f"(cannot render {out}: {exc})"
-    terminalreporter.write_sep("=", "glmf results")
-    terminalreporter.write_line(text)
-    terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
-    if "baseline_note" in state.extra:
-        terminalreporter.write_line(state.extra["baseline_note"])
+    """The recipe-style tables of everything measured, then where the files are."""
+    if _SESSION in config.stash:
+        plugin_results.write_summary(terminalreporter, _session(config))
 
 
 # ---------------------------------------------------------------------------- fixtures
