@@ -7,6 +7,7 @@ import importlib
 import json
 import shlex
 import sys
+from typing import Any, Callable
 
 # subcommand -> (module with `cli(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -65,17 +66,26 @@ def main(argv: list[str] | None = None) -> int:
     return int(result or 0)
 
 
+def _load_config(sub: str, load: Callable[[str | None], Any], path: str | None) -> Any | None:
+    """`load(path)`, or None after one line on stderr: a file the user got wrong is not a traceback."""
+    from pytest_glmf.config import ConfigError
+
+    try:
+        return load(path)
+    except ConfigError as exc:
+        print(f"glmf {sub}: {exc}", file=sys.stderr)
+        return None
+
+
 def lanes_cli(argv: list[str]) -> int:
-    from pytest_glmf.config import ConfigError, build_server_argv, load_lanes
+    from pytest_glmf.config import build_server_argv, load_lanes
 
     parser = argparse.ArgumentParser(prog="glmf lanes", description=SUBCOMMANDS["lanes"][1])
     parser.add_argument("--lanes", metavar="FILE", help="lanes file (default: the built-in lanes)")
     parser.add_argument("--json", action="store_true", help="print the lanes as JSON")
     args = parser.parse_args(argv)
-    try:
-        lanes = load_lanes(args.lanes)
-    except ConfigError as exc:
-        print(f"glmf lanes: {exc}", file=sys.stderr)
+    lanes = _load_config("lanes", load_lanes, args.lanes)
+    if lanes is None:
         return 2
     if args.json:
         print(json.dumps({name: {**lane.to_dict(), "argv": build_server_argv(lane)}
@@ -91,15 +101,13 @@ def lanes_cli(argv: list[str]) -> int:
 
 
 def thresholds_cli(argv: list[str]) -> int:
-    from pytest_glmf.config import ConfigError, load_thresholds
+    from pytest_glmf.config import load_thresholds
 
     parser = argparse.ArgumentParser(prog="glmf thresholds", description=SUBCOMMANDS["thresholds"][1])
     parser.add_argument("file", nargs="?", help="thresholds file (default: the one shipped with pytest-glmf)")
     args = parser.parse_args(argv)
-    try:
-        thresholds = load_thresholds(args.file)
-    except ConfigError as exc:
-        print(f"glmf thresholds: {exc}", file=sys.stderr)
+    thresholds = _load_config("thresholds", load_thresholds, args.file)
+    if thresholds is None:
         return 2
     for lane, gates in thresholds.lanes.items():
         print(f"{lane}: {', '.join(gates) or '(no gates)'}")
