@@ -173,7 +173,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
     p.add_argument("--spread-max", type=float, default=5.0, help="flag rows whose spread exceeds this (%%)")
     p.add_argument("--lag-p99-max-ms", type=float, default=2.0,
-                   help="client self-check: event-loop lag p99 above this marks a run invalid (default 2)")
+                   help="client self-check: event-loop lag p99 above this marks a run invalid (with kernel receive "
+                        "times: only when token events also shared socket reads; default 2)")
     p.add_argument("--json", type=Path, help="write the result (with per-request records) here")
     a = p.parse_args(argv)
     try:

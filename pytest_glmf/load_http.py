@@ -9,6 +9,15 @@ here is one `perf_counter()` call and one list append per socket read, in the pr
 de-chunking, line splitting and JSON parsing (`client.parse_sse_line`, the one SSE parser) happen
 after the run from the stored (time, bytes) pairs, so they cannot delay other streams' timestamps.
 Connections are opened before a run starts, so connect time is never inside a TTFT.
+
+Receive times come from the kernel where it gives them (plain HTTP on Linux): each socket has
+SO_TIMESTAMPNS set and is read with recvmsg, so a read carries the time its newest bytes reached
+the socket, not the time this process got round to reading them. A client descheduled for 3 ms, or
+busy with another stream's burst, then stamps nothing late; the only events stamped late are those
+that shared a read with a later event of the same stream (the read carries the later one's time),
+and the self-check counts exactly those (`merged` events, load_checks.client_check). Over TLS or
+where the kernel gives no time, reads are stamped with perf_counter() on arrival in user space and
+the event-loop lag is what the self-check judges.
 """
 from __future__ import annotations
 
@@ -16,11 +25,16 @@ import asyncio
 import json
 import socket
 import ssl as ssl_mod
+import struct
+import sys
 import time
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 perf = time.perf_counter
+SO_TIMESTAMPNS = 35                       # Linux: the kernel's receive time of the data (CLOCK_REALTIME)
+_TIMESPEC = struct.Struct("qq")
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 def split_url(base_url: str) -> tuple[str, int, bool, str]:
@@ -41,12 +55,12 @@ class StreamProtocol(asyncio.Protocol):
     """Collects (receive time, bytes) for one streamed response; resolves `done` at [DONE], at the
     end of a non-streamed (error) body, or when the connection closes."""
 
-    __slots__ = ("reads", "done", "transport", "t_send_s", "_prev", "_plain")
+    stamps = "user"      # where receive times come from: "user" (perf_counter on arrival) or "kernel"
 
     def __init__(self, done: asyncio.Future[None]):
         self.reads: list[tuple[float, bytes]] = []
         self.done = done
-        self.transport: asyncio.Transport | None = None
+        self.transport: Any = None
         self.t_send_s: float | None = None
         self._prev = b""
         self._plain: int | None = None   # expected total length of a Content-Length response
@@ -62,7 +76,10 @@ class StreamProtocol(asyncio.Protocol):
         self.transport.write(request)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
-        self.reads.append((perf(), data))
+        self._on_data(perf(), data)
+
+    def _on_data(self, t: float, data: bytes) -> None:
+        self.reads.append((t, data))
         # End detection stays cheap: substring searches over this read plus the seam with the last.
         if b"[DONE]" in data or b"[DONE]" in self._prev + data[:8]:
             self._finish()
@@ -96,9 +113,103 @@ class StreamProtocol(asyncio.Protocol):
         self._finish()
 
 
-async def open_stream(host: str, port: int, https: bool) -> StreamProtocol:
+class KernelStampedStream(StreamProtocol):
+    """A plain-HTTP stream on its own non-blocking socket, read with recvmsg: every read is stamped
+    with the kernel's receive time of its newest bytes (mapped onto perf_counter's clock)."""
+
+    stamps = "kernel"
+
+    def __init__(self, done: asyncio.Future[None], sock: socket.socket, loop: asyncio.AbstractEventLoop):
+        super().__init__(done)
+        self.sock, self.loop = sock, loop
+        self._out = bytearray()
+        self.transport = self           # close() below, for callers written against a transport
+        loop.add_reader(sock.fileno(), self._readable)
+
+    def send(self, request: bytes) -> None:
+        self.t_send_s = perf()
+        self.write(request)
+
+    def write(self, data: bytes) -> None:
+        if self._out or self.sock.fileno() < 0:
+            self._out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            return self._lost()
+        if sent < len(data):            # a large prompt: the rest when the socket drains
+            self._out += data[sent:]
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self._lost()
+        del self._out[:sent]
+        if not self._out:
+            self.loop.remove_writer(self.sock.fileno())
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(1 << 16, _ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self._lost()
+        now = perf()
+        if not data:
+            return self._lost()
+        t = now
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+                sec, ns = _TIMESPEC.unpack_from(raw)
+                # both clocks read back to back: the offset, not the time of this read
+                kernel = sec + ns * 1e-9 - (time.clock_gettime(time.CLOCK_REALTIME) - perf())
+                if 0.0 <= now - kernel < 1.0:   # a wall-clock step mid-run: keep the user time
+                    t = kernel
+        self._on_data(t, data)
+
+    def _lost(self) -> None:
+        self.close()
+        self._finish()
+
+    def close(self) -> None:
+        fd = self.sock.fileno()
+        if fd >= 0:
+            self.loop.remove_reader(fd)
+            self.loop.remove_writer(fd)
+            self.sock.close()
+
+
+def kernel_stamps_available() -> bool:
+    return sys.platform.startswith("linux")
+
+
+async def open_stream(host: str, port: int, https: bool, kernel_stamps: bool = True) -> StreamProtocol:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
+    if kernel_stamps and not https and kernel_stamps_available():
+        family, kind, proto_num, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto_num)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, addr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            sock.close()
+            raise
+        stream = KernelStampedStream(done, sock, loop)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:                 # a kernel without it: same path, user-space times
+            stream.stamps = "user"
+        return stream
     ctx = ssl_mod.create_default_context() if https else None
     _, proto = await loop.create_connection(lambda: StreamProtocol(done), host, port, ssl=ctx,
                                             server_hostname=host if https else None)

@@ -109,6 +109,13 @@ def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Ite
 
 # -- per-request metrics -------------------------------------------------------------------------
 
+def merged_events(rec: RequestRecord) -> int:
+    """Content chunks that arrived in the same socket read as the next one (equal receive times):
+    their timestamp is the later chunk's, so late by up to the gap between them."""
+    t = rec.chunk_times_s
+    return sum(1 for a, b in zip(t, t[1:]) if a == b)
+
+
 def ttft_s(rec: RequestRecord) -> float | None:
     return None if rec.t_first_token_s is None else rec.t_first_token_s - rec.t_send_s
 

@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pytest_glmf import load_http
 from pytest_glmf.load_checks import CPU_MAX_FRAC, LAG_P99_MAX_S, client_check, memory_check, seat_check
-from pytest_glmf.load_records import (RequestRecord, combine_runs, run_metrics, token_count_check,
-                                      record_from_lines)
+from pytest_glmf.load_records import (RequestRecord, combine_runs, merged_events, run_metrics,
+                                      token_count_check, record_from_lines)
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
@@ -72,6 +72,7 @@ class CurveSettings:
     between_tokens_timeout_s: float = 60.0
     metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
     lag_probe_s: float = 0.005
+    kernel_stamps: bool = True            # kernel receive times where available (load_http)
 
 
 # -- server side helpers (not in the timed path) -------------------------------------------------------
@@ -202,8 +203,8 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
     _raise_fd_limit(len(bodies) + 64)
     requests = [load_http.build_request(target.host, target.port, target.prefix + path, b, target.api_key)
                 for b in bodies]
-    protos = await asyncio.gather(*(load_http.open_stream(target.host, target.port, target.https)
-                                    for _ in requests))
+    protos = await asyncio.gather(*(load_http.open_stream(target.host, target.port, target.https,
+                                                          settings.kernel_stamps) for _ in requests))
     before = await target.metrics()
     stop = asyncio.Event()
     samples: list[tuple[float, float | None, float | None]] = []
@@ -247,9 +248,13 @@ async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings
         delta = int(a - b) if a is not None and b is not None else None
     running = [s[1] for s in samples if s[1] is not None]
     queued = [s[2] for s in samples if s[2] is not None]
+    stamps = "kernel" if protos and all(p.stamps == "kernel" for p in protos) else "user"
     return {"records": records,
             "client": client_check(lags, cpu_frac, lag_p99_max_s=settings.lag_p99_max_s,
-                                   cpu_max_frac=settings.cpu_max_frac, stall_max_s=lag.stall_max_s),
+                                   cpu_max_frac=settings.cpu_max_frac, stall_max_s=lag.stall_max_s,
+                                   stamps=stamps,
+                                   merged_events=sum(merged_events(r) for r in records),
+                                   token_events=sum(len(r.chunk_times_s) for r in records)),
             "server": {"metrics_delta": delta, "max_running": int(max(running)) if running else None,
                        "max_queued": int(max(queued)) if queued else None, "samples": len(samples)}}
 
@@ -323,7 +328,10 @@ async def run_row(target: Target, users: int, workload: Workload, settings: Curv
         c = out["client"]
         say(f"curve users={users} run {run + 1}/{settings.runs}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
             f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
-            f"client lag p99 {_ms(c['lag_p99_s'])} cpu {c['cpu_frac'] * 100:.0f} %"
+            f"client lag p99 {_ms(c['lag_p99_s'])}"
+            + (f" ({c['merged_events']} of {c['token_events']} token events merged; kernel stamps)"
+               if c["stamps"] == "kernel" else " (user-space stamps)")
+            + f" cpu {c['cpu_frac'] * 100:.0f} %"
             + (f", {m['errors']} errors" if m["errors"] else ""))
     row: dict[str, Any] = {"users": users, **combine_runs(per_run), "runs": len(per_run),
                            "spread_max_pct": settings.spread_max_pct,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_glmf import load
+from pytest_glmf import load, load_http
 from pytest_glmf.load_checks import row_gate_checks
 from pytest_glmf.load_records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
 from pytest_glmf.load_runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
@@ -31,10 +31,10 @@ def truth_factory():
         ts.stop()
 
 
-def one_run(url, users, max_tokens=30, continuous_usage=False, starve=None):
+def one_run(url, users, max_tokens=30, continuous_usage=False, starve=None, kernel_stamps=True):
     """One measured run of `users` simultaneous requests; returns (records, run output)."""
     workload = Workload(prompts=PROMPTS, max_tokens=max_tokens, continuous_usage=continuous_usage)
-    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0.05)
+    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0.05, kernel_stamps=kernel_stamps)
 
     async def go():
         target = Target(url)
@@ -182,6 +182,42 @@ def test_client_bound_run_is_marked_invalid(truth_factory):
     # us for a few ms now and then, so compare with the hog rather than with 2 ms)
     calm = sorted(one_run(ts.url, users=2, max_tokens=150)[1]["client"]["lag_p99_s"] for _ in range(3))
     assert calm[1] < 0.04 < out["client"]["lag_p99_s"]
+
+
+@pytest.mark.skipif(not load_http.kernel_stamps_available(), reason="kernel receive timestamps are Linux-only")
+def test_kernel_timestamps_stay_exact_while_the_client_runs_late(truth_factory):
+    """A client whose event loop is blocked 5 ms out of every 10 reads late, but with kernel receive
+    times its timestamps are still the chunks' arrival: each within 1 ms of the server's send (20
+    ms between a stream's chunks, so no two share a read). User-space stamps in the same conditions
+    trail by up to the 5 ms block, and only that run is marked client-bound."""
+    ts = truth_factory(ttft_ms=30, itl_ms=20)
+
+    async def hog(stop):
+        while not stop.is_set():
+            time.sleep(0.005)
+            await asyncio.sleep(0.005)
+
+    results = {}
+    for kernel in (True, False):
+        ts.reset()
+        records, out = one_run(ts.url, users=4, max_tokens=25, starve=hog, kernel_stamps=kernel)
+        sends = {t["id"]: [s for s, _ in t["sends"]] for t in ts.truth()}
+        lags = []
+        for rec in records:
+            assert rec.ok, rec.error
+            truth = sends[rec.response_id]
+            assert len(rec.chunk_times_s) == len(truth)
+            lags += [got - sent for got, sent in zip(rec.chunk_times_s, truth)]
+        assert min(lags) > -5e-5                # nobody receives a chunk before it was sent (two clocks mapped: +-50 us)
+        results[kernel] = (sorted(lags), out["client"])
+    kernel_lags, kernel_client = results[True]
+    user_lags, user_client = results[False]
+    assert kernel_client["stamps"] == "kernel" and user_client["stamps"] == "user"
+    assert kernel_client["lag_p99_s"] > 0.003 and user_client["lag_p99_s"] > 0.003   # both loops ran late
+    assert kernel_lags[int(0.95 * len(kernel_lags))] < 0.001
+    assert kernel_client["merged_events"] == 0 and not kernel_client["client_bound"]
+    assert user_lags[-1] > 0.002                   # some chunks waited for the blocked loop
+    assert user_client["client_bound"] and "event-loop lag" in user_client["notes"][0]
 
 
 def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
