@@ -120,6 +120,8 @@ def cli(argv: list[str] | None = None, prog: str = "glmf sim") -> int:
     dflash_bf16 = cfg.spec == "DFLASH" and cfg.mamba_ssm_dtype != "float32"
     if (cfg.spec in CRASHING_SPEC or dflash_bf16) and cfg.faults.crash_after_requests is None:
         cfg.faults.apply(["crash-first-request"])
+    if cfg.nice:
+        os.nice(cfg.nice)
     return serve(cfg, boot.BootLog())
 
 

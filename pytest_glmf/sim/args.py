@@ -104,6 +104,10 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
                    help="fraction of tool-call turns whose markup is left in content (deterministic per request)")
     s.add_argument("--autotune-s", type=float, default=None,
                    help="first-hit delay per new batch shape at time scale 1 (default 12.6 s: 13 s first token at C16)")
+    s.add_argument("--nice", type=int, default=0,
+                   help="lower the simulator's CPU priority by N (os.nice): a load generator measuring it on the "
+                        "same machine is then scheduled first, as it would be beside a GPU server whose work "
+                        "does not run on the client's CPU (the plugin's sim launcher passes 10)")
     s.add_argument("--boot-s", type=float, default=0.0,
                    help="extra seconds to wait (x time scale) before serving, like weight loading")
     s.add_argument("--fault", action="append", default=[],
@@ -145,6 +149,7 @@ class SimConfig:
     autotune_s: float
     boot_s: float
     faults: faults_mod.Faults
+    nice: int = 0
     server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
 
 
@@ -181,6 +186,8 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         raise SimArgError(f"--tool-leak-rate {ns.tool_leak_rate}: must be within [0, 1]")
     if ns.time_scale <= 0:
         raise SimArgError(f"--time-scale {ns.time_scale}: must be > 0")
+    if not 0 <= ns.nice <= 19:
+        raise SimArgError(f"--nice {ns.nice}: must be within [0, 19]")
     try:
         faults = faults_mod.Faults.parse(ns.fault)
     except ValueError as exc:
@@ -204,4 +211,4 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         perturb_shared_sigma=ns.perturb_shared_sigma, perturb_own_sigma=ns.perturb_own_sigma,
         gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
         autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
-        faults=faults, server_args=server_args)
+        faults=faults, server_args=server_args, nice=ns.nice)

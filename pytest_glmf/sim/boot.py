@@ -17,7 +17,7 @@ from pytest_glmf.sim.memory import MemoryPlan
 
 # ServerArgs keys the simulator adds; kept out of the dump like SGLang would.
 SIM_ONLY_KEYS = {"time_scale", "checkpoint", "perturb_shared_sigma", "perturb_own_sigma", "gpu_mem_gib", "seed",
-                 "tool_leak_rate", "autotune_s", "boot_s", "fault"}
+                 "tool_leak_rate", "autotune_s", "boot_s", "fault", "nice"}
 
 ARCHITECTURE = "Glm5ForCausalLM"
 
