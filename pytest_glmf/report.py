@@ -39,6 +39,9 @@ DEFINITIONS = {
         "aggregate tok/s: all completion tokens / (last token anywhere - first send).",
         "spread: (max - min) / median of the measured runs, in %; a warm pass per users value is discarded.",
         "seats: the server's effective max_running_requests from its boot log; users > seats means queueing.",
+        "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; a run "
+        "is client-bound (invalid) when its event loop lagged > 2 ms at p99 and, with kernel times, over 1 % of "
+        "chunks shared a socket read with a later one, or when the client used > 85 % of a core.",
     ],
     "drift": [
         "|dlogp|: |candidate logprob - oracle logprob| of the oracle's greedy token, teacher-forced on exact token ids.",

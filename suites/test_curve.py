@@ -37,15 +37,29 @@ SETTING_KEYS = {"max_tokens", "runs", "warmup", "rate_per_s", "spread_max_pct", 
 
 
 def _curve_rows(config: pytest.Config) -> list[dict[str, Any]] | None:
-    """The lane's curve rows at collection time (None: no lane selected)."""
+    """The lane's curve rows at collection time (None: no lane selected). Unknown settings keys are
+    a collection error here, before any server is launched (a GPU lane takes minutes to boot)."""
     from pytest_glmf.config import load_thresholds
     from pytest_glmf.plugin import resolve_settings
 
     settings = resolve_settings(config)
     if settings.lane is None:
         return None
-    section = load_thresholds(settings.thresholds_file).for_gate(settings.lane.name, "curve")
-    return list(section.get("rows") or [])
+    thresholds = load_thresholds(settings.thresholds_file)
+    section = thresholds.for_gate(settings.lane.name, "curve")
+    rows = list(section.get("rows") or [])
+    where = thresholds.source(settings.lane.name, "curve")
+    for row in [{"users": None}] + rows:
+        unknown = set(_options(section, row)) - SETTING_KEYS
+        if unknown:
+            at = f"{where}.settings" if row["users"] is None else f"{where} row users={row['users']}: settings"
+            pytest.fail(f"{at}: unknown curve settings {sorted(unknown)}; known: {sorted(SETTING_KEYS)}", pytrace=False)
+    return rows
+
+
+def _options(section: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The lane's curve settings with the row's own `settings:` on top."""
+    return {**(section.get("settings") or {}), **(row.get("settings") or {})}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -106,12 +120,7 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
                    record_property, curve_collected):
     if curve_row is None:
         pytest.skip(f"no curve rows for lane {glmf_lane.name!r} in {glmf_thresholds.source(glmf_lane.name, 'curve')}")
-    section = glmf_thresholds.for_gate(glmf_lane.name, "curve")
-    opts = {**(section.get("settings") or {}), **(curve_row.get("settings") or {})}
-    unknown = set(opts) - SETTING_KEYS
-    if unknown:
-        pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: unknown curve settings "
-                    f"{sorted(unknown)}; known: {sorted(SETTING_KEYS)}", pytrace=False)
+    opts = _options(glmf_thresholds.for_gate(glmf_lane.name, "curve"), curve_row)   # keys checked at collection
     users = int(curve_row["users"])
     try:
         prompts = load.load_prompts(opts.get("prompt_file"))

@@ -114,13 +114,17 @@ def test_unusable_results_dir_stops_the_session(pytester, make, line) -> None:
     nothing_started(pytester)
 
 
-def test_bad_curve_row_setting_is_reported_by_the_test_not_hidden(pytester) -> None:
-    """An unknown key inside a gate's settings is the gate's business: the curve test names it and
-    the known ones (and the server is never asked to run a typo)."""
-    th = pytester.makefile(".yaml", th="lanes:\n  batch:\n    curve:\n      settings: {max_tokenz: 8}\n"
-                                       "      rows:\n        - {users: 1}\n")
+def test_bad_curve_setting_fails_collection_before_any_server_starts(pytester) -> None:
+    """An unknown key inside the curve's settings (the lane's or a row's) is a collection error
+    naming the file, the row and the known keys: a GPU lane is never booted for a typo."""
     lanes = pytester.makefile(".yaml", lanes="lanes:\n  batch: {launcher: sim, time_scale: 0.01, boot_timeout_s: 30}\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
-                                           "batch", "--glmf-thresholds", str(th), "-k", "test_curve_row")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*th.yaml: lanes.batch.curve: unknown curve settings [[]'max_tokenz'[]]; known: *"])
+    for body, where in [("      settings: {max_tokenz: 8}\n      rows:\n        - {users: 1}\n",
+                         "lanes.batch.curve.settings"),
+                        ("      rows:\n        - {users: 1}\n        - {users: 2, settings: {runz: 2}}\n",
+                         "lanes.batch.curve row users=2: settings")]:
+        th = pytester.makefile(".yaml", th="lanes:\n  batch:\n    curve:\n" + body)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
+                                               "batch", "--glmf-thresholds", str(th), "-k", "test_curve_row")
+        assert result.ret == pytest.ExitCode.INTERRUPTED     # pytest: errors during collection
+        result.stdout.fnmatch_lines([f"th.yaml: {where}: unknown curve settings [[]*'[]]; known: *"])
+        nothing_started(pytester)
