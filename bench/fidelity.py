@@ -18,7 +18,10 @@ Reported per client and users value:
   tok/s err   |per-user tok/s - truth| / truth, per request (p50/max, %); aggregate error vs truth
   mismatch    requests whose completion-token count differs from what the server sent
   cpu/event   client CPU seconds / SSE events received (whole run: connect, stream, decode, metrics)
-  lag p99     the client self-check (ours, httpx); client-bound = lag p99 > 2 ms or CPU > 85 %
+  lag p99     the client self-check (ours, httpx): event-loop lag; stamps = where receive times came
+              from (kernel: SO_TIMESTAMPNS; user: perf_counter on arrival); merged = token events that
+              shared a socket read with a later one; client-bound = CPU > 85 %, or lag p99 > 2 ms with
+              user stamps, or lag p99 > 2 ms and merged > 1 % with kernel stamps
 """
 from __future__ import annotations
 
@@ -85,6 +88,8 @@ def summarize(name: str, users: int, pairs: list[tuple[dict, float | None, float
             "lag_p99_ms": _ms(client["lag_p99_s"]) if client else None,
             "cpu_frac": client["cpu_frac"] if client else None,
             "client_bound": client["client_bound"] if client else None,
+            "stamps": client.get("stamps") if client else None,
+            "merged": client.get("merged_events") if client and client.get("stamps") == "kernel" else None,
             "true_tok_s_per_user": true_rate,
             "recv_lag_p50_ms": _ms(percentile(recv_lag_s or [], 50)), "recv_lag_p99_ms": _ms(percentile(recv_lag_s or [], 99)),
             **(extra or {})}
@@ -235,8 +240,8 @@ def _version(aiperf: str) -> str:
 COLS = [("client", "client"), ("users", "users"), ("ttft_bias_p50_ms", "TTFT bias p50 ms"),
         ("ttft_bias_p99_ms", "p99 ms"), ("recv_lag_p50_ms", "recv lag p50 ms"), ("recv_lag_p99_ms", "p99 ms"), ("tok_s_err_p50_pct", "tok/s err p50 %"), ("tok_s_err_max_pct", "max %"),
         ("aggregate_err_pct", "agg err %"), ("count_mismatches", "count mism."), ("cpu_us_per_event", "CPU us/event"),
-        ("lag_p99_ms", "lag p99 ms"), ("cpu_frac", "CPU frac"), ("client_bound", "client-bound"),
-        ("true_tok_s_per_user", "true tok/s/user")]
+        ("lag_p99_ms", "lag p99 ms"), ("cpu_frac", "CPU frac"), ("stamps", "stamps"), ("merged", "merged"),
+        ("client_bound", "client-bound"), ("true_tok_s_per_user", "true tok/s/user")]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
