@@ -25,16 +25,14 @@ import asyncio
 import json
 import socket
 import ssl as ssl_mod
-import struct
 import sys
 import time
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
+from pytest_glmf import sockstamp
+
 perf = time.perf_counter
-SO_TIMESTAMPNS = 35                       # Linux: the kernel's receive time of the data (CLOCK_REALTIME)
-_TIMESPEC = struct.Struct("qq")
-_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 def split_url(base_url: str) -> tuple[str, int, bool, str]:
@@ -115,64 +113,31 @@ class StreamProtocol(asyncio.Protocol):
 
 class KernelStampedStream(StreamProtocol):
     """A plain-HTTP stream on its own non-blocking socket, read with recvmsg: every read is stamped
-    with the kernel's receive time of its newest bytes (mapped onto perf_counter's clock)."""
+    with the kernel's receive time of its newest bytes (sockstamp.recv)."""
 
     stamps = "kernel"
 
     def __init__(self, done: asyncio.Future[None], sock: socket.socket, loop: asyncio.AbstractEventLoop):
         super().__init__(done)
         self.sock, self.loop = sock, loop
-        self._out = bytearray()
+        self.sender = sockstamp.Sender(sock, loop, self._lost)   # a large prompt may not go in one send
         self.transport = self           # close() below, for callers written against a transport
         loop.add_reader(sock.fileno(), self._readable)
 
     def send(self, request: bytes) -> None:
         self.t_send_s = perf()
-        self.write(request)
-
-    def write(self, data: bytes) -> None:
-        if self._out or self.sock.fileno() < 0:
-            self._out += data
-            return
-        try:
-            sent = self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
-            return self._lost()
-        if sent < len(data):            # a large prompt: the rest when the socket drains
-            self._out += data[sent:]
-            self.loop.add_writer(self.sock.fileno(), self._writable)
-
-    def _writable(self) -> None:
-        try:
-            sent = self.sock.send(self._out)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            return self._lost()
-        del self._out[:sent]
-        if not self._out:
-            self.loop.remove_writer(self.sock.fileno())
+        if self.sock.fileno() >= 0:
+            self.sender.write(request)
 
     def _readable(self) -> None:
         try:
-            data, anc, _, _ = self.sock.recvmsg(1 << 16, _ANC_SIZE)
+            data, t = sockstamp.recv(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             return self._lost()
-        now = perf()
         if not data:
             return self._lost()
-        t = now
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-                sec, ns = _TIMESPEC.unpack_from(raw)
-                # both clocks read back to back: the offset, not the time of this read
-                kernel = sec + ns * 1e-9 - (time.clock_gettime(time.CLOCK_REALTIME) - perf())
-                if 0.0 <= now - kernel < 1.0:   # a wall-clock step mid-run: keep the user time
-                    t = kernel
         self._on_data(t, data)
 
     def _lost(self) -> None:
@@ -205,9 +170,7 @@ async def open_stream(host: str, port: int, https: bool, kernel_stamps: bool = T
             sock.close()
             raise
         stream = KernelStampedStream(done, sock, loop)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:                 # a kernel without it: same path, user-space times
+        if not sockstamp.enable(sock):  # a kernel without it: same path, user-space times
             stream.stamps = "user"
         return stream
     ctx = ssl_mod.create_default_context() if https else None

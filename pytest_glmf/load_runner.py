@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pytest_glmf import load_http
 from pytest_glmf.load_checks import CPU_MAX_FRAC, LAG_P99_MAX_S, client_check, memory_check, seat_check
-from pytest_glmf.load_records import (RequestRecord, combine_runs, merged_events, run_metrics,
+from pytest_glmf.load_records import (combine_runs, merged_events, run_metrics,
                                       token_count_check, record_from_lines)
 
 perf = time.perf_counter

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -38,9 +37,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf import sockstamp
+
 perf = time.perf_counter
-SO_TIMESTAMPNS = 35        # Linux (asm-generic and x86): the kernel's receive time of the data, CLOCK_REALTIME
-_TIMESPEC = struct.Struct("qq")
 
 
 @dataclass
@@ -99,66 +98,35 @@ def _sse(obj: Any) -> bytes:
 
 
 class _SockTransport:
-    """One accepted connection, read with recvmsg so every read carries the kernel's receive time.
-    write() sends at once and buffers only what the socket would not take."""
+    """One accepted connection, read with recvmsg so every read carries the kernel's receive time
+    (sockstamp.recv); write() sends at once and buffers only what the socket would not take."""
 
     def __init__(self, sock: socket.socket, conn: "_Conn", loop: asyncio.AbstractEventLoop):
         self.sock, self.conn, self.loop = sock, conn, loop
-        self.out = bytearray()
+        self.sender = sockstamp.Sender(sock, loop, self.abort)
+        self.sender.on_drained = self._drained
         self.closed = False
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            self.stamped = True
-        except OSError:                      # not Linux: fall back to the read time
-            self.stamped = False
+        self.stamped = sockstamp.enable(sock)     # else: the read time
         loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
         try:
-            data, anc, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(_TIMESPEC.size))
+            data, t_recv = sockstamp.recv(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             return self.abort()
         if not data:
             return self.close()
-        t_recv = perf()
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-                sec, ns = _TIMESPEC.unpack_from(raw)
-                # the realtime -> perf_counter offset, read now (NTP slews it by ppm, not by ms)
-                offset = time.clock_gettime(time.CLOCK_REALTIME) - perf()
-                t_recv = min(t_recv, sec + ns * 1e-9 - offset)
         self.conn.data_received(data, t_recv)
 
     def write(self, data: bytes) -> None:
-        if self.closed:
-            return
-        if not self.out:
-            try:
-                sent = self.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:
-                return self.abort()
-            if sent == len(data):
-                return
-            data = data[sent:]
-            self.loop.add_writer(self.sock.fileno(), self._writable)
-        self.out += data
+        if not self.closed:
+            self.sender.write(data)
 
-    def _writable(self) -> None:
-        try:
-            sent = self.sock.send(self.out)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            return self.abort()
-        del self.out[:sent]
-        if not self.out:
-            self.loop.remove_writer(self.sock.fileno())
-            if self.closed:
-                self._shut()
+    def _drained(self) -> None:
+        if self.closed:
+            self._shut()
 
     def close(self) -> None:
         """Close after what is buffered has gone out (like asyncio's transport.close)."""
@@ -168,12 +136,12 @@ class _SockTransport:
         self.conn.transport = None
         if self.sock.fileno() >= 0:
             self.loop.remove_reader(self.sock.fileno())
-        if not self.out:
+        if not self.sender.out:
             self._shut()
 
     def abort(self) -> None:
         """The peer is gone: drop what is buffered."""
-        self.out.clear()
+        self.sender.discard()
         self.close()
         self._shut()
 
