@@ -46,11 +46,21 @@ def test_builtin_lanes_carry_the_recipe_flags() -> None:
     assert all(lane.launcher == "sim" for lane in lanes.values())
 
 
-def test_sim_argv_is_the_engine_flags_plus_time_scale() -> None:
+def test_sim_argv_is_the_engine_flags_plus_time_scale_and_a_lower_priority() -> None:
     lane = LaneConfig(name="b", model="/m", kv="fp8_e4m3", port=4321, time_scale=0.05, sim_args=["--fault", "oom"])
     assert sim_argv(lane) == [sys.executable, "-m", "pytest_glmf.sim", "--model-path", "/m", "--kv-cache-dtype",
                               "fp8_e4m3", "--host", "127.0.0.1", "--port", "4321", "--time-scale", "0.05",
-                              "--fault", "oom"]
+                              "--nice", "10", "--fault", "oom"]
+
+
+def test_the_simulator_lowers_its_own_priority() -> None:
+    """--nice N: the running simulator is N nice levels below whoever started it."""
+    import os
+
+    from pytest_glmf.sim.process import SimProcess
+
+    with SimProcess(["--nice", "7"]) as sim:
+        assert os.getpriority(os.PRIO_PROCESS, sim.proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
 
 
 def test_lanes_file_round_trip_and_flag_spelling(tmp_path: Path) -> None:
