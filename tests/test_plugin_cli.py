@@ -49,7 +49,7 @@ def test_lanes_prints_each_lanes_command_line(capsys) -> None:
     assert out[0] == "daily (sglang, launcher sim, from <built-in>):"
     assert out[1].startswith(f"  {sys.executable} -m pytest_glmf.sim --model-path /models/GLM-5.3-Flash-NVFP4 "
                              "--speculative-algorithm DFLASH")
-    assert out[1].endswith("--time-scale 1 --nice 10")
+    assert out[1].endswith("--time-scale 1")
 
 
 def test_lanes_json_and_errors(tmp_path: Path, capsys) -> None:

@@ -46,11 +46,11 @@ def test_builtin_lanes_carry_the_recipe_flags() -> None:
     assert all(lane.launcher == "sim" for lane in lanes.values())
 
 
-def test_sim_argv_is_the_engine_flags_plus_time_scale_and_a_lower_priority() -> None:
+def test_sim_argv_is_the_engine_flags_plus_time_scale() -> None:
     lane = LaneConfig(name="b", model="/m", kv="fp8_e4m3", port=4321, time_scale=0.05, sim_args=["--fault", "oom"])
     assert sim_argv(lane) == [sys.executable, "-m", "pytest_glmf.sim", "--model-path", "/m", "--kv-cache-dtype",
                               "fp8_e4m3", "--host", "127.0.0.1", "--port", "4321", "--time-scale", "0.05",
-                              "--nice", "10", "--fault", "oom"]
+                              "--fault", "oom"]
 
 
 def test_the_simulator_lowers_its_own_priority() -> None:

@@ -106,8 +106,8 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
                    help="first-hit delay per new batch shape at time scale 1 (default 12.6 s: 13 s first token at C16)")
     s.add_argument("--nice", type=int, default=0,
                    help="lower the simulator's CPU priority by N (os.nice): a load generator measuring it on the "
-                        "same machine is then scheduled first, as it would be beside a GPU server whose work "
-                        "does not run on the client's CPU (the plugin's sim launcher passes 10)")
+                        "same machine is then scheduled first, as beside a GPU server; on a busy machine the "
+                        "simulator then falls behind its model instead (default 0; a lane's sim_args may set it)")
     s.add_argument("--boot-s", type=float, default=0.0,
                    help="extra seconds to wait (x time scale) before serving, like weight loading")
     s.add_argument("--fault", action="append", default=[],
