@@ -258,7 +258,10 @@ class Scheduler:
         for r in batch[first_done:]:
             self._first_token(r)
         self.running.extend(r for r in batch if r.t_first is not None and not r.done)
-        return end
+        # Decode starts from when the first tokens really went out: if this process woke late (a
+        # busy machine), catching that up in decode would squeeze the first decode steps together
+        # and make the requests' decode rate faster than the model.
+        return max(end, loop.time())
 
     def _first_token(self, r: SimRequest) -> None:
         if r.done:      # aborted while prefilling
