@@ -8,9 +8,10 @@ SGLang's chunked prefill: a request gets its first token when the chunk that fin
 ends, so the first requests of a burst see a shorter TTFT than the last (decode waits for the
 whole forward). A request's arrival is when its HTTP request reached the server (`ARRIVAL`, set
 by the app before the body is parsed and tokenized), not when the handler got round to
-submitting it: on a GPU box the tokenizer runs beside the GPU, here it shares one Python thread. The loop keeps a virtual clock: when the CPU falls behind (very small time
-scales, many streams) it runs several steps before yielding, so tokens arrive in fewer, larger
-chunks but at the modelled rate. Handlers wait on a per-request event and drain `pending`: one
+submitting it: on a GPU box the tokenizer runs beside the GPU, here it shares one Python thread.
+The loop keeps a virtual clock: when the CPU falls behind (very small time scales, many streams)
+it runs several steps before yielding, so tokens arrive in fewer, larger chunks but at the
+modelled rate. Handlers wait on a per-request event and drain `pending`: one
 chunk per decode step when the machine keeps up.
 """
 from __future__ import annotations
