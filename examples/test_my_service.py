@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pytest_glmf.gates import Check, assert_checks
+from pytest_glmf.gates.verdict import Check, assert_checks
 
 USERS = 48
 MIN_CONTEXT_PER_USER_TOKENS = 2000

@@ -12,12 +12,12 @@ from typing import Any, Callable
 # subcommand -> (module with `cli(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("pytest_glmf.sim.__main__", "run the built-in SGLang-compatible simulator"),
-    "bootlog": ("pytest_glmf.bootlog", "parse a boot log into facts (seats, cap reason, KV pools)"),
-    "curve": ("pytest_glmf.load", "run a concurrency curve against a server"),
-    "drift": ("pytest_glmf.drift", "log-prob drift: oracle reference, scoring, comparison"),
-    "accept": ("pytest_glmf.acceptance", "speculative acceptance per prompt class"),
-    "tools": ("pytest_glmf.toolcalls", "tool-call gate against a server"),
-    "report": ("pytest_glmf.report", "render a result file as tables"),
+    "bootlog": ("pytest_glmf.gates.boot.parse", "parse a boot log into facts (seats, cap reason, KV pools)"),
+    "curve": ("pytest_glmf.gates.curve.api", "run a concurrency curve against a server"),
+    "drift": ("pytest_glmf.gates.drift.reference", "log-prob drift: oracle reference, scoring, comparison"),
+    "accept": ("pytest_glmf.gates.acceptance.probe", "speculative acceptance per prompt class"),
+    "tools": ("pytest_glmf.gates.tools.harness", "tool-call gate against a server"),
+    "report": ("pytest_glmf.results.report", "render a result file as tables"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
 }
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _load_config(sub: str, load: Callable[[str | None], Any], path: str | None) -> Any | None:
     """`load(path)`, or None after one line on stderr: a file the user got wrong is not a traceback."""
-    from pytest_glmf.config import ConfigError
+    from pytest_glmf.config.yamlfile import ConfigError
 
     try:
         return load(path)
@@ -78,7 +78,7 @@ def _load_config(sub: str, load: Callable[[str | None], Any], path: str | None) 
 
 
 def lanes_cli(argv: list[str]) -> int:
-    from pytest_glmf.config import build_server_argv, load_lanes
+    from pytest_glmf.config.lanes import build_server_argv, load_lanes
 
     parser = argparse.ArgumentParser(prog="glmf lanes", description=SUBCOMMANDS["lanes"][1])
     parser.add_argument("--lanes", metavar="FILE", help="lanes file (default: the built-in lanes)")
@@ -101,7 +101,7 @@ def lanes_cli(argv: list[str]) -> int:
 
 
 def thresholds_cli(argv: list[str]) -> int:
-    from pytest_glmf.config import load_thresholds
+    from pytest_glmf.config.thresholds import load_thresholds
 
     parser = argparse.ArgumentParser(prog="glmf thresholds", description=SUBCOMMANDS["thresholds"][1])
     parser.add_argument("file", nargs="?", help="thresholds file (default: the one shipped with pytest-glmf)")

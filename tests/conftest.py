@@ -20,12 +20,12 @@ import pytest
 # `except httpx.HTTPError`). Import them once here so every run shares one copy.
 import httpcore  # noqa: F401  (httpx imports it lazily, on the first request)
 import httpx  # noqa: F401
-import pytest_glmf.bootlog  # noqa: F401
-import pytest_glmf.client  # noqa: F401
+import pytest_glmf.gates.boot.parse  # noqa: F401
+import pytest_glmf.engine.client  # noqa: F401
 import pytest_glmf.launch.attach  # noqa: F401
 import pytest_glmf.launch.process  # noqa: F401
 import pytest_glmf.launch.sim  # noqa: F401
-import pytest_glmf.results  # noqa: F401
+import pytest_glmf.results.recorder  # noqa: F401
 
 if TYPE_CHECKING:
     from pytest_glmf.launch.base import Server
@@ -122,7 +122,7 @@ def pid_alive() -> Callable[[int], bool]:
 @pytest.fixture
 def running_fake_server(pytester: pytest.Pytester, fake_lanes: Callable[..., Path]) -> Iterator["Server"]:
     """A fake server started outside the pytest run under test (what --glmf-url attaches to)."""
-    from pytest_glmf.config import LaneConfig
+    from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch import launch_lane
 
     fake_lanes()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_glmf.config import LaneConfig
+from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.launch.base import BootError, Server
 
 name = "attach"

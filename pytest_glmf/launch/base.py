@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
-    from pytest_glmf.bootlog import BootFacts
-    from pytest_glmf.config import LaneConfig
+    from pytest_glmf.gates.boot.parse import BootFacts
+    from pytest_glmf.config.lanes import LaneConfig
 
 
 class BootError(RuntimeError):
@@ -33,7 +33,7 @@ class Server:
 
     def __repr__(self) -> str:
         # pytest prints fixture values in failures: secrets in the lane's env or argv stay masked
-        from pytest_glmf.redact import Redactor
+        from pytest_glmf.results.redact import Redactor
 
         argv = [str(a) for a in self.provenance.get("argv") or []]
         return Redactor.from_environment(self.lane.env, argv).text(
@@ -48,7 +48,7 @@ class Server:
 
     @property
     def boot_facts(self) -> "BootFacts":
-        from pytest_glmf.bootlog import parse_boot_log
+        from pytest_glmf.gates.boot.parse import parse_boot_log
 
         return parse_boot_log(self.boot_log)
 

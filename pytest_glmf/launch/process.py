@@ -21,9 +21,9 @@ from typing import IO
 
 import httpx
 
-from pytest_glmf.config import LaneConfig, build_server_argv
+from pytest_glmf.config.lanes import LaneConfig, build_server_argv
 from pytest_glmf.launch.base import BootError, Server
-from pytest_glmf.redact import Redactor
+from pytest_glmf.results.redact import Redactor
 
 name = "process"
 
@@ -63,7 +63,7 @@ def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
 def boot_problems(text: str) -> list[str]:
     """Problems the boot-log parser finds; never lets a parser bug hide the real boot failure."""
     try:
-        from pytest_glmf.bootlog import parse_boot_log
+        from pytest_glmf.gates.boot.parse import parse_boot_log
 
         return list(parse_boot_log(text).problems)
     except Exception:  # noqa: BLE001 - the parser may be incomplete; the log tail still tells the story

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_glmf.config import LaneConfig, build_server_argv
+from pytest_glmf.config.lanes import LaneConfig, build_server_argv
 from pytest_glmf.launch import process
 from pytest_glmf.launch.base import Server
 

@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_glmf import sockstamp
+from pytest_glmf.gates.curve import sockstamp
 
 perf = time.perf_counter
 

@@ -4,7 +4,7 @@
   Absent or stale: skip with the setup command outside CI; in CI (`CI=true`) an error with the
   reason, so the stage can never go green by skipping.
 - `real_lanes`: examples/real-engine-lanes.yaml with `${GLMF_REAL_ENGINE_DIR}` resolved into a
-  temp copy (the lanes loader does not expand env vars), loaded by `pytest_glmf.config.load_lanes`.
+  temp copy (the lanes loader does not expand env vars), loaded by `pytest_glmf.config.lanes.load_lanes`.
 - `real_servers`: boots lanes on demand with `pytest_glmf.launch.launch_lane` and keeps memory in
   check: at most the oracle plus one other server run at once (~3.3 GB each); every server is
   stopped at module end, also when a test fails.
@@ -59,7 +59,7 @@ def real_engine_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def real_lanes(real_engine_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from pytest_glmf.config import load_lanes
+    from pytest_glmf.config.lanes import load_lanes
 
     text = LANES_FILE.read_text().replace("${" + DIR_VAR + "}", str(real_engine_dir))
     path = tmp_path_factory.mktemp("real-engine-lanes") / LANES_FILE.name

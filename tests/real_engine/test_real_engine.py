@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.client import Client
-from pytest_glmf.gates import Check, assert_checks
+from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.verdict import Check, assert_checks
 
 ORACLE = "real-oracle"
 
@@ -84,7 +84,7 @@ def served_model(client: Client) -> str:
 def test_boot_facts_from_real_vllm_log(oracle: Any, oracle_client: Client, real_report: dict) -> None:
     """KV tokens, max concurrency and version parsed from vLLM's own boot log agree with what the
     server says about itself, and leave enough seats for the curve's largest row."""
-    from pytest_glmf.bootlog import parse_boot_log
+    from pytest_glmf.gates.boot.parse import parse_boot_log
 
     log = oracle.boot_log
     facts = parse_boot_log(log)
@@ -162,13 +162,13 @@ def test_stream_shape_role_chunk_then_usage_chunk(oracle_client: Client) -> None
 
 
 # ------------------------------------------------------------------------------------------------
-# Curve: users 1, 2, 4 through pytest_glmf.load, usage vs /metrics delta
+# Curve: users 1, 2, 4 through pytest_glmf.gates.curve.api, usage vs /metrics delta
 
 
 def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: Client, real_report: dict) -> None:
-    from pytest_glmf import load
-    from pytest_glmf.load_checks import row_gate_checks
-    from pytest_glmf.load_runner import CurveSettings, Workload
+    from pytest_glmf.gates.curve import api as load
+    from pytest_glmf.gates.curve.checks import row_gate_checks
+    from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 
     # vLLM 404s an unknown model name; the load runner's default "default" only works on SGLang.
     # continuous_usage: vLLM puts usage on every chunk, so chunk-derived counts are exact too.
@@ -213,7 +213,7 @@ TOOLS_AUTO = ("weather_single", "no_call_smalltalk", "no_call_arithmetic")
 def run_tool_turns(client: Client, ids: tuple[str, ...], tool_choice: str, strict: bool) -> dict:
     from dataclasses import asdict
 
-    from pytest_glmf import toolcalls
+    from pytest_glmf.gates.tools import harness as toolcalls
 
     model = served_model(client)
     scenarios = [s for s in toolcalls.load_scenarios() if s.id in ids]
@@ -247,7 +247,7 @@ def test_tools_forced_choice_parsed_with_strict_schema(oracle_client: Client, re
                                                        tool_choice: str) -> None:
     """A 135M model never calls a tool by itself; with tool_choice required/named vLLM constrains
     the output to the call shape, and `strict: true` makes it enforce the parameter schema too."""
-    from pytest_glmf import toolcalls
+    from pytest_glmf.gates.tools import harness as toolcalls
 
     summary = run_tool_turns(oracle_client, TOOLS_FORCED, tool_choice, strict=True)
     real_report.setdefault("tools", {})[f"{tool_choice}+strict"] = _tools_brief(summary)
@@ -263,7 +263,7 @@ def test_tools_forced_choice_parsed_with_strict_schema(oracle_client: Client, re
     "`arguments: {` until max_tokens; non-streamed, the raw `<tool_call>` text lands in content with "
     "tool_calls null (a leak), streamed the arguments are '{'. strict=True: an XPASS means it got fixed"))
 def test_tools_forced_zero_argument_tool(oracle_client: Client, real_report: dict) -> None:
-    from pytest_glmf import toolcalls
+    from pytest_glmf.gates.tools import harness as toolcalls
 
     summary = run_tool_turns(oracle_client, ("zero_argument",), "required", strict=True)
     real_report.setdefault("tools", {})["required+strict zero_argument"] = _tools_brief(summary)
@@ -288,8 +288,8 @@ def test_tools_auto_reported_honestly(oracle_client: Client, real_report: dict) 
 
 @pytest.fixture(scope="module")
 def drift_reference(oracle: Any, real_report: dict) -> dict:
-    from pytest_glmf import drift
-    from pytest_glmf.drift_adapters import make_adapter
+    from pytest_glmf.gates.drift import reference as drift
+    from pytest_glmf.gates.drift.adapters import make_adapter
 
     adapter = make_adapter(oracle.base_url, "vllm")
     try:
@@ -305,8 +305,8 @@ def drift_reference(oracle: Any, real_report: dict) -> dict:
 @pytest.fixture(scope="module")
 def drift_results(real_servers: Any, drift_reference: dict, real_report: dict) -> dict:
     """Each candidate booted next to the oracle, scored, stopped (never two candidates at once)."""
-    from pytest_glmf import drift
-    from pytest_glmf.drift_adapters import make_adapter
+    from pytest_glmf.gates.drift import reference as drift
+    from pytest_glmf.gates.drift.adapters import make_adapter
 
     cands = []
     for lane in CANDIDATES:
@@ -358,7 +358,7 @@ def test_drift_candidates_against_oracle(drift_results: dict) -> None:
 
 
 def test_acceptance_ngram_per_class_from_metrics(real_servers: Any, real_report: dict) -> None:
-    from pytest_glmf import acceptance
+    from pytest_glmf.gates.acceptance import probe as acceptance
 
     server = real_servers.get(NGRAM)
     try:

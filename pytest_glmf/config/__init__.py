@@ -1,0 +1,1 @@
+"""Lanes and thresholds files."""

@@ -1,0 +1,1 @@
+"""Talking to a running engine: the HTTP client, readiness and introspection."""

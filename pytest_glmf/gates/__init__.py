@@ -1,0 +1,1 @@
+"""The gates: verdict machinery (`verdict`) and one subpackage per gate."""

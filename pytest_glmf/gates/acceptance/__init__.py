@@ -1,0 +1,1 @@
+"""The acceptance gate: speculative-decoding acceptance per prompt class."""

@@ -1,0 +1,423 @@
+"""Speculative-decoding acceptance per prompt class, single stream.
+
+The recipe's table (DFlash2 block 7): accept rate 0.39 mean across seven classes, 0.29 on prose,
+0.61 on step-by-step math, with single-stream tok/s per class. This module measures the same three
+numbers per class, one request at a time, so each request's speculation statistics are its own:
+
+- `accept_rate`: accepted draft tokens / drafted tokens.
+- `accept_length`: tokens produced per verify step (the drafted tokens that survived plus the
+  target model's own token). SGLang's definition is completion_tokens / spec_verify_ct (PR #3152);
+  vLLM's is 1 + accepted / drafts (its `Mean acceptance length` log field). `accept_length_basis`
+  in the result says which.
+- `tok_s`: decode rate, (completion_tokens - tokens of the first chunk) / (last chunk - first
+  chunk), from a streamed request; the end-to-end rate (prefill included) is kept as `e2e_tok_s`.
+
+Sources (recorded in every result as `source`):
+- SGLang: native `/generate` with the chat rendered client-side by a named template (default
+  `glm`, the GLM-4.5+ layout, which the simulator also uses server-side), streamed; the last chunk's `meta_info` carries
+  `spec_verify_ct` and, depending on the version, `spec_accept_rate` / `spec_accept_length` and
+  accepted/drafted counters (`spec_accept_token_num`/`spec_draft_token_num`,
+  `spec_num_correct_drafts`/`spec_num_proposed_drafts`, `spec_accepted_drafts`/`spec_proposed_drafts`).
+  The chat endpoint does not return `meta_info`, which is why the native endpoint is used.
+- vLLM: `/v1/chat/completions` streamed (the server applies its own chat template), and the
+  difference of the Prometheus counters `vllm:spec_decode_num_accepted_tokens_total`,
+  `vllm:spec_decode_num_draft_tokens_total`, `vllm:spec_decode_num_drafts_total` read before and
+  after each request. Correct only when nothing else uses the server meanwhile; the probe never
+  overlaps its own requests.
+
+A server without speculative decoding (SGLang: no spec fields, or spec_verify_ct 0 over a
+multi-token answer; vLLM: no spec_decode counters on /metrics) is reported as `speculative: false`,
+never as a 0 % acceptance. A vLLM class with zero drafts (an n-gram proposer that found nothing to
+propose) has `accept_rate: null` and `draft_tokens: 0`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.data import read_text as read_data_file
+
+VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SOURCE_SGLANG = "sglang /generate meta_info (per request)"
+SOURCE_VLLM = "vllm /metrics spec_decode counters (delta around each request)"
+
+# meta_info counter pairs (accepted, drafted), newest naming first (engines.md section 3).
+SGLANG_COUNTER_PAIRS = (("spec_accept_token_num", "spec_draft_token_num"),
+                        ("spec_num_correct_drafts", "spec_num_proposed_drafts"),
+                        ("spec_accepted_drafts", "spec_proposed_drafts"))
+
+
+@dataclass
+class PromptClass:
+    name: str
+    label: str
+    max_tokens: int
+    prompts: list[list[dict[str, str]]]       # each prompt is a chat (list of messages)
+    recipe: dict[str, Any] = field(default_factory=dict)
+
+
+def load_prompt_classes(path: str | Path | None = None) -> list[PromptClass]:
+    """The prompt classes from a YAML file (None: the packaged pytest_glmf/data/prompt_classes.yaml)."""
+    text = read_data_file(path, "prompt_classes.yaml")
+    data = yaml.safe_load(text)
+    out = []
+    for c in data["classes"]:
+        chats = [[{"role": "user", "content": p}] if isinstance(p, str) else list(p["messages"])
+                 for p in c["prompts"]]
+        out.append(PromptClass(c["name"], c.get("label", c["name"]), int(c["max_tokens"]), chats,
+                               dict(c.get("recipe") or {})))
+    return out
+
+
+TEMPLATES = ("glm", "glm-nothink", "chatml", "raw")
+
+
+def render_chat(messages: list[dict[str, str]], template: str) -> str:
+    """Client-side chat template for SGLang's native /generate (which takes text, not messages).
+
+    glm: the GLM-4.5+ layout (`[gMASK]<sop><|system|>\n...<|user|>\n...<|assistant|>`), the model
+    decides whether to think; glm-nothink: the same with an empty `<think></think>` block opened,
+    so the answer itself is drafted; chatml: `<|im_start|>role ...`; raw: the last user message."""
+    if template in ("glm", "glm-nothink"):
+        body = "".join(f"<|{m['role']}|>\n{m['content']}" for m in messages)
+        tail = "\n<think></think>\n" if template == "glm-nothink" else ""
+        return f"[gMASK]<sop>{body}<|assistant|>{tail}"
+    if template == "chatml":
+        body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return body + "<|im_start|>assistant\n"
+    if template == "raw":
+        return [m["content"] for m in messages if m["role"] == "user"][-1]
+    raise ValueError(f"unknown template {template!r} ({', '.join(TEMPLATES)})")
+
+
+@dataclass
+class AcceptRecord:
+    """One request's speed and speculation statistics. None: not reported."""
+
+    class_name: str
+    prompt_index: int
+    source: str
+    completion_tokens: int | None = None
+    e2e_s: float | None = None
+    ttft_s: float | None = None
+    decode_s: float | None = None            # first chunk -> last chunk
+    decode_tokens: int | None = None         # tokens after the first chunk
+    verify_steps: int | None = None          # SGLang spec_verify_ct; vLLM drafts delta
+    accepted_tokens: int | None = None
+    draft_tokens: int | None = None
+    reported_accept_rate: float | None = None
+    reported_accept_length: float | None = None
+    speculative: bool | None = None          # False: the server did no speculation here
+    error: str | None = None
+
+
+def spec_from_meta_info(meta: dict[str, Any]) -> dict[str, Any]:
+    """The speculation fields of one SGLang meta_info, normalised (absent: None)."""
+    out: dict[str, Any] = {"verify_steps": meta.get("spec_verify_ct"),
+                           "reported_accept_rate": meta.get("spec_accept_rate"),
+                           "reported_accept_length": meta.get("spec_accept_length"),
+                           "accepted_tokens": None, "draft_tokens": None}
+    for acc_key, draft_key in SGLANG_COUNTER_PAIRS:
+        if meta.get(acc_key) is not None and meta.get(draft_key) is not None:
+            out["accepted_tokens"], out["draft_tokens"] = int(meta[acc_key]), int(meta[draft_key])
+            break
+    has_any = any(k.startswith("spec_") for k in meta)
+    completion = meta.get("completion_tokens") or 0
+    if not has_any:
+        out["speculative"] = False
+    else:
+        # spec_verify_ct present but 0 over a multi-token answer: the algorithm is off.
+        steps = out["verify_steps"]
+        out["speculative"] = not (steps == 0 and completion > 1 and not out["draft_tokens"])
+    return out
+
+
+_PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
+
+
+def parse_prometheus_counters(text: str, names: Iterable[str]) -> dict[str, float]:
+    """Sum of each named series over its label sets (engine="0", model_name=...); absent names
+    are left out, so a server without speculative decoding returns {}."""
+    wanted = set(names)
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _PROM_LINE.match(line)
+        if m and m.group(1) in wanted:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+
+
+def _timing(rec: AcceptRecord, t0: float, t_first: float | None, t_last: float | None,
+            first_tokens: int) -> None:
+    rec.e2e_s = (t_last or time.perf_counter()) - t0
+    if t_first is not None:
+        rec.ttft_s = t_first - t0
+        rec.decode_s = (t_last or t_first) - t_first
+        if rec.completion_tokens is not None:
+            rec.decode_tokens = max(rec.completion_tokens - first_tokens, 0)
+
+
+def measure_sglang(client: Client, class_name: str, prompt_index: int, messages: list[dict[str, str]],
+                   max_tokens: int, *, template: str = "glm") -> AcceptRecord:
+    """One streamed /generate request; statistics from the last chunk's meta_info."""
+    rec = AcceptRecord(class_name, prompt_index, SOURCE_SGLANG)
+    body = {"text": render_chat(messages, template),
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0}}
+    t0 = time.perf_counter()
+    t_first = t_last = None
+    first_tokens = 0
+    meta: dict[str, Any] = {}
+    try:
+        for t, event in client.stream_events("/generate", body):
+            meta = event.get("meta_info") or meta
+            n = meta.get("completion_tokens") or 0
+            if n > 0 and t_first is None:
+                t_first, first_tokens = t, n
+            t_last = t
+    except Exception as exc:  # noqa: BLE001 - the record carries the error, the gate reports it
+        rec.error = f"{type(exc).__name__}: {exc}"[:300]
+        return rec
+    if not meta:
+        # a server that ignores `stream` answers with one JSON body: fall back to it, e2e timing only
+        try:
+            t0 = time.perf_counter()
+            meta = (client.post_json("/generate", body) or {}).get("meta_info") or {}
+            t_last = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001
+            rec.error = f"{type(exc).__name__}: {exc}"[:300]
+            return rec
+        if not meta:
+            rec.error = "no meta_info in the /generate answer"
+            return rec
+    rec.completion_tokens = meta.get("completion_tokens")
+    for k, v in spec_from_meta_info(meta).items():
+        setattr(rec, k, v)
+    _timing(rec, t0, t_first, t_last, first_tokens)
+    return rec
+
+
+def _read_spec_counters(client: Client) -> dict[str, float]:
+    return parse_prometheus_counters(client.get_text("/metrics"), (VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS))
+
+
+def _settled_counters(client: Client, settle_s: float = 1.0) -> dict[str, float]:
+    """Counters once two reads 50 ms apart agree: the engine may publish the last step's stats
+    just after the final chunk went out."""
+    prev = _read_spec_counters(client)
+    deadline = time.perf_counter() + settle_s
+    while time.perf_counter() < deadline:
+        time.sleep(0.05)
+        cur = _read_spec_counters(client)
+        if cur == prev:
+            return cur
+        prev = cur
+    return prev
+
+
+def measure_vllm(client: Client, class_name: str, prompt_index: int, messages: list[dict[str, str]],
+                 max_tokens: int, *, model: str | None = None) -> AcceptRecord:
+    """One streamed chat completion between two /metrics reads."""
+    rec = AcceptRecord(class_name, prompt_index, SOURCE_VLLM)
+    body: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens, "temperature": 0,
+                            "stream_options": {"include_usage": True}}
+    if model:
+        body["model"] = model
+    try:
+        before = _settled_counters(client)
+        t0 = time.perf_counter()
+        t_first = t_last = None
+        usage = None
+        for t, event in client.stream_events("/v1/chat/completions", body):
+            usage = event.get("usage") or usage
+            for ch in event.get("choices") or []:
+                d = ch.get("delta") or {}
+                if t_first is None and (d.get("content") or d.get("reasoning_content") or d.get("reasoning")):
+                    t_first = t
+                if d:
+                    t_last = t
+        after = _settled_counters(client)
+    except Exception as exc:  # noqa: BLE001
+        rec.error = f"{type(exc).__name__}: {exc}"[:300]
+        return rec
+    rec.completion_tokens = (usage or {}).get("completion_tokens")
+    _timing(rec, t0, t_first, t_last, 1)  # the first chunk is the prefill's one token
+    if VLLM_DRAFTS not in after:
+        rec.speculative = False
+        return rec
+    rec.verify_steps = int(after[VLLM_DRAFTS] - before.get(VLLM_DRAFTS, 0))
+    rec.draft_tokens = int(after.get(VLLM_DRAFT_TOKENS, 0) - before.get(VLLM_DRAFT_TOKENS, 0))
+    rec.accepted_tokens = int(after.get(VLLM_ACCEPTED, 0) - before.get(VLLM_ACCEPTED, 0))
+    # The counters exist only with --speculative-config. Zero drafts over a whole answer is still
+    # speculation: an n-gram proposer drafts nothing when the prompt has no matching n-gram.
+    rec.speculative = True
+    return rec
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarize_class(name: str, records: list[AcceptRecord], engine: str) -> dict[str, Any]:
+    """The class row: pooled over requests (sums, not means of ratios, so long answers weigh more)."""
+    ok = [r for r in records if r.error is None]
+    spec = [r for r in ok if r.speculative]
+    row: dict[str, Any] = {"class": name, "requests": len(records), "errors": len(records) - len(ok),
+                           "speculative": bool(spec) if ok else None}
+    comp = sum(r.completion_tokens or 0 for r in ok)
+    dec_tok = sum(r.decode_tokens or 0 for r in ok if r.decode_s)
+    dec_s = sum(r.decode_s or 0 for r in ok if r.decode_s)
+    row["completion_tokens"] = comp
+    row["tok_s"] = _div(dec_tok, dec_s) if dec_tok else _div(comp, sum(r.e2e_s or 0 for r in ok))
+    row["e2e_tok_s"] = _div(comp, sum(r.e2e_s or 0 for r in ok))
+    row["ttft_s"] = _div(sum(r.ttft_s or 0 for r in ok), len(ok)) if ok else None
+    row["accept_rate"] = row["accept_length"] = None
+    row["accept_length_basis"] = None
+    if not spec:
+        return row
+    steps = sum(r.verify_steps or 0 for r in spec)
+    row["verify_steps"] = steps
+    if all(r.draft_tokens is not None for r in spec):
+        row["accepted_tokens"] = sum(r.accepted_tokens or 0 for r in spec)
+        row["draft_tokens"] = sum(r.draft_tokens or 0 for r in spec)
+        row["accept_rate"] = _div(row["accepted_tokens"], row["draft_tokens"])
+    elif all(r.reported_accept_rate is not None and r.verify_steps for r in spec):
+        # per-request rates weighted by verify steps: equals pooled accepted/drafted when every
+        # step drafts the same number of tokens (a fixed block size)
+        row["accept_rate"] = _div(sum(r.reported_accept_rate * r.verify_steps for r in spec), steps)
+    if engine == "vllm":
+        row["accept_length"] = 1 + row["accepted_tokens"] / steps if steps else None
+        row["accept_length_basis"] = "1 + accepted / drafts"
+    elif steps and all(r.verify_steps for r in spec):
+        row["accept_length"] = sum(r.completion_tokens or 0 for r in spec) / steps
+        row["accept_length_basis"] = "completion_tokens / spec_verify_ct"
+    elif all(r.reported_accept_length is not None for r in spec):
+        row["accept_length"] = sum(r.reported_accept_length for r in spec) / len(spec)
+        row["accept_length_basis"] = "mean of spec_accept_length"
+    return row
+
+
+def mean_over_classes(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The recipe's headline: the unweighted mean over classes ("0.39 mean across seven prompt
+    classes"), each class counting once whatever its length; None when no class has the metric."""
+    out: dict[str, Any] = {"class": "mean", "label": "mean over classes", "classes": len(rows)}
+    for key in ("tok_s", "accept_rate", "accept_length"):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = sum(vals) / len(vals) if vals and len(vals) == len(rows) else None
+    return out
+
+
+def detect_engine(client: Client) -> str:
+    """sglang when /get_server_info (or /server_info) answers, vllm when /version does."""
+    for path, engine in (("/get_server_info", "sglang"), ("/server_info", "sglang"), ("/version", "vllm")):
+        try:
+            client.get_json(path)
+            return engine
+        except Exception:  # noqa: BLE001 - try the next probe
+            continue
+    raise RuntimeError(f"{client.base_url}: neither an SGLang nor a vLLM server (tried /get_server_info, /version)")
+
+
+def _first_model(client: Client) -> str | None:
+    try:
+        data = client.get_json("/v1/models").get("data") or []
+        return data[0]["id"] if data else None
+    except Exception:  # noqa: BLE001 - the model field is optional for single-model servers
+        return None
+
+
+def probe(client: Client, engine: str, classes: list[PromptClass], *, prompts_per_class: int | None = None,
+          max_tokens_scale: float = 1.0, template: str = "glm",
+          stop_if_not_speculative: bool = True,
+          on_record: Callable[[AcceptRecord], None] | None = None) -> dict[str, Any]:
+    """Measure every class, one request at a time. With `stop_if_not_speculative`, a first
+    response showing no speculation ends the probe (the rest would only confirm it)."""
+    model = _first_model(client) if engine == "vllm" else None
+    records: list[AcceptRecord] = []
+    rows = []
+    stopped = False
+    for pc in classes:
+        class_records = []
+        max_tokens = max(1, int(round(pc.max_tokens * max_tokens_scale)))
+        for i, messages in enumerate(pc.prompts[:prompts_per_class]):
+            if engine == "vllm":
+                rec = measure_vllm(client, pc.name, i, messages, max_tokens, model=model)
+            else:
+                rec = measure_sglang(client, pc.name, i, messages, max_tokens, template=template)
+            class_records.append(rec)
+            if on_record:
+                on_record(rec)
+            if stop_if_not_speculative and rec.error is None and rec.speculative is False:
+                stopped = True
+                break
+        records += class_records
+        row = summarize_class(pc.name, class_records, engine)
+        row["label"] = pc.label
+        row["recipe"] = pc.recipe
+        rows.append(row)
+        if stopped:
+            break
+    speculative = any(r.speculative for r in records) if any(r.error is None for r in records) else None
+    return {"engine": engine, "source": SOURCE_VLLM if engine == "vllm" else SOURCE_SGLANG, "mean": mean_over_classes(rows),
+            "prompt_format": ("server chat template (/v1/chat/completions)" if engine == "vllm"
+                              else f"client-side {template!r} chat template, text to /generate"),
+            "speculative": speculative, "classes": rows, "records": [asdict(r) for r in records]}
+
+
+def render_result(result: dict[str, Any]) -> str:
+    """The recipe's table: class | tok/s | accept rate | accept length (+ recipe's numbers)."""
+    if result.get("speculative") is False:
+        return f"no speculative decoding on this server ({result['source']}: no spec fields / zero drafts)"
+    rows = [[r.get("label") or r["class"], fmt(r["tok_s"]), fmt(r["accept_rate"]), fmt(r["accept_length"]),
+             fmt((r.get("recipe") or {}).get("accept_rate")), str(r["requests"]) + (f" ({r['errors']} err)" if r["errors"] else "")]
+            for r in result["classes"]]
+    mean = result.get("mean") or mean_over_classes(result["classes"])
+    rows.append(["mean over classes", fmt(mean["tok_s"]), fmt(mean["accept_rate"]), fmt(mean["accept_length"]), "0.39", ""])
+    head = ["class", "tok/s", "accept rate", "accept length", "recipe rate", "requests"]
+    return render_table(rows, head) + f"\nsource: {result['source']}; prompts: {result['prompt_format']}"
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="glmf accept", description="Speculative acceptance per prompt class, single stream.")
+    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    ap.add_argument("--engine", choices=("sglang", "vllm"), help="default: detected from the server")
+    ap.add_argument("--classes", help="comma-separated class names (default: all)")
+    ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
+    ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
+    ap.add_argument("--max-tokens-scale", type=float, default=1.0, help="scale each class's target length")
+    ap.add_argument("--template", default="glm", choices=TEMPLATES,
+                    help="chat template for SGLang /generate text (default glm)")
+    ap.add_argument("--json", dest="json_out", help="write the result JSON here")
+    args = ap.parse_args(argv)
+    classes = load_prompt_classes(args.prompt_classes)
+    if args.classes:
+        wanted = args.classes.split(",")
+        unknown = set(wanted) - {c.name for c in classes}
+        if unknown:
+            ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
+        classes = [c for c in classes if c.name in wanted]
+    with Client(args.url) as client:
+        engine = args.engine or detect_engine(client)
+        result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
+                       max_tokens_scale=args.max_tokens_scale, template=args.template)
+    print(render_result(result))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2))
+    if any(r["errors"] for r in result["classes"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

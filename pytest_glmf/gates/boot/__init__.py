@@ -1,0 +1,1 @@
+"""The boot gate: facts parsed from the server's boot log (seats, cap reason, KV pools)."""

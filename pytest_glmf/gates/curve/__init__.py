@@ -1,0 +1,1 @@
+"""The curve gate: per-user tok/s and TTFT at N concurrent users."""

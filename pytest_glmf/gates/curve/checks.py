@@ -1,0 +1,154 @@
+"""Checks around a curve row: seats (the recipe's wrong verdict), KV memory, the client's own health,
+and the row's gate rows. Pure functions over plain data (boot facts as a dict, measured rows).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pytest_glmf.gates.verdict import Check, checks_from_bounds
+from pytest_glmf.gates.curve.records import percentile
+
+LAG_P99_MAX_S = 0.002       # event-loop lag above this means the client, not the server, set the pace
+CPU_MAX_FRAC = 0.85         # of the one core the event loop runs on
+MERGED_MAX_FRAC = 0.01      # kernel timestamps: share of token events stamped with a later event's time
+
+
+def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compare users with the server's effective seats (boot facts) and with what /metrics showed
+    running and queued during the run."""
+    facts = facts or {}
+    seats = facts.get("max_running_requests")
+    observed = observed or {}
+    notes: list[str] = []
+    shared = seats is not None and users > seats
+    if shared:
+        notes.append(f"{users} clients sharing {seats} seats")
+    max_running, max_queued = observed.get("max_running"), observed.get("max_queued")
+    # Informational only: SGLang queues requests transiently while it prefills a burst in chunks
+    # even with free seats, and sampling can miss the peak, so /metrics never decides a verdict.
+    if max_running is not None and max_running < users:
+        notes.append(f"/metrics: at most {max_running} of {users} requests running when sampled "
+                     f"(up to {max_queued or 0} queued)")
+    return {"seats": seats, "shared": shared, "cap_reason": facts.get("cap_reason"),
+            "requested_seats": facts.get("requested_max_running_requests"),
+            "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes}
+
+
+def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None, max_tokens: int) -> dict[str, Any]:
+    """users x (prompt + output tokens) against the KV token pool: tokens per user the pool allows at
+    this row (the recipe: a 201K pool is ~4K per user at 48 users, 1.5K at 128)."""
+    need = int(round((prompt_tokens or 0) + max_tokens))
+    if not kv_tokens:
+        return {"kv_tokens": None, "tokens_per_user": None, "need_per_user": need, "fits": None, "notes": []}
+    per_user = kv_tokens // max(users, 1)
+    fits = users * need <= kv_tokens
+    notes = [] if fits else [f"workload needs {users} x {need:,} = {users * need:,} KV tokens; pool holds "
+                             f"{kv_tokens:,} ({per_user:,} per user)"]
+    return {"kv_tokens": kv_tokens, "tokens_per_user": per_user, "need_per_user": need, "fits": fits, "notes": notes}
+
+
+def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max_s: float = LAG_P99_MAX_S,
+                 cpu_max_frac: float = CPU_MAX_FRAC, stall_max_s: float | None = None, stamps: str = "user",
+                 merged_events: int = 0, token_events: int = 0) -> dict[str, Any]:
+    """Was the client the bottleneck? Process CPU over the run, and whether its timestamps were late.
+
+    Event-loop lag p99 > 2 ms means the client ran late. With user-space receive times
+    (`stamps="user"`: TLS, or no kernel timestamps) every timestamp taken then is late too, so
+    that alone marks the run. The lag includes stalls of the whole process (descheduled by the OS,
+    GIL held).
+    With kernel receive times (`stamps="kernel"`, load_http) a late read does not delay a
+    timestamp; only an event that shared a read with a later event of its stream is stamped late
+    (with the later one's time). Such merged events are counted from the records; the run is
+    marked when the client ran late and more than 1 % of token events were merged. (Merges without
+    lag are the server's doing: it wrote two events at once, and both times are then right.)"""
+    lag_p99 = percentile(lags_s, 99)
+    merged_frac = merged_events / token_events if token_events else 0.0
+    late = lag_p99 is not None and lag_p99 > lag_p99_max_s
+    notes = []
+    why = ""
+    if late and stall_max_s is not None and stall_max_s > lag_p99_max_s and cpu_frac is not None and cpu_frac < 0.5:
+        why = f" (process stalled up to {stall_max_s * 1e3:.0f} ms at {cpu_frac * 100:.0f} % CPU: other load on this machine)"
+    if stamps == "kernel":
+        if late and merged_frac > MERGED_MAX_FRAC:
+            notes.append(f"client event-loop lag p99 {lag_p99 * 1e3:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why} and "
+                         f"{merged_frac * 100:.1f} % of token events shared a socket read with a later one "
+                         f"(> {MERGED_MAX_FRAC * 100:g} %): their timestamps can be late")
+    elif late:
+        notes.append(f"client event-loop lag p99 {lag_p99 * 1e3:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why}")
+    if cpu_frac is not None and cpu_frac > cpu_max_frac:
+        notes.append(f"client CPU {cpu_frac * 100:.0f} % of a core > {cpu_max_frac * 100:.0f} %")
+    return {"stamps": stamps, "lag_p50_s": percentile(lags_s, 50), "lag_p99_s": lag_p99,
+            "lag_max_s": max(lags_s, default=None), "stall_max_s": stall_max_s,
+            "merged_events": merged_events, "token_events": token_events,
+            "cpu_frac": cpu_frac, "client_bound": bool(notes), "notes": notes}
+
+
+def seat_hint(seat: Mapping[str, Any]) -> str:
+    reason = seat.get("cap_reason")
+    if reason and "raise " in reason:   # the boot-log parser already names the knob
+        return reason
+    if reason and "mamba" in reason:
+        return f"{reason}: raise --max-mamba-cache-size"
+    if reason:
+        return f"{reason}: raise --max-running-requests or the memory it is derived from"
+    return "raise --max-running-requests"
+
+
+def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "") -> list[Check]:
+    """Every verdict of one curve row: the metric bounds from thresholds.yaml, then the row's own
+    validity (seats, KV fit, client health, token counts, spread), which fail the gate even when
+    the numbers look fine, because then the numbers are not the server's at that many users."""
+    users = row["users"]
+    where = f"@ {users} users"
+    hints = {"spread_pct": "noisy runs: check other load on the server, or raise runs",
+             "ttft_p95_s": "queueing or prefill: compare with seats and ttft_p50_s"}
+    checks = checks_from_bounds("curve", row, bounds, where=where, source=source, hints=hints)
+    allow_queueing = bool(bounds.get("allow_queueing"))
+    seat = row.get("seat") or {}
+    if not allow_queueing and seat.get("seats") is not None:
+        checks.append(Check("seats", seat["seats"], {"min": users}, where=where, source="boot log",
+                            hint=seat_hint(seat)))
+    mem = row.get("memory") or {}
+    if not allow_queueing and mem.get("fits") is False:
+        checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},
+                            where=where, source="boot log kv_tokens",
+                            hint="shorten the workload, lower users, or give the KV pool more memory"))
+    bad_client = [i + 1 for i, r in enumerate(row.get("per_run", [])) if r["client"]["client_bound"]]
+    if bad_client:
+        notes = "; ".join(row["per_run"][bad_client[0] - 1]["client"]["notes"])
+        checks.append(Check("client-bound runs", len(bad_client), {"max": 0}, where=where,
+                            source=f"runs {bad_client}", hint=f"run invalid, not the server's speed: {notes}"))
+    bad_count = [i + 1 for i, r in enumerate(row.get("per_run", [])) if not r["token_count"]["ok"]]
+    if bad_count:
+        notes = "; ".join(row["per_run"][bad_count[0] - 1]["token_count"]["problems"])
+        checks.append(Check("token-count mismatches", len(bad_count), {"max": 0}, where=where,
+                            source=f"runs {bad_count}", hint=notes))
+    errors = sum(r["errors"] for r in row.get("per_run", []))
+    if errors:
+        examples = sorted({e for r in row["per_run"] for e in r.get("error_examples", [])})[:2]
+        checks.append(Check("failed requests", errors, {"max": 0}, where=where, hint="; ".join(examples)))
+    return checks
+
+
+def describe_flags(row: Mapping[str, Any]) -> list[str]:
+    """Human flags for the table's last column."""
+    flags = list((row.get("seat") or {}).get("notes", [])) + list((row.get("memory") or {}).get("notes", []))
+    runs = row.get("per_run", [])
+    bound = [i for i, r in enumerate(runs, 1) if r["client"]["client_bound"]]
+    if bound:
+        worst = max((runs[i - 1] for i in bound), key=lambda r: r["client"]["lag_p99_s"] or 0.0)
+        flags.append(f"client-bound run(s) {','.join(map(str, bound))} (worst: {worst['client']['notes'][0]})")
+    for i, r in enumerate(runs, 1):
+        flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
+        if r.get("speed_unmeasured"):
+            flags.append(f"run {i}: {r['speed_unmeasured']} request(s) without a measurable speed "
+                         "(all tokens in one read)")
+        if r["errors"]:
+            flags.append(f"run {i}: {r['errors']} failed requests")
+    if "flush_endpoint" in row and row["flush_endpoint"] is None:
+        # harmless for our numbers (every request starts with a unique line) but worth knowing
+        flags.append("prefix cache not flushed (no /flush_cache or /reset_prefix_cache)")
+    spread, limit = row.get("spread_pct"), row.get("spread_max_pct")
+    if spread is not None and limit is not None and spread > limit:
+        flags.append(f"spread {spread:.1f} % > {limit:g} %")
+    return flags

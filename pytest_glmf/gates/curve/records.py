@@ -1,0 +1,271 @@
+"""One typed record per streamed request, and the curve's metrics as pure functions over records.
+
+Definitions (the report and the gates use exactly these):
+- TTFT = first chunk carrying content, reasoning or a tool call - the moment the request was
+  written to the socket. The role-only chunk does not count; queueing on the server is included
+  (a seat-starved server shows it). Connection setup is not included: connections are opened
+  before the run starts.
+- per-user tok/s, per request = (completion_tokens - 1) / (t_last_token - t_first_token); a row
+  reports the median over users and the p5 (the slowest users).
+- aggregate tok/s = all completion tokens / (last token anywhere - first send).
+- ITL = gaps between successive content chunks (one chunk may carry several tokens under
+  speculative decoding; `itl_per_token_*` divides each gap by the chunk's token count when the
+  server reports per-chunk usage).
+- completion tokens come from `usage` (include_usage); chunk-derived counts and the server's
+  /metrics counter delta are cross-checks, a mismatch over 0.5 % marks the run.
+Nothing here prints, sleeps or reads a clock.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
+
+COUNT_MISMATCH_MAX_FRAC = 0.005
+
+
+@dataclass
+class RequestRecord:
+    user: int
+    t_send_s: float
+    status: int | None = None
+    t_first_chunk_s: float | None = None      # any chunk with choices (may be role-only)
+    t_first_token_s: float | None = None      # first content/reasoning/tool-call chunk
+    t_last_token_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)     # content-bearing chunks only
+    chunk_tokens: list[int] | None = None     # per content chunk, when usage rides on every chunk
+    completion_tokens: int | None = None      # usage.completion_tokens
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.t_first_token_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _has_content(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    if delta is None:  # /v1/completions
+        return bool(choice.get("text"))
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                or delta.get("tool_calls"))
+
+
+def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Iterable[tuple[float, str]],
+                      error: str | None = None) -> RequestRecord:
+    """Build the record of one request from its timed SSE lines (receive time, line)."""
+    rec = RequestRecord(user=user, t_send_s=t_send_s, status=status, error=error)
+    if status is not None and status != 200 and rec.error is None:
+        rec.error = f"HTTP {status}"
+    seen_done = False
+    cumulative: list[int] = []
+    for t, line in lines:
+        try:
+            event = parse_sse_line(line)
+        except SSEError as exc:
+            rec.error = rec.error or str(exc)
+            continue
+        if event is None:
+            continue
+        if event is DONE:
+            seen_done = True
+            break
+        if "error" in event and not event.get("choices"):
+            rec.error = rec.error or f"server error: {str(event['error'])[:200]}"
+            continue
+        rec.response_id = rec.response_id or event.get("id")
+        usage = event.get("usage")
+        choices = event.get("choices") or []
+        if choices and rec.t_first_chunk_s is None:
+            rec.t_first_chunk_s = t
+        content = any(_has_content(c) for c in choices)
+        if content:
+            if rec.t_first_token_s is None:
+                rec.t_first_token_s = t
+            rec.t_last_token_s = t
+            rec.chunk_times_s.append(t)
+            if usage and usage.get("completion_tokens") is not None:
+                cumulative.append(int(usage["completion_tokens"]))
+        for c in choices:
+            rec.finish_reason = c.get("finish_reason") or rec.finish_reason
+        if usage and usage.get("completion_tokens") is not None:
+            rec.completion_tokens = int(usage["completion_tokens"])
+            rec.prompt_tokens = usage.get("prompt_tokens", rec.prompt_tokens)
+    if cumulative and len(cumulative) == len(rec.chunk_times_s):
+        rec.chunk_tokens = [b - a for a, b in zip([0] + cumulative[:-1], cumulative)]
+    if rec.error is None and status == 200 and not seen_done:
+        rec.error = "stream ended without [DONE]"
+    if rec.error is None and rec.t_first_token_s is None:
+        rec.error = "no content chunk"
+    return rec
+
+
+# -- per-request metrics -------------------------------------------------------------------------
+
+def merged_events(rec: RequestRecord) -> int:
+    """Content chunks that arrived in the same socket read as the next one (equal receive times):
+    their timestamp is the later chunk's, so late by up to the gap between them."""
+    t = rec.chunk_times_s
+    return sum(1 for a, b in zip(t, t[1:]) if a == b)
+
+
+def ttft_s(rec: RequestRecord) -> float | None:
+    return None if rec.t_first_token_s is None else rec.t_first_token_s - rec.t_send_s
+
+
+def ttft_first_chunk_s(rec: RequestRecord) -> float | None:
+    """vLLM bench's rule (first chunk with choices, often role-only), kept for comparison only."""
+    return None if rec.t_first_chunk_s is None else rec.t_first_chunk_s - rec.t_send_s
+
+
+def per_user_tok_s(rec: RequestRecord) -> float | None:
+    if rec.completion_tokens is None or rec.t_first_token_s is None or rec.t_last_token_s is None:
+        return None
+    span = rec.t_last_token_s - rec.t_first_token_s
+    return (rec.completion_tokens - 1) / span if span > 0 and rec.completion_tokens > 1 else None
+
+
+def itls_s(rec: RequestRecord) -> list[float]:
+    t = rec.chunk_times_s
+    return [b - a for a, b in zip(t, t[1:])]
+
+
+def chunk_token_count(rec: RequestRecord) -> int:
+    """Tokens as the chunks show them: exact when usage rides on every chunk, else the number of
+    content chunks (a lower bound: one chunk can carry several tokens)."""
+    return sum(rec.chunk_tokens) if rec.chunk_tokens is not None else len(rec.chunk_times_s)
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), None for no data."""
+    xs = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return percentile(values, 50)
+
+
+def spread_pct(values: Sequence[float | None]) -> float | None:
+    """(max - min) / median of repeated runs, in percent."""
+    xs = [v for v in values if v is not None]
+    m = median(xs)
+    if not xs or not m:
+        return None
+    return (max(xs) - min(xs)) / m * 100.0
+
+
+# -- one run -----------------------------------------------------------------------------------------
+
+def token_count_check(records: Sequence[RequestRecord], metrics_delta: int | None) -> dict[str, Any]:
+    """Usage totals against chunk-derived counts and the server's /metrics counter delta.
+
+    Chunk counts are exact only when usage rides on every chunk; otherwise usage below the number
+    of content chunks is impossible (a chunk carries at least one token) and marks the run, while
+    usage above it is expected under speculative decoding (reported as tokens per chunk)."""
+    ok_recs = [r for r in records if r.ok]
+    usage_total = sum(r.completion_tokens or 0 for r in ok_recs)
+    missing_usage = sum(1 for r in ok_recs if r.completion_tokens is None)
+    chunk_total = sum(chunk_token_count(r) for r in ok_recs)
+    exact = all(r.chunk_tokens is not None for r in ok_recs) and bool(ok_recs)
+    problems: list[str] = []
+    if missing_usage:
+        problems.append(f"{missing_usage} request(s) without usage (include_usage not honoured)")
+    if exact and _frac(usage_total, chunk_total) > COUNT_MISMATCH_MAX_FRAC:
+        problems.append(f"usage {usage_total} vs per-chunk usage {chunk_total}")
+    bad = [r for r in ok_recs if r.completion_tokens is not None and r.completion_tokens < chunk_token_count(r)]
+    if not exact and bad:
+        problems.append(f"{len(bad)} request(s) report fewer tokens in usage than content chunks")
+    all_total = sum(r.completion_tokens or 0 for r in records)
+    if metrics_delta is not None and _frac(all_total, metrics_delta) > COUNT_MISMATCH_MAX_FRAC:
+        problems.append(f"usage {all_total} vs server /metrics generation_tokens delta {metrics_delta}"
+                        + (" (another client on the server?)" if metrics_delta > all_total else ""))
+    return {"usage_tokens": usage_total, "chunk_tokens": chunk_total, "chunk_counts_exact": exact,
+            "tokens_per_chunk": usage_total / chunk_total if chunk_total else None,
+            "metrics_delta": metrics_delta, "problems": problems, "ok": not problems}
+
+
+def _frac(a: int, b: int) -> float:
+    return abs(a - b) / max(abs(b), 1)
+
+
+def run_metrics(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The numbers of one run. Failed requests count as errors and are left out of the speeds."""
+    ok = [r for r in records if r.ok]
+    ttfts = [ttft_s(r) for r in ok]
+    all_speeds = [per_user_tok_s(r) for r in ok]
+    speeds = [s for s in all_speeds if s is not None]
+    itls = [g for r in ok for g in itls_s(r)]
+    itl_tok = [g / n for r in ok if r.chunk_tokens for g, n in zip(itls_s(r), r.chunk_tokens[1:]) if n]
+    tokens = sum(r.completion_tokens or 0 for r in ok)
+    first_send = min((r.t_send_s for r in records), default=None)
+    last_token = max((r.t_last_token_s for r in ok if r.t_last_token_s is not None), default=None)
+    window = (last_token - first_send) if first_send is not None and last_token is not None else None
+    return {
+        "requests": len(records),
+        "errors": len(records) - len(ok),
+        "error_examples": sorted({r.error for r in records if r.error})[:3],
+        "completion_tokens": tokens,
+        "prompt_tokens_p50": median([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        "aggregate_tok_s": tokens / window if window and window > 0 else None,
+        "per_user_tok_s": median(speeds),
+        "per_user_tok_s_p5": percentile(speeds, 5),
+        # a stream whose tokens all arrived in one read has no measurable speed (span 0)
+        "speed_unmeasured": len(all_speeds) - len(speeds),
+        "ttft_p50_s": percentile(ttfts, 50),
+        "ttft_p95_s": percentile(ttfts, 95),
+        "ttft_p99_s": percentile(ttfts, 99),
+        "ttft_first_chunk_p50_s": percentile([ttft_first_chunk_s(r) for r in ok], 50),
+        "itl_p50_s": percentile(itls, 50),
+        "itl_p95_s": percentile(itls, 95),
+        "itl_p99_s": percentile(itls, 99),
+        "itl_per_token_p50_s": percentile(itl_tok, 50),
+        "window_s": window,
+    }
+
+
+# -- repeated runs and the curve ----------------------------------------------------------------------
+
+ROW_MEDIAN_KEYS = ("aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s",
+                   "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s", "prompt_tokens_p50")
+
+
+def combine_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Median over runs per metric; spread_pct = the larger of the aggregate and per-user spreads
+    ((max - min) / median of the runs, in percent)."""
+    out: dict[str, Any] = {k: median([r[k] for r in runs if r.get(k) is not None]) for k in ROW_MEDIAN_KEYS}
+    spreads = {k: spread_pct([r.get(k) for r in runs]) for k in ("aggregate_tok_s", "per_user_tok_s",
+                                                                 "ttft_p50_s")}
+    out["spread_by_metric_pct"] = spreads
+    speed_spreads = [v for k, v in spreads.items() if k != "ttft_p50_s" and v is not None]
+    out["spread_pct"] = max(speed_spreads) if speed_spreads else None
+    return out
+
+
+def knee(rows: Sequence[dict[str, Any]], min_gain_pct: float = 5.0) -> dict[str, Any]:
+    """Was aggregate tok/s still climbing at the last row? Climbing = the last row's aggregate beats
+    the previous row's by more than `min_gain_pct` and by more than both rows' spreads."""
+    pts = [(r["users"], r.get("aggregate_tok_s"), r.get("spread_pct") or 0.0) for r in rows
+           if r.get("aggregate_tok_s")]
+    pts.sort()
+    if len(pts) < 2:
+        return {"still_climbing": None, "last_gain_pct": None, "peak_users": pts[0][0] if pts else None}
+    (u0, a0, s0), (u1, a1, s1) = pts[-2], pts[-1]
+    gain = (a1 / a0 - 1.0) * 100.0
+    peak = max(pts, key=lambda p: p[1])[0]
+    return {"still_climbing": gain > max(min_gain_pct, s0, s1), "last_gain_pct": gain, "peak_users": peak,
+            "between_users": [u0, u1]}

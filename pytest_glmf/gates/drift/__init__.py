@@ -1,0 +1,1 @@
+"""The drift gate: teacher-forced log-prob drift against an oracle reference."""

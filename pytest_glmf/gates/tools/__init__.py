@@ -1,0 +1,1 @@
+"""The tools gate: tool calls parsed, none leaked as text."""

@@ -1,0 +1,367 @@
+"""Tool-call gate: agent-style turns through /v1/chat/completions, checked the way users get hurt.
+
+The recipe's bar is "Hermes harness 10/10 tool turns, tool calls parsed". The failures users see
+(engines.md section 6): tool markup (`<tool_call>`, `<arg_key>`, `{"name":`) left in `content`
+with `tool_calls: null` when no parser is configured or the model drifts from the format, and
+parsers that silently return `arguments: "{}"` (vllm#49248). Per turn (pytest_glmf/data/tool_scenarios.yaml)
+this module checks, non-streamed and streamed:
+
+- a call was expected: `tool_calls` present, `finish_reason: "tool_calls"` (with a *named*
+  tool_choice OpenAI's own API answers `"stop"`, so that is accepted there), the called names are
+  the expected ones (as a multiset, order-free) and among the offered tools, the arguments are JSON
+  that validate against the tool's JSON schema (required keys, types, enums), and `{}` where the
+  schema requires keys is named as such;
+- no call was wanted: no `tool_calls`, and a non-empty answer;
+- no tool markup in `content` or the reasoning text;
+- the streamed answer (deltas assembled per `index`) makes the same calls with the same arguments
+  (compared as parsed JSON) as the non-streamed one, and carries exactly one finish_reason.
+
+`tool_choice` is per run: `auto` (the default), `required` (turns that want no call are skipped:
+the server is told to call), or `named` (each turn names its first expected tool; turns that want
+no call or several calls are skipped). `strict=True` adds `"strict": true` to every function,
+which makes vLLM enforce the parameter schema (real_engine.md 2(d)) for small models.
+Under concurrency the turns are repeated until N are in flight, so "parsed N of N" counts all of them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import yaml
+
+from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.verdict import render_table
+from pytest_glmf.data import read_text as read_data_file
+
+# Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
+# call object a Hermes-style model prints when the parser misses it.
+LEAK_PATTERNS = [re.compile(p) for p in (r"<tool_call>", r"</tool_call>", r"<arg_key>", r"</arg_key>",
+                                         r"<arg_value>", r"</arg_value>", r'\{\s*"name"\s*:',
+                                         r"<function=", r"\[TOOL_CALLS\]", r"<\|python_tag\|>")]
+TOOL_CHOICES = ("auto", "required", "named")
+
+
+@dataclass
+class Scenario:
+    id: str
+    tools: list[dict[str, Any]]           # OpenAI tool objects ({"type": "function", "function": {...}})
+    messages: list[dict[str, Any]]
+    expect: list[str]                     # expected call names, one per call; [] = no call wanted
+
+    def schema_of(self, name: str) -> dict[str, Any] | None:
+        for t in self.tools:
+            if t["function"]["name"] == name:
+                return t["function"].get("parameters") or {"type": "object"}
+        return None
+
+
+def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
+    """Scenarios from a YAML file (None: the packaged pytest_glmf/data/tool_scenarios.yaml)."""
+    text = read_data_file(path, "tool_scenarios.yaml")
+    data = yaml.safe_load(text)
+    tools = {name: {"type": "function", "function": {"name": name, **spec}} for name, spec in data["tools"].items()}
+    out = []
+    for s in data["scenarios"]:
+        unknown = [t for t in s["tools"] + list(s["expect"]) if t not in tools]
+        if unknown:
+            raise ValueError(f"scenario {s['id']}: unknown tool(s) {unknown}")
+        out.append(Scenario(s["id"], [tools[t] for t in s["tools"]], list(s["messages"]), list(s["expect"])))
+    return out
+
+
+@dataclass
+class ToolAnswer:
+    """What came back for one request, normalised across streamed and non-streamed."""
+
+    mode: str                                         # "non-stream" | "stream"
+    finish_reason: str | None = None
+    content: str = ""
+    reasoning: str = ""
+    calls: list[dict[str, str]] = field(default_factory=list)   # {"name", "arguments"} (raw strings)
+    finish_reasons: int = 0                           # how many chunks carried one (stream)
+    error: str | None = None
+
+    def brief(self) -> str:
+        if self.error:
+            return f"error: {self.error}"
+        calls = ", ".join(f"{c['name']}({c['arguments']})" for c in self.calls) or "no tool_calls"
+        text = f"; content {self.content[:80]!r}" if self.content else ""
+        return f"finish={self.finish_reason}; {calls}{text}"
+
+
+def answer_from_response(body: dict[str, Any]) -> ToolAnswer:
+    choice = (body.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    calls = [{"name": (tc.get("function") or {}).get("name") or "",
+              "arguments": (tc.get("function") or {}).get("arguments") or ""}
+             for tc in msg.get("tool_calls") or []]
+    return ToolAnswer("non-stream", choice.get("finish_reason"), msg.get("content") or "",
+                      msg.get("reasoning_content") or msg.get("reasoning") or "", calls,
+                      1 if choice.get("finish_reason") else 0)
+
+
+def answer_from_chunks(chunks: Iterable[dict[str, Any]]) -> ToolAnswer:
+    """Assemble streamed deltas: content and reasoning concatenated, tool calls per `index`
+    (the first delta of a call brings id and name, later ones argument fragments)."""
+    ans = ToolAnswer("stream")
+    by_index: dict[int, dict[str, str]] = {}
+    content, reasoning = [], []
+    for chunk in chunks:
+        for ch in chunk.get("choices") or []:
+            d = ch.get("delta") or {}
+            content.append(d.get("content") or "")
+            reasoning.append(d.get("reasoning_content") or d.get("reasoning") or "")
+            for tc in d.get("tool_calls") or []:
+                slot = by_index.setdefault(int(tc.get("index", 0)), {"name": "", "arguments": ""})
+                fn = tc.get("function") or {}
+                slot["name"] += fn.get("name") or ""
+                slot["arguments"] += fn.get("arguments") or ""
+            if ch.get("finish_reason"):
+                ans.finish_reason = ch["finish_reason"]
+                ans.finish_reasons += 1
+    ans.content, ans.reasoning = "".join(content), "".join(reasoning)
+    ans.calls = [by_index[i] for i in sorted(by_index)]
+    return ans
+
+
+def find_leaks(text: str) -> list[str]:
+    return [p.pattern.replace("\\", "") for p in LEAK_PATTERNS if p.search(text or "")]
+
+
+def request_body(s: Scenario, tool_choice: str = "auto", *, model: str | None = None, strict: bool = False,
+                 max_tokens: int = 512) -> dict[str, Any]:
+    tools = [{**t, "function": {**t["function"], "strict": True}} if strict else t for t in s.tools]
+    body: dict[str, Any] = {"messages": s.messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens}
+    if tool_choice == "named":
+        body["tool_choice"] = {"type": "function", "function": {"name": s.expect[0]}}
+    else:
+        body["tool_choice"] = tool_choice
+    if model:
+        body["model"] = model
+    return body
+
+
+def applies(s: Scenario, tool_choice: str) -> str | None:
+    """None when the turn can run under this tool_choice, else why it is skipped."""
+    if tool_choice == "required" and not s.expect:
+        return "wants no call, but tool_choice=required forces one"
+    if tool_choice == "named" and len(s.expect) != 1:
+        return "a named tool_choice needs exactly one expected call"
+    return None
+
+
+def _parse_args(raw: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(raw), None
+    except (json.JSONDecodeError, TypeError) as exc:
+        return None, f"arguments are not JSON ({exc.msg if hasattr(exc, 'msg') else exc}): {raw[:80]!r}"
+
+
+def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> list[str]:
+    """Every problem of one answer, as short sentences (empty list: the answer is right)."""
+    if ans.error:
+        return [f"{ans.mode}: request failed: {ans.error}"]
+    problems = []
+    tag = ans.mode
+    for where, text in (("content", ans.content), ("reasoning", ans.reasoning)):
+        leaks = find_leaks(text)
+        if leaks:
+            problems.append(f"{tag}: LEAK tool markup {leaks} in {where}: {text[:100]!r}")
+    if ans.mode == "stream" and ans.finish_reasons != 1:
+        problems.append(f"{tag}: {ans.finish_reasons} finish_reason chunks (expected exactly 1)")
+    if not s.expect:
+        if ans.calls:
+            problems.append(f"{tag}: WRONG_CALL: no call wanted, got " + ", ".join(c["name"] for c in ans.calls))
+        elif not ans.content.strip():
+            problems.append(f"{tag}: no call wanted, but the answer is empty (finish={ans.finish_reason})")
+        return problems
+    if not ans.calls:
+        problems.append(f"{tag}: NOT_PARSED: expected {s.expect}, tool_calls empty (finish={ans.finish_reason})")
+        return problems
+    ok_finish = ("tool_calls", "stop") if tool_choice == "named" else ("tool_calls",)
+    if ans.finish_reason not in ok_finish:
+        problems.append(f"{tag}: finish_reason {ans.finish_reason!r}, expected 'tool_calls'")
+    offered = {t["function"]["name"] for t in s.tools}
+    got_names = [c["name"] for c in ans.calls]
+    if Counter(got_names) != Counter(s.expect):
+        problems.append(f"{tag}: WRONG_CALL: calls {got_names}, expected {s.expect}")
+    for c in ans.calls:
+        if c["name"] not in offered:
+            problems.append(f"{tag}: WRONG_CALL: {c['name']!r} is not an offered tool {sorted(offered)}")
+            continue
+        args, err = _parse_args(c["arguments"])
+        if err:
+            problems.append(f"{tag}: BAD_ARGS {c['name']}: {err}")
+            continue
+        schema = s.schema_of(c["name"]) or {}
+        if args == {} and schema.get("required"):
+            problems.append(f"{tag}: EMPTY_ARGS {c['name']}: arguments '{{}}' but the schema requires {schema['required']}")
+            continue
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=lambda e: list(e.path))
+        if errors:
+            problems.append(f"{tag}: BAD_ARGS {c['name']}: " + "; ".join(
+                f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errors[:3]))
+    return problems
+
+
+def merge_problems(problems: list[str]) -> list[str]:
+    """One line per distinct problem: "non-stream: X" and "stream: X" become "non-stream+stream: X",
+    and a problem repeated for several calls of one answer is listed once."""
+    modes: dict[str, list[str]] = {}
+    for p in problems:
+        mode, _, text = p.partition(": ")
+        if mode not in modes.setdefault(text, []):
+            modes[text].append(mode)
+    return [f"{'+'.join(m)}: {text}" for text, m in modes.items()]
+
+
+def compare_answers(a: ToolAnswer, b: ToolAnswer) -> list[str]:
+    """Streamed vs non-streamed: same calls (name, parsed arguments) in the same order."""
+    if a.error or b.error:
+        return []
+    def norm(ans: ToolAnswer) -> list[tuple[str, str]]:
+        out = []
+        for c in ans.calls:
+            args, err = _parse_args(c["arguments"])
+            out.append((c["name"], json.dumps(args, sort_keys=True) if err is None else c["arguments"]))
+        return out
+    if norm(a) != norm(b):
+        return [f"MISMATCH stream vs non-stream: {b.brief()} vs {a.brief()}"]
+    return []
+
+
+@dataclass
+class TurnResult:
+    scenario: str
+    repeat: int
+    expect: list[str]
+    tool_choice: str
+    answers: list[ToolAnswer]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def leaked(self) -> bool:
+        return any("LEAK" in p for p in self.problems)
+
+    @property
+    def wrong_call(self) -> bool:
+        return any(k in p for p in self.problems for k in ("WRONG_CALL", "BAD_ARGS", "EMPTY_ARGS"))
+
+
+def ask(client: Client, body: dict[str, Any], stream: bool) -> ToolAnswer:
+    try:
+        if stream:
+            return answer_from_chunks(ev for _, ev in client.stream_events("/v1/chat/completions", body))
+        return answer_from_response(client.post_json("/v1/chat/completions", body))
+    except Exception as exc:  # noqa: BLE001 - the turn reports it
+        return ToolAnswer("stream" if stream else "non-stream", error=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: str | None = None,
+             strict: bool = False, check_stream: bool = True, repeat: int = 0) -> TurnResult:
+    body = request_body(s, tool_choice, model=model, strict=strict)
+    answers = [ask(client, body, stream=False)]
+    if check_stream:
+        answers.append(ask(client, body, stream=True))
+    problems = merge_problems([p for a in answers for p in check_answer(s, a, tool_choice)])
+    if check_stream:
+        problems += compare_answers(answers[0], answers[1])
+    return TurnResult(s.id, repeat, s.expect, tool_choice, answers, problems)
+
+
+def summarize(results: list[TurnResult], skipped: dict[str, str]) -> dict[str, Any]:
+    n = len(results)
+    return {"turns": n, "parsed": sum(r.ok for r in results),
+            "parsed_fraction": sum(r.ok for r in results) / n if n else None,
+            "leaks": sum(r.leaked for r in results), "wrong_calls": sum(r.wrong_call for r in results),
+            "empty_args": sum(any("EMPTY_ARGS" in p for p in r.problems) for r in results),
+            "bad_turns": [f"{r.scenario}#{r.repeat}" for r in results if not r.ok], "skipped": skipped}
+
+
+def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1, tool_choice: str = "auto",
+                strict: bool = False, model: str | None = None, check_stream: bool = True) -> dict[str, Any]:
+    """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise."""
+    if tool_choice not in TOOL_CHOICES:
+        raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")
+    if model is None:
+        model = _first_model(client)  # vLLM wants the served model's name; SGLang ignores it
+    skipped = {s.id: why for s in scenarios if (why := applies(s, tool_choice))}
+    todo = [s for s in scenarios if s.id not in skipped]
+    repeats = max(1, -(-concurrency // len(todo))) if todo else 0
+    jobs = [(s, r) for r in range(repeats) for s in todo]
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        results = list(pool.map(lambda job: run_turn(client, job[0], tool_choice=tool_choice, model=model,
+                                                     strict=strict, check_stream=check_stream, repeat=job[1]), jobs))
+    out = summarize(results, skipped)
+    out.update({"concurrency": concurrency, "tool_choice": tool_choice, "strict": strict,
+                "results": [{**asdict(r), "ok": r.ok} for r in results]})
+    return out
+
+
+def failure_table(summary: dict[str, Any]) -> str:
+    """One row per bad turn: the turn, what was expected, what came back, what is wrong."""
+    rows = []
+    for r in summary["results"]:
+        if r["ok"]:
+            continue
+        briefs = [ToolAnswer(**a).brief() for a in r["answers"]]
+        got = briefs[0] if len(set(briefs)) == 1 else " / ".join(f"{a['mode']}: {b}" for a, b in zip(r["answers"], briefs))
+        rows.append([f"{r['scenario']}#{r['repeat']}", ",".join(r["expect"]) or "(no call)", got[:140],
+                     "; ".join(r["problems"])[:300]])
+    return render_table(rows, ["turn", "expected", "came back", "problems"])
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    head = (f"tool turns parsed {summary['parsed']}/{summary['turns']} at concurrency {summary['concurrency']} "
+            f"(tool_choice={summary['tool_choice']}{', strict' if summary['strict'] else ''}); "
+            f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}, empty args {summary['empty_args']}")
+    if summary["skipped"]:
+        head += f"; skipped {len(summary['skipped'])}: " + ", ".join(summary["skipped"])
+    bad = failure_table(summary)
+    return head + ("\n" + bad if summary["parsed"] != summary["turns"] else "")
+
+
+def _first_model(client: Client) -> str | None:
+    try:
+        data = client.get_json("/v1/models").get("data") or []
+        return data[0]["id"] if data else None
+    except Exception:  # noqa: BLE001 - optional
+        return None
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="glmf tools", description="Tool-call gate: parsed turns, leaks, schema-valid arguments.")
+    ap.add_argument("--url", required=True, help="server base URL")
+    ap.add_argument("--concurrency", type=int, default=1, help="turns in flight at once (default 1)")
+    ap.add_argument("--tool-choice", default="auto", choices=TOOL_CHOICES)
+    ap.add_argument("--strict", action="store_true", help='add "strict": true to every function')
+    ap.add_argument("--scenarios", help="YAML file of scenarios (default: the packaged set)")
+    ap.add_argument("--no-stream-check", action="store_true", help="skip the streamed request of each turn")
+    ap.add_argument("--json", dest="json_out", help="write the result JSON here")
+    args = ap.parse_args(argv)
+    if args.concurrency < 1:
+        ap.error("--concurrency must be >= 1")
+    scenarios = load_scenarios(args.scenarios)
+    with Client(args.url) as client:
+        summary = run_harness(client, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
+                              strict=args.strict, check_stream=not args.no_stream_check)
+    print(render_summary(summary))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    return 0 if summary["parsed"] == summary["turns"] and summary["turns"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

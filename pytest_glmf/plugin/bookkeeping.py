@@ -1,0 +1,226 @@
+"""The plugin's bookkeeping of what a session measured, as plain functions its hooks call.
+
+  * the result file: `checkpoint` after every test (a session killed without any chance to clean
+    up still leaves a readable, incomplete file), `write_results` at the end, `recover_killed`
+    at the start for earlier sessions that never got to their end;
+  * provenance the launcher could not know (`enrich_provenance`);
+  * the failure ledger next to the results (`ledger_line`, `ledger_failure`);
+  * the baseline: `judge_recorded` fails the test that measured a regression,
+    `update_baseline` blesses a whole, passing run, `baseline_warning` flags a baseline from
+    another setup;
+  * the end-of-session tables (`write_summary`: rendering only, verdicts were given in the tests).
+
+Heavy modules (results, baseline, report, provenance) are imported on first use so `pytest --help`
+stays fast.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_glmf.config.lanes import LaneConfig
+    from pytest_glmf.launch.base import Server
+    from pytest_glmf.plugin import GlmfSession, Settings
+
+
+def enrich_provenance(server: "Server", lane: "LaneConfig") -> None:
+    """What the launcher could not know: the engine's version, the model directory (process
+    and sim lanes), the host's GPUs and the repository under test."""
+    from pytest_glmf.results import provenance
+
+    prov = server.provenance
+    prov.setdefault("lane", lane.name)
+    prov.setdefault("engine", lane.engine)
+    prov.setdefault("launcher", lane.launcher)
+    if lane.image:
+        prov.setdefault("image", lane.image)
+    if lane.launcher == "sim":
+        prov.setdefault("time_scale", lane.time_scale)
+    if lane.launcher in ("process", "sim"):
+        for k, v in provenance.model_provenance(lane.model).items():
+            prov.setdefault(k, v)
+    version = provenance.engine_version(server.base_url)
+    if version:
+        prov.setdefault("engine_version", version)
+    for k, v in provenance.host_provenance(Path.cwd()).items():
+        prov.setdefault(k, v)
+
+
+# ---------------------------------------------------------------------------- failure ledger
+
+
+def ledger_line(state: "GlmfSession", what: str, cause: str) -> None:
+    """One line in the failure ledger next to the results (owner process only)."""
+    from pytest_glmf.results import ledger
+    from pytest_glmf.results.redact import Redactor
+
+    lane = state.settings.lane
+    if lane is None:
+        return
+    argv = (state.server.provenance.get("argv") if state.server is not None else None) or [*lane.extra]
+    redact = Redactor.from_environment(lane.env)
+    ledger.append(state.settings.results_dir, lane=lane.name, image=lane.image, what=what,
+                  flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause))
+
+
+def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
+    """A failed glmf test is one ledger line: its name and the line that names the threshold or
+    regression (else the first line of the failure). A failed setup after a failed boot is not a
+    new line: the boot already has one."""
+    if report.failed and report.when in ("setup", "call") and not (state.boot_error and report.when == "setup"):
+        lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
+        ledger_line(state, report.nodeid.split("::")[-1], cause)
+
+
+# ---------------------------------------------------------------------------- result file
+
+
+def _provenance(state: "GlmfSession") -> dict[str, Any]:
+    return dict(state.server.provenance) if state.server is not None else {}
+
+
+def checkpoint(state: "GlmfSession") -> None:
+    """Rewrite the result file with what is recorded so far, marked as not finished: a session
+    killed without any chance to clean up still leaves a readable, incomplete file."""
+    from pytest_glmf.results.recorder import RUNNING, SessionRecorder
+
+    if state.settings.lane is None:
+        return
+    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.settings.lane.name)
+    recorder.write(lane=state.settings.lane.to_dict(), provenance=_provenance(state),
+                   extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
+
+
+def write_results(state: "GlmfSession", reasons: list[str] = ()) -> None:
+    """The session's result file: everything recorded so far, with `incomplete` listing why
+    the session did not run to its end (empty when it did)."""
+    from pytest_glmf.results.recorder import SessionRecorder
+
+    if state.settings.lane is None or "result_file" in state.extra:
+        return
+    if state.boot_error is not None:
+        reasons = [f"the server did not boot: {state.boot_error.splitlines()[0]}", *reasons]
+    state.note_if_exited()
+    incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
+    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.settings.lane.name)
+    out = recorder.write(lane=state.settings.lane.to_dict(), provenance=_provenance(state),
+                         extra={"incomplete": incomplete})
+    if out is not None:
+        state.extra["result_file"] = out
+
+
+def recover_killed(state: "GlmfSession") -> None:
+    """Finish the result files of earlier sessions that were killed (one ledger line each), then
+    claim the results directory for this session so a later one can tell if this one dies."""
+    from pytest_glmf.results import ledger
+    from pytest_glmf.results import recorder as results
+
+    assert state.settings.lane is not None
+    for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
+        ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
+                      what="killed", flags=[*(lane.get("extra") or [])],
+                      cause=f"session {sid} was killed before it ended; partial results: {out}")
+        state.extra.setdefault("recovered", []).append(str(out))
+    results.mark_owner(state.settings.results_dir, state.session_id, state.settings.lane.to_dict())
+
+
+def finish_session(state: "GlmfSession", exitstatus: int) -> None:
+    """The owner's last word: the result file, and the baseline when --glmf-update-baseline."""
+    reasons = []
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
+    write_results(state, reasons)
+    if state.settings.update_baseline:
+        update_baseline(state, exitstatus)
+
+
+# ---------------------------------------------------------------------------- baseline
+
+
+def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
+    """What the test recorded goes into JUnit XML (record_property; xdist carries it to the
+    controller) and, with --glmf-baseline, is compared with the baseline: a regression fails
+    the test that measured it, with the table metric | baseline | now | change | allowed."""
+    __tracebackhide__ = True
+    from pytest_glmf.results import baseline
+
+    recorder = state.recorder
+    captured = (recorder.capture or []) if recorder is not None else []
+    if recorder is not None:
+        recorder.capture = None
+    for gate, key, data in captured:
+        for metric, value in baseline.numeric_metrics(gate, data).items():
+            item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
+    doc = state.baseline_doc()
+    if doc is None or not captured or state.settings.lane is None:
+        return
+    lane_name, thresholds = state.settings.lane.name, state.thresholds
+
+    def tolerance_for(gate: str) -> Any:
+        return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
+
+    baseline.assert_no_regression(baseline.compare_records(captured, doc, tolerance_for), state.settings.baseline)
+
+
+def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
+    """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
+    import shutil
+
+    assert state.settings.lane is not None
+    out = state.extra.get("result_file")
+    target = state.settings.baseline or state.settings.results_dir / f"{state.settings.lane.name}-baseline.json"
+    if exitstatus != pytest.ExitCode.OK or out is None:
+        why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
+        state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
+        return
+    shutil.copyfile(out, target)
+    state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
+
+
+def baseline_warning(settings: "Settings", doc: dict[str, Any]) -> str | None:
+    """A header line when the baseline was measured on another setup (GPU, engine, launcher,
+    time scale): its differences may not be regressions."""
+    from pytest_glmf.results.baseline import machine_differences
+    from pytest_glmf.results.provenance import gpu_info
+
+    lane = settings.lane
+    assert lane is not None
+    now = {"lane": lane.name, "engine": lane.engine, "launcher": lane.launcher, **gpu_info()}
+    if lane.launcher == "sim":
+        now["time_scale"] = lane.time_scale
+    diffs = machine_differences({"provenance": now}, doc)
+    if not diffs:
+        return None
+    return ("glmf: WARNING: the baseline comes from a different setup, changes may not be regressions: "
+            + "; ".join(diffs))
+
+
+# ---------------------------------------------------------------------------- end of session
+
+
+def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
+    """The recipe-style tables of everything measured (rendering only: verdicts were given in
+    the tests), then where the files are."""
+    for path in state.extra.get("recovered", []):
+        terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
+    out = state.extra.get("result_file")
+    if out is None:
+        return
+    import json
+
+    from pytest_glmf.results import report
+
+    try:
+        doc = json.loads(Path(out).read_text())
+        text = report.terminal_report(doc, state.baseline_doc())
+    except (OSError, ValueError) as exc:
+        text = f"(cannot render {out}: {exc})"
+    terminalreporter.write_sep("=", "glmf results")
+    terminalreporter.write_line(text)
+    terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
+    if "baseline_note" in state.extra:
+        terminalreporter.write_line(state.extra["baseline_note"])

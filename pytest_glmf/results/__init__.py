@@ -1,0 +1,1 @@
+"""Result files, baselines, reports, the failure ledger, provenance and secret redaction."""

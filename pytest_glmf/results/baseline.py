@@ -1,0 +1,203 @@
+"""Regressions against a stored run: direction-aware, tolerance- and spread-aware comparisons.
+
+A baseline is an earlier session's result file (results.py). Every gate records its numbers as
+`gates[gate][key] = {metric: value, ..., "spread_pct": s}`; the metric names and their direction
+come from `gates.GATE_METRICS` (throughput and acceptance: lower is worse; latency and drift:
+higher is worse). A change counts as a regression only when it is worse than the allowed change:
+
+    allowed % = max(tolerance rel_pct, baseline spread %, current spread %)   (per metric when recorded)
+    allowed   = max(allowed % of |baseline|, tolerance abs)
+
+so a difference inside the run-to-run spread recorded in either run is never called a regression
+(pytest-benchmark's compare-fail knows one direction and no spread; this knows both).
+Tolerances come from thresholds.yaml: `lanes.<lane>.baseline: {rel_pct: 5, abs: 0, metrics:
+{ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise (5 %, and for
+latencies at least 5 ms).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pytest_glmf.gates.verdict import GATE_METRICS, fmt, render_table
+
+DEFAULT_REL_PCT = 5.0
+# Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS
+# scheduling jitter is not a regression, whatever the relative change of a tiny TTFT.
+DEFAULT_ABS_S = 0.005
+
+# Provenance keys whose difference makes a comparison suspect (other GPU, other weights, ...).
+MACHINE_KEYS = ("lane", "gpu_name", "gpu_count", "gpu_driver", "model_revision", "model_bytes", "engine",
+                "engine_version", "launcher", "time_scale")
+
+
+class BaselineError(ValueError):
+    """The baseline file cannot be used (missing, not JSON, another schema version)."""
+
+
+@dataclass
+class Tolerance:
+    rel_pct: float = DEFAULT_REL_PCT
+    abs: float = 0.0
+
+    @classmethod
+    def for_metric(cls, settings: Mapping[str, Any] | None, metric: str) -> "Tolerance":
+        settings = settings or {}
+        per = (settings.get("metrics") or {}).get(metric) or {}
+        default_abs = DEFAULT_ABS_S if metric.endswith("_s") else 0.0
+        return cls(rel_pct=float(per.get("rel_pct", settings.get("rel_pct", DEFAULT_REL_PCT))),
+                   abs=float(per.get("abs", settings.get("abs", default_abs))))
+
+
+@dataclass
+class Comparison:
+    gate: str
+    key: str
+    metric: str
+    baseline: float
+    now: float | None
+    allowed: float           # absolute amount the metric may worsen by
+    allowed_pct: float
+    direction: str           # "higher" | "lower" is better
+
+    @property
+    def change(self) -> float | None:
+        return None if self.now is None else self.now - self.baseline
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.change is None or self.baseline == 0:
+            return None
+        return self.change / abs(self.baseline) * 100
+
+    @property
+    def worse_by(self) -> float | None:
+        """How much worse than the baseline (positive = worse), in the metric's units."""
+        if self.change is None:
+            return None
+        return -self.change if self.direction == "higher" else self.change
+
+    @property
+    def regressed(self) -> bool:
+        return self.now is None or (self.worse_by is not None and self.worse_by > self.allowed + 1e-12)
+
+    def row(self) -> list[str]:
+        pct = self.change_pct
+        change = "missing" if self.change is None else (
+            f"{self.change:+.4g}" + (f" ({pct:+.1f} %)" if pct is not None else ""))
+        word = "drop" if self.direction == "higher" else "rise"
+        return [f"{self.gate}.{self.metric} [{self.key}]", fmt(self.baseline), fmt(self.now), change,
+                f"{word} <= {fmt(self.allowed)} ({self.allowed_pct:.1f} %)"]
+
+
+def load_baseline(path: str | Path, schema: int) -> dict[str, Any]:
+    """Read a result file to compare against; refuse another schema version with a clear message."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BaselineError(f"{p}: baseline file not found") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{p}: not a readable JSON result file ({exc})") from None
+    if not isinstance(doc, dict) or "gates" not in doc:
+        raise BaselineError(f"{p}: not a pytest-glmf result file (no 'gates' section)")
+    if doc.get("schema") != schema:
+        raise BaselineError(f"{p}: result schema {doc.get('schema')!r}, this plugin reads schema {schema}; "
+                            "use the result file of a run made with this version as --glmf-baseline")
+    return doc
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
+        return None
+    return float(x)
+
+
+def _spread(entry: Mapping[str, Any], metric: str) -> float | None:
+    """The run-to-run spread of this metric when the gate recorded one per metric
+    (`spread_by_metric_pct`), else the entry's overall `spread_pct`."""
+    per = entry.get("spread_by_metric_pct")
+    if isinstance(per, Mapping) and _number(per.get(metric)) is not None:
+        return _number(per.get(metric))
+    return _number(entry.get("spread_pct"))
+
+
+def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str, Any],
+                  tolerance: Mapping[str, Any] | None = None) -> list[Comparison]:
+    """Compare the metrics present in the baseline entry with the current entry of (gate, key)."""
+    out = []
+    for metric, direction in GATE_METRICS.get(gate, {}).items():
+        if metric == "spread_pct":
+            continue  # the spread is the noise yardstick, not a figure of merit
+        b = _number(base.get(metric))
+        if b is None:
+            continue
+        spreads = [s for s in (_spread(base, metric), _spread(now, metric)) if s is not None]
+        tol = Tolerance.for_metric(tolerance, metric)
+        allowed_pct = max([tol.rel_pct, *spreads])
+        allowed = max(abs(b) * allowed_pct / 100, tol.abs)
+        out.append(Comparison(gate, key, metric, b, _number(now.get(metric)), allowed, allowed_pct, direction))
+    return out
+
+
+def compare_results(now: Mapping[str, Any], base: Mapping[str, Any],
+                    tolerance: Mapping[str, Any] | None = None) -> list[Comparison]:
+    """Every comparable (gate, key, metric) of two result documents."""
+    out = []
+    for gate, entries in (base.get("gates") or {}).items():
+        for key, entry in (entries or {}).items():
+            cur = ((now.get("gates") or {}).get(gate) or {}).get(key)
+            if isinstance(entry, dict) and isinstance(cur, dict):
+                out.extend(compare_entry(gate, key, cur, entry, tolerance))
+    return out
+
+
+def machine_differences(now: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    """Provenance differences that make a comparison apples-to-oranges (shown loudly, not failed)."""
+    pn, pb = now.get("provenance") or {}, base.get("provenance") or {}
+    diffs = []
+    for k in MACHINE_KEYS:
+        if k in pn and k in pb and pn[k] != pb[k]:
+            diffs.append(f"{k}: baseline {pb[k]!r}, now {pn[k]!r}")
+    return diffs
+
+
+def regression_table(comparisons: Iterable[Comparison]) -> str:
+    return render_table([c.row() for c in comparisons], ["metric", "baseline", "now", "change", "allowed"])
+
+
+def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> None:
+    """Fail the calling test with the table of regressed metrics."""
+    __tracebackhide__ = True
+    bad = [c for c in comparisons if c.regressed]
+    if bad:
+        import pytest
+
+        src = f" (baseline: {baseline_path})" if baseline_path else ""
+        pytest.fail(f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}",
+                    pytrace=False)
+
+
+def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:
+    """The gate's known metrics present in a recorded entry (for JUnit properties and compares)."""
+    out = {}
+    for metric in GATE_METRICS.get(gate, {}):
+        v = _number(data.get(metric)) if isinstance(data, Mapping) else None
+        if v is not None:
+            out[metric] = v
+    return out
+
+
+def compare_records(records: Iterable[tuple[str, str, Any]], baseline: Mapping[str, Any],
+                    tolerance_for: Any = lambda gate: None) -> list[Comparison]:
+    """Compare what one test recorded, (gate, key, data) triples, with the baseline's entries of
+    the same (gate, key). Entries the baseline does not have are new, not regressions."""
+    out = []
+    for gate, key, data in records:
+        entry = ((baseline.get("gates") or {}).get(gate) or {}).get(key)
+        if isinstance(entry, dict) and isinstance(data, Mapping):
+            out.extend(compare_entry(gate, key, data, entry, tolerance_for(gate)))
+    return out

@@ -1,0 +1,238 @@
+"""Rendering only: result documents -> terminal tables, Markdown for a PR comment, a PNG curve.
+
+Receives plain data (a result file as written by results.py, optionally a baseline of the same
+schema) and never measures. `glmf report RESULT [--baseline B] [--markdown OUT] [--plot OUT.png]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_glmf.results.baseline import (BaselineError, compare_results, load_baseline, machine_differences,
+                                  regression_table)
+from pytest_glmf.gates.verdict import fmt, render_table
+
+# Preferred column order per gate; other scalar fields follow in the order recorded.
+COLUMNS: dict[str, list[str]] = {
+    "boot": ["max_running_requests", "requested_max_running_requests", "kv_tokens", "context_len",
+             "kv_pools", "cap_reason"],
+    "curve": ["users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s",
+              "ttft_p95_s", "itl_p95_s", "spread_pct", "runs", "tokens_per_user", "flags"],
+    "drift": ["candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch",
+              "ci95", "kl_topk", "self_abs_dlogp", "prompts", "tokens"],
+    "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
+    "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
+}
+
+TITLES = {"boot": "Boot facts", "curve": "Concurrency curve", "drift": "Log-prob drift vs the oracle",
+          "acceptance": "Speculative acceptance per prompt class", "tools": "Tool-call gate"}
+
+# What each number means, printed under the tables so a reader of the PR comment need not guess.
+DEFINITIONS = {
+    "curve": [
+        "TTFT: request sent -> first chunk carrying content, reasoning or a tool call (role-only chunk "
+        "excluded), queueing included.",
+        "per-user tok/s: (completion tokens - 1) / (last token - first token) per request; median (p5) over users.",
+        "aggregate tok/s: all completion tokens / (last token anywhere - first send).",
+        "spread: (max - min) / median of the measured runs, in %; a warm pass per users value is discarded.",
+        "seats: the server's effective max_running_requests from its boot log; users > seats means queueing.",
+        "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; a run "
+        "is client-bound (invalid) when its event loop lagged > 2 ms at p99 and, with kernel times, over 1 % of "
+        "chunks shared a socket read with a later one, or when the client used > 85 % of a core.",
+    ],
+    "drift": [
+        "|dlogp|: |candidate logprob - oracle logprob| of the oracle's greedy token, teacher-forced on exact token ids.",
+        "argmax mismatch: share of positions where the candidate's top-1 token differs from the oracle's token.",
+        "ci95: bootstrap over prompts (not tokens) for the mean |dlogp|.",
+    ],
+    "acceptance": [
+        "accept rate: accepted draft tokens / drafted tokens; accept length: tokens per verify step.",
+    ],
+    "tools": ["parsed: turns whose tool calls came back in tool_calls, valid against the tool's schema, "
+              "with no markup leaked into content."],
+}
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        if value and all(isinstance(v, (int, float)) for v in value) and len(value) == 2:
+            return f"[{fmt(value[0])}, {fmt(value[1])}]"
+        if value and all(isinstance(v, dict) for v in value):
+            return "; ".join(" ".join(f"{fmt(v)}" for v in d.values()) for d in value)
+        return str(len(value)) if len(value) > 4 else ", ".join(fmt(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list)))
+    return fmt(value)
+
+
+def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows for one gate's recorded entries (one row per key)."""
+    rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
+    preferred = COLUMNS.get(gate, [])
+    cols = [c for c in preferred if any(c in v for _, v in rows)]
+    for _, v in rows:
+        for c, x in v.items():
+            if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
+                cols.append(c)
+    header = ["key", *cols]
+    body = [[str(k), *(_cell(v.get(c)) for c in cols)] for k, v in rows]
+    return header, body
+
+
+def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
+    parts = [_headline(doc)]
+    for gate, entries in (doc.get("gates") or {}).items():
+        header, body = gate_table(gate, entries or {})
+        if body:
+            parts.append(f"{TITLES.get(gate, gate)}\n{render_table(body, header)}")
+    if baseline is not None:
+        parts.extend(_baseline_section(doc, baseline))
+    return "\n\n".join(parts)
+
+
+def _headline(doc: Mapping[str, Any]) -> str:
+    prov = doc.get("provenance") or {}
+    lane = (doc.get("lane") or {}).get("name") or prov.get("lane") or "?"
+    bits = [f"lane {lane}"]
+    for k in ("launcher", "image", "image_digest", "engine", "engine_version", "model_revision", "gpu_name"):
+        if prov.get(k):
+            bits.append(f"{k} {prov[k]}")
+    why = doc.get("incomplete") or []
+    state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
+    return "pytest-glmf results: " + ", ".join(bits) + state
+
+
+def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    out = []
+    diffs = machine_differences(doc, baseline)
+    if diffs:
+        out.append("WARNING: the baseline comes from a different setup; changes may not be regressions:\n  "
+                   + "\n  ".join(diffs))
+    comps = compare_results(doc, baseline)
+    if comps:
+        bad = [c for c in comps if c.regressed]
+        out.append(f"Against the baseline: {len(bad)} regression(s) in {len(comps)} compared metrics\n"
+                   + regression_table(bad or comps))
+    return out
+
+
+def _md_table(header: list[str], body: list[list[str]]) -> str:
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
+    out = [f"## {_headline(doc)}"]
+    prov = doc.get("provenance") or {}
+    if prov:
+        rows = [[k, _cell(v)] for k, v in prov.items() if not isinstance(v, dict)]
+        out.append("<details><summary>Provenance</summary>\n\n" + _md_table(["key", "value"], rows)
+                   + "\n\n</details>")
+    if baseline is not None:
+        diffs = machine_differences(doc, baseline)
+        if diffs:
+            out.append("> **Warning:** the baseline comes from a different setup:\n"
+                       + "\n".join(f"> - {d}" for d in diffs))
+        comps = compare_results(doc, baseline)
+        bad = [c for c in comps if c.regressed]
+        if comps:
+            out.append(f"### Against the baseline: {len(bad)} regression(s) in {len(comps)} metrics\n\n"
+                       + _md_table(["metric", "baseline", "now", "change", "allowed"],
+                                   [c.row() for c in (bad or comps)]))
+    for gate, entries in (doc.get("gates") or {}).items():
+        header, body = gate_table(gate, entries or {})
+        if body:
+            out.append(f"### {TITLES.get(gate, gate)}\n\n{_md_table(header, body)}")
+            if gate in DEFINITIONS:
+                out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
+    return "\n\n".join(out) + "\n"
+
+
+def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    entries = ((doc or {}).get("gates") or {}).get("curve") or {}
+    rows = [v for v in entries.values() if isinstance(v, dict) and isinstance(v.get("users"), (int, float))]
+    return sorted(rows, key=lambda r: r["users"])
+
+
+def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None) -> Path:
+    """PNG: per-user tok/s (and aggregate on a second axis) and TTFT p50/p95 against users."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError("plotting needs matplotlib: pip install 'pytest-glmf[plot]'") from None
+    rows = curve_rows(doc)
+    if not rows:
+        raise ValueError("the result has no curve rows to plot")
+    base_rows = curve_rows(baseline)
+    fig, (ax_tok, ax_ttft) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    ax_agg = ax_tok.twinx()
+
+    def series(rs: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+        pts = [(r["users"], r[key]) for r in rs if isinstance(r.get(key), (int, float))]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    for rs, style, tag in ((rows, "-", "now"), (base_rows, "--", "baseline")):
+        if not rs:
+            continue
+        ax_tok.plot(*series(rs, "per_user_tok_s"), style + "o", color="tab:blue", label=f"per-user tok/s ({tag})")
+        ax_agg.plot(*series(rs, "aggregate_tok_s"), style + "s", color="tab:orange", label=f"aggregate tok/s ({tag})")
+        ax_ttft.plot(*series(rs, "ttft_p95_s"), style + "o", color="tab:red", label=f"TTFT p95 ({tag})")
+        ax_ttft.plot(*series(rs, "ttft_p50_s"), style + ".", color="tab:pink", label=f"TTFT p50 ({tag})")
+    ax_tok.set_ylabel("per-user tok/s")
+    ax_agg.set_ylabel("aggregate tok/s")
+    ax_ttft.set_ylabel("TTFT (s)")
+    ax_ttft.set_xlabel("concurrent users")
+    lane = (doc.get("lane") or {}).get("name", "")
+    ax_tok.set_title(f"Concurrency curve {lane}".strip())
+    h1, l1 = ax_tok.get_legend_handles_labels()
+    h2, l2 = ax_agg.get_legend_handles_labels()
+    ax_tok.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center")
+    ax_ttft.legend(fontsize=8)
+    for ax in (ax_tok, ax_ttft):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="glmf report", description="Render a pytest-glmf result file.")
+    ap.add_argument("result", help="result JSON written by a pytest-glmf session")
+    ap.add_argument("--baseline", help="an earlier result file to compare against")
+    ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
+    ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
+    args = ap.parse_args(argv)
+    try:
+        doc = json.loads(Path(args.result).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"glmf report: cannot read {args.result}: {exc}", file=sys.stderr)
+        return 2
+    base = None
+    if args.baseline:
+        try:
+            base = load_baseline(args.baseline, doc.get("schema"))
+        except BaselineError as exc:
+            print(f"glmf report: {exc}", file=sys.stderr)
+            return 2
+    print(terminal_report(doc, base))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown_report(doc, base))
+        print(f"\nmarkdown written to {args.markdown}")
+    if args.plot:
+        try:
+            plot_curve(doc, args.plot, base)
+        except (RuntimeError, ValueError) as exc:
+            print(f"glmf report: {exc}", file=sys.stderr)
+            return 2
+        print(f"plot written to {args.plot}")
+    return 0

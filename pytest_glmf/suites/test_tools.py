@@ -1,0 +1,78 @@
+"""Tool-call gate: the recipe's "Hermes harness 10/10 tool turns, tool calls parsed".
+
+Every turn of pytest_glmf/data/tool_scenarios.yaml is asked non-streamed and streamed (pytest_glmf/gates/tools/harness.py
+says what each turn checks), at 1 user and under concurrency, because parsers break under load and
+with speculative decoding. The gate (`tools` in thresholds.yaml) defaults to the recipe's bar:
+every turn parsed (`parsed_fraction >= 1.0`) and no markup leaked (`leaks <= 0`). Settings
+(`tools.settings`): `concurrency` (default: the largest curve row's users, else 8), `tool_choice`
+(auto | required | named; small models need required/named), `strict` (adds "strict": true).
+A failure lists each bad turn with what came back.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_glmf.gates.tools import harness as toolcalls
+from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds
+
+pytestmark = pytest.mark.glmf_gate("tools")
+
+SCENARIOS = toolcalls.load_scenarios()
+DEFAULT_BOUNDS = {"parsed_fraction": {"min": 1.0}, "leaks": {"max": 0}}
+HINTS = {
+    "parsed_fraction": "check --tool-call-parser matches the model's format (GLM-4.7/5: glm47; Hermes/Qwen: hermes)",
+    "parsed": "check --tool-call-parser matches the model's format",
+    "leaks": "tool markup left in content: no parser, the wrong parser, or a model drifting from its format",
+    "wrong_calls": "calls with wrong names, `{}` or schema-breaking arguments, or calls nobody asked for",
+}
+
+
+@pytest.fixture(scope="module")
+def tools_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
+    return glmf_thresholds.for_gate(glmf_lane.name, "tools")
+
+
+def concurrency_of(section: dict[str, Any], glmf_thresholds, glmf_lane) -> int:
+    settings = section.get("settings") or {}
+    if settings.get("concurrency"):
+        return int(settings["concurrency"])
+    rows = glmf_thresholds.for_gate(glmf_lane.name, "curve").get("rows") or []
+    return max((int(r["users"]) for r in rows), default=8)
+
+
+def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property) -> None:
+    __tracebackhide__ = True
+    settings = tools_section.get("settings") or {}
+    summary = toolcalls.run_harness(glmf_client, SCENARIOS, concurrency=users,
+                                    tool_choice=settings.get("tool_choice", "auto"),
+                                    strict=bool(settings.get("strict", False)))
+    glmf_results.record("tools", f"users={users}", summary)
+    for key in ("parsed", "turns", "leaks", "wrong_calls", "empty_args"):
+        record_property(f"tools.users{users}.{key}", summary[key])
+    print(toolcalls.render_summary(summary))
+    bounds = {k: v for k, v in tools_section.items() if k not in ("settings", "baseline")} or DEFAULT_BOUNDS
+    source = (glmf_thresholds.source(glmf_lane.name, "tools") if bounds is not DEFAULT_BOUNDS
+              else "default: the recipe's 10/10 parsed, no leaks")
+    checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=HINTS)
+    if not summary["turns"]:
+        pytest.fail(f"no tool turn applies under tool_choice={summary['tool_choice']}", pytrace=False)
+    title = (f"tool gate of lane {glmf_lane.name!r} @ {users} user(s): parsed {summary['parsed']}/{summary['turns']}, "
+             f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}")
+    try:
+        assert_checks(checks, title)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}\n\nbad turns:\n{toolcalls.failure_table(summary)}", pytrace=False)
+
+
+def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property):
+    run_gate(1, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property)
+
+
+def test_tool_calls_under_concurrency(glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section,
+                                      record_property):
+    users = concurrency_of(tools_section, glmf_thresholds, glmf_lane)
+    if users <= 1:
+        pytest.skip("tools.settings.concurrency is 1: the one-user test covers it")
+    run_gate(users, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property)

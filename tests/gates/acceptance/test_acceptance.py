@@ -1,0 +1,380 @@
+"""The acceptance probe against small real HTTP servers that answer in the documented shapes.
+
+SGLang shape (engines.md section 3): streamed native /generate whose chunks carry `meta_info`
+(`completion_tokens`, `spec_verify_ct`, `spec_accept_rate`, `spec_accept_length` and accepted/drafted
+counters). vLLM shape (engines.md section 4, real_engine.md 2(e)): `/metrics` counters
+`vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total` with engine/model labels.
+The stub knows the fixture prompts, gives each class a configured acceptance, and fills every
+verify step with a block of 6 drafted tokens (DFlash2 block 7 minus the target's own token).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from importlib import resources
+from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from pytest_glmf.gates.acceptance import probe as acceptance
+from pytest_glmf.engine.client import Client
+
+CLASSES = acceptance.load_prompt_classes()
+DRAFTS_PER_STEP = 6
+RATES = {"history_essay": 0.35, "code": 0.41, "shell_ops": 0.39, "math": 0.61, "prose": 0.29,
+         "json_extraction": 0.5, "multi_turn_chat": 0.33}
+
+
+def class_of(text: str) -> str:
+    for pc in CLASSES:
+        for chat in pc.prompts:
+            if chat[-1]["content"] in text:
+                return pc.name
+    raise AssertionError(f"prompt not from the fixtures: {text[:80]!r}")
+
+
+def plan(n_tokens: int, rate: float) -> tuple[int, int]:
+    """(verify steps, accepted tokens) so a request of n_tokens has acceptance `rate`: each step
+    yields its accepted drafts plus one target token; the first token comes from prefill."""
+    steps = max(1, round((n_tokens - 1) / (1 + rate * DRAFTS_PER_STEP)))
+    return steps, n_tokens - 1 - steps
+
+
+class Stub:
+    """SGLang (/generate, /get_server_info) or vLLM (/v1/chat/completions, /metrics, /version)."""
+
+    def __init__(self, engine: str, speculative: bool = True, counters_in_meta: bool = True, streams: bool = True):
+        self.engine, self.speculative, self.counters_in_meta = engine, speculative, counters_in_meta
+        self.streams = streams  # False: /generate ignores `stream` and answers one JSON body
+        self.zero_draft_classes: set[str] = set()  # vLLM: classes an n-gram proposer drafts nothing for
+        self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self.bodies: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if stub.engine == "sglang" and self.path == "/get_server_info":
+                    self._send(200, json.dumps({"speculative_algorithm": "DFLASH" if stub.speculative else None}).encode())
+                elif stub.engine == "vllm" and self.path == "/version":
+                    self._send(200, b'{"version": "0.32.0"}')
+                elif self.path == "/v1/models":
+                    self._send(200, b'{"data": [{"id": "stub-model"}]}')
+                elif stub.engine == "vllm" and self.path == "/metrics":
+                    lines = ["# TYPE vllm:num_requests_running gauge",
+                             'vllm:num_requests_running{engine="0",model_name="stub"} 0.0']
+                    if stub.speculative:
+                        for key, name in (("drafts", acceptance.VLLM_DRAFTS), ("draft_tokens", acceptance.VLLM_DRAFT_TOKENS),
+                                          ("accepted", acceptance.VLLM_ACCEPTED)):
+                            lines += [f"# TYPE {name[:-6]} counter", f'{name}{{engine="0",model_name="stub"}} {float(stub.totals[key])}']
+                    self._send(200, ("\n".join(lines) + "\n").encode(), "text/plain")
+                else:
+                    self._send(404, b'{"error": "not found"}')
+
+            def _stream(self, events: list[dict[str, Any]]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for ev in events:
+                    self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.bodies.append(body)
+                if stub.engine == "sglang" and self.path == "/generate":
+                    n = body["sampling_params"]["max_new_tokens"]
+                    steps, acc = plan(n, RATES[class_of(body["text"])])
+                    events = []
+                    for k, done in enumerate((1, n // 2, n)):
+                        meta: dict[str, Any] = {"prompt_tokens": 20, "completion_tokens": done}
+                        if stub.speculative:
+                            meta["spec_verify_ct"] = steps * done // n
+                            if k == 2:
+                                meta["spec_accept_rate"] = acc / (steps * DRAFTS_PER_STEP)
+                                meta["spec_accept_length"] = n / steps
+                                if stub.counters_in_meta:
+                                    meta["spec_accept_token_num"] = acc
+                                    meta["spec_draft_token_num"] = steps * DRAFTS_PER_STEP
+                        events.append({"text": "x" * done, "meta_info": meta})
+                    if stub.streams:
+                        self._stream(events)
+                    else:
+                        self._send(200, json.dumps(events[-1]).encode())
+                elif stub.engine == "vllm" and self.path == "/v1/chat/completions":
+                    n = body["max_tokens"]
+                    cls = class_of(body["messages"][-1]["content"])
+                    if stub.speculative and cls not in stub.zero_draft_classes:
+                        steps, acc = plan(n, RATES[cls])
+                        stub.totals["drafts"] += steps
+                        stub.totals["draft_tokens"] += steps * DRAFTS_PER_STEP
+                        stub.totals["accepted"] += acc
+                    events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
+                              {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
+                              {"choices": [{"index": 0, "delta": {"content": "b" * (n - 1)}, "finish_reason": "length"}]},
+                              {"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": n}}]
+                    self._stream(events)
+                else:
+                    self._send(404, b'{"error": "not found"}')
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.server.request_queue_size = 128  # the default backlog of 5 resets connections under concurrency
+        self.server.server_bind()
+        self.server.server_activate()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub_factory():
+    made: list[Stub] = []
+
+    def make(*args: Any, **kw: Any) -> Stub:
+        made.append(Stub(*args, **kw))
+        return made[-1]
+    yield make
+    for s in made:
+        s.close()
+
+
+def expected_length(n: int, rate: float) -> float:
+    steps, _ = plan(n, rate)
+    return n / steps
+
+
+@pytest.mark.parametrize("counters_in_meta", [True, False], ids=["counters", "rate-only"])
+def test_sglang_meta_info_gives_the_configured_acceptance_per_class(stub_factory, counters_in_meta):
+    stub = stub_factory("sglang", counters_in_meta=counters_in_meta)
+    with Client(stub.url) as client:
+        assert acceptance.detect_engine(client) == "sglang"
+        result = acceptance.probe(client, "sglang", CLASSES, prompts_per_class=2, max_tokens_scale=0.5)
+    assert result["speculative"] is True
+    assert result["source"] == acceptance.SOURCE_SGLANG
+    assert "glm" in result["prompt_format"]
+    assert len(result["classes"]) == len(CLASSES)
+    for row in result["classes"]:
+        n = round(next(c.max_tokens for c in CLASSES if c.name == row["class"]) * 0.5)
+        steps, acc = plan(n, RATES[row["class"]])
+        assert row["accept_rate"] == pytest.approx(acc / (steps * DRAFTS_PER_STEP), abs=1e-9), row
+        assert row["accept_rate"] == pytest.approx(RATES[row["class"]], abs=0.03)
+        assert row["accept_length"] == pytest.approx(n / steps)
+        assert row["accept_length_basis"] == "completion_tokens / spec_verify_ct"
+        assert row["tok_s"] and row["tok_s"] > 0 and row["errors"] == 0 and row["requests"] == 2
+    # the chat was rendered client-side with the GLM template and sent greedy
+    assert stub.bodies[0]["text"].startswith("[gMASK]<sop><|user|>\nWrite a 500-word historical essay")
+    assert stub.bodies[0]["text"].endswith("<|assistant|>")
+    assert stub.bodies[0]["sampling_params"]["temperature"] == 0
+
+
+def test_sglang_without_streaming_falls_back_to_one_json_answer(stub_factory):
+    stub = stub_factory("sglang", streams=False)
+    with Client(stub.url) as client:
+        result = acceptance.probe(client, "sglang", CLASSES[:2], prompts_per_class=1)
+    assert [r["errors"] for r in result["classes"]] == [0, 0]
+    assert result["classes"][1]["accept_rate"] == pytest.approx(0.41, abs=0.01)
+    assert result["records"][0]["ttft_s"] is None and result["classes"][0]["tok_s"] == result["classes"][0]["e2e_tok_s"]
+
+
+def test_vllm_metrics_delta_gives_the_configured_acceptance_per_class(stub_factory):
+    stub = stub_factory("vllm")
+    stub.totals.update(drafts=1000, draft_tokens=6000, accepted=2000)  # earlier traffic must not count
+    with Client(stub.url) as client:
+        assert acceptance.detect_engine(client) == "vllm"
+        result = acceptance.probe(client, "vllm", CLASSES, prompts_per_class=1, max_tokens_scale=0.5)
+    assert result["source"] == acceptance.SOURCE_VLLM
+    for row in result["classes"]:
+        n = round(next(c.max_tokens for c in CLASSES if c.name == row["class"]) * 0.5)
+        steps, acc = plan(n, RATES[row["class"]])
+        assert row["accept_rate"] == pytest.approx(acc / (steps * DRAFTS_PER_STEP))
+        assert row["accept_length"] == pytest.approx(1 + acc / steps)
+        assert row["accept_length_basis"] == "1 + accepted / drafts"
+    assert stub.bodies[0]["model"] == "stub-model"
+    assert stub.bodies[0]["messages"][-1]["role"] == "user"
+
+
+def test_vllm_zero_drafts_is_speculation_without_a_rate_not_a_stop(stub_factory):
+    stub = stub_factory("vllm")
+    stub.zero_draft_classes = {"history_essay"}
+    with Client(stub.url) as client:
+        result = acceptance.probe(client, "vllm", CLASSES[:2], prompts_per_class=1, max_tokens_scale=0.2)
+    first, second = result["classes"]
+    assert result["speculative"] is True and len(result["records"]) == 2
+    assert (first["draft_tokens"], first["accept_rate"], first["accept_length"]) == (0, None, None)
+    assert second["accept_rate"] == pytest.approx(0.41, abs=0.03)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_no_speculative_decoding_is_reported_not_zero(stub_factory, engine, tmp_path, capsys):
+    stub = stub_factory(engine, speculative=False)
+    out = tmp_path / "acc.json"
+    rc = acceptance.cli(["--url", stub.url, "--json", str(out), "--max-tokens-scale", "0.1"])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert result["speculative"] is False
+    assert len(result["records"]) == 1, "the probe stops at the first non-speculative answer"
+    assert result["classes"][0]["accept_rate"] is None
+    assert "no speculative decoding" in capsys.readouterr().out
+
+
+def test_cli_prints_the_recipe_table(stub_factory, tmp_path, capsys):
+    stub = stub_factory("sglang")
+    rc = acceptance.cli(["--url", stub.url, "--classes", "math,prose", "--prompts-per-class", "1",
+                         "--json", str(tmp_path / "a.json")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    header = text.splitlines()[0]
+    assert [c.strip() for c in header.split(" | ")][:4] == ["class", "tok/s", "accept rate", "accept length"]
+    assert "math, step-by-step" in text and "prose 300" in text
+    assert "source: sglang /generate meta_info" in text
+    rows = {r["class"]: r for r in json.loads((tmp_path / "a.json").read_text())["classes"]}
+    assert rows["math"]["accept_rate"] > rows["prose"]["accept_rate"]
+
+
+def test_unknown_class_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        acceptance.cli(["--url", "http://127.0.0.1:9", "--classes", "poetry"])
+    assert "unknown class" in capsys.readouterr().err
+
+
+def test_a_dead_server_is_an_error_row_not_a_number(stub_factory):
+    stub = stub_factory("sglang")
+    url = stub.url
+    stub.close()
+    with Client(url) as client:
+        result = acceptance.probe(client, "sglang", CLASSES[:1], prompts_per_class=1)
+    row = result["classes"][0]
+    assert row["errors"] == 1 and row["accept_rate"] is None and result["speculative"] is None
+    assert "ConnectError" in result["records"][0]["error"]
+
+
+def test_meta_info_without_spec_fields_means_no_speculation():
+    assert acceptance.spec_from_meta_info({"completion_tokens": 50})["speculative"] is False
+    assert acceptance.spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 0})["speculative"] is False
+    got = acceptance.spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 12,
+                                          "spec_num_correct_drafts": 30, "spec_num_proposed_drafts": 72})
+    assert got["speculative"] is True and (got["accepted_tokens"], got["draft_tokens"]) == (30, 72)
+
+
+def test_prometheus_counters_sum_over_label_sets():
+    text = ('# HELP x\nvllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0\n'
+            'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 5.0\n'
+            'vllm:spec_decode_num_drafts_created 1.7e9\n')
+    assert acceptance.parse_prometheus_counters(text, [acceptance.VLLM_DRAFTS, acceptance.VLLM_ACCEPTED]) == {
+        acceptance.VLLM_DRAFTS: 15.0}
+
+
+# ---------------------------------------------------------------------------- the suite, via pytester
+
+SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_acceptance.py")
+
+
+def run_suite(pytester: pytest.Pytester, lane: str, url: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest(SUITE, "--glmf-lane", lane, "--glmf-url", url,
+                              "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider", *extra)
+
+
+def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    result = run_suite(pytester, "daily", stub.url)
+    result.assert_outcomes(passed=2 + len(CLASSES))
+    doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())
+    rows = dict(doc["gates"]["acceptance"])
+    requests = rows.pop("requests")
+    mean = rows.pop("mean")
+    assert set(rows) == {c.name for c in CLASSES}
+    assert len(requests) == 3 * len(CLASSES) and all(r["speculative"] for r in requests)
+    assert all(r["source"].startswith(acceptance.SOURCE_SGLANG + "; client-side 'glm' chat template") for r in rows.values())
+    assert rows["math"]["recipe_accept_rate"] == 0.61
+    assert rows["math"]["accept_rate"] == pytest.approx(0.61, abs=0.03)
+    assert rows["prose"]["accept_rate"] == pytest.approx(0.29, abs=0.03)
+    assert all(r["tok_s"] > 0 and r["accept_length"] > 1 for r in rows.values())
+    assert mean["accept_rate"] == pytest.approx(sum(RATES.values()) / len(RATES), abs=0.02)
+
+
+def test_suite_gates_the_mean_over_classes(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
+      classes: {mean: {accept_rate: {min: 0.5}, tok_s: {min: 1}}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "mean or is_measured")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.re_match_lines([
+        rf".*speculative acceptance of lane 'daily', mean over {len(CLASSES)} classes: 1 threshold\(s\) missed",
+        r"accept_rate mean over classes +\| 0\.4\d* +\| >= 0\.5 +\| -1\d\.\d %.*lanes\.daily\.acceptance\.classes\.mean\)",
+    ])
+
+
+def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
+      classes:
+        prose: {accept_rate: {min: 0.5}, accept_length: {min: 1.5}}
+        math: {accept_rate: {min: 0.55}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml")
+    result.assert_outcomes(passed=len(CLASSES), failed=1, skipped=1)
+    result.stdout.re_match_lines([
+        r".*speculative acceptance of lane 'daily', class 'prose': 1 threshold\(s\) missed",
+        r"accept_rate class=prose +\| 0\.29\d* +\| >= 0\.5 +\| -4\d\.\d %; drafts rejected more often.*"
+        r"\(thresholds\.yaml: lanes\.daily\.acceptance\.classes\.prose\)",
+    ])
+
+
+def test_suite_rejects_a_threshold_class_that_does_not_exist(pytester, stub_factory):
+    stub = stub_factory("sglang")
+    pytester.makefile(".yaml", thresholds="""
+schema: 1
+lanes:
+  daily:
+    acceptance:
+      settings: {prompts_per_class: 1, max_tokens_scale: 0.2}
+      classes: {poetry: {accept_rate: {min: 0.3}}}
+""")
+    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "is_measured")
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([r".*lanes\.daily\.acceptance\.classes names unknown prompt class\(es\) \['poetry'\]; known: \['code', .*"])
+
+
+def test_suite_skips_on_a_lane_without_speculation(pytester, stub_factory):
+    stub = stub_factory("sglang", speculative=False)
+    result = run_suite(pytester, "batch", stub.url, "-rs")
+    result.assert_outcomes(skipped=2 + len(CLASSES))
+    result.stdout.fnmatch_lines(["*the server of lane 'batch' reports no speculative decoding*"])
+
+
+def test_suite_fails_when_the_lane_says_spec_but_the_server_does_not(pytester, stub_factory):
+    stub = stub_factory("sglang", speculative=False)
+    result = run_suite(pytester, "daily", stub.url, "-k", "is_measured")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*lane 'daily' sets spec='dflash' but the server reports no speculative decoding*"])

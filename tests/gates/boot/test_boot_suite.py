@@ -1,0 +1,83 @@
+"""The ready-made boot suite (pytest_glmf/suites/test_boot.py) on an attached server with a known boot log."""
+from __future__ import annotations
+
+import pytest
+
+CAPPED_LOG = """\
+[2026-09-11 10:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 597000, KV size: 30.00 GB
+[2026-09-11 10:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 597000, KV size: 3.00 GB
+[2026-09-11 10:00:00 TP0] max_running_requests is capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots per request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16.
+[2026-09-11 10:00:00 TP0] max_total_num_tokens=597000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=7, context_len=1048576, available_gpu_mem=10.00 GB
+[2026-09-11 10:00:03] The server is fired up and ready to roll!
+"""
+GOOD_LOG = (CAPPED_LOG.replace("torch.bfloat16, #tokens: 597000, KV size: 3.00", "torch.float8_e4m3fn, #tokens: 597000, KV size: 3.00")
+            .replace("max_running_requests=7,", "max_running_requests=9,").splitlines(keepends=True))
+GOOD_LOG = "".join(line for line in GOOD_LOG if "is capped to" not in line)
+
+THRESHOLDS = """\
+schema: 1
+lanes:
+  daily:
+    boot:
+      max_running_requests: {min: 9}
+      context_len: {min: 1048576}
+      kv_pool_dtypes: [fp8_e4m3, bfloat16]
+    curve:
+      rows:
+        - {users: 1}
+        - {users: 8}
+        - {users: 9}
+        - {users: 32, allow_queueing: true}
+"""
+
+
+def run_boot_suite(pytester: pytest.Pytester, server, log: str) -> pytest.RunResult:
+    (pytester.path / "boot.log").write_text(log)
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  daily: {{launcher: attach, url: '{server.base_url}', "
+                                             "boot_log: boot.log}\n")
+    thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS)
+    # no path arguments: the plugin collects its bundled suites; -k keeps it to the boot gate
+    return pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "daily", "--glmf-thresholds",
+                              str(thresholds), "-k", "test_boot or kv_pool or seats", "-p", "no:cacheprovider")
+
+
+def test_boot_suite_passes_on_the_recipe_daily_boot(pytester, running_fake_server) -> None:
+    result = run_boot_suite(pytester, running_fake_server, GOOD_LOG)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.assert_outcomes(passed=4)
+
+
+def test_boot_suite_fails_with_cap_reason_dtypes_and_queued_rows(pytester, running_fake_server) -> None:
+    result = run_boot_suite(pytester, running_fake_server, CAPPED_LOG)
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines([
+        "boot facts of lane 'daily': 1 threshold(s) missed",
+        "metric               | measured | expected | note",
+        "---------------------+-*",
+        "max_running_requests | 7        | >= 9     | -22.2 %; max_running_requests *capped to 7 by the mamba state "
+        "cache (max_mamba_cache_size=38, 5 state slots per request)*--max-mamba-cache-size*"
+        "(thresholds.yaml: lanes.daily.boot)",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines([
+        "KV pool dtypes of lane 'daily' differ from the thresholds",
+        "metric         | measured           | expected           | note",
+        "---------------*",
+        "kv_pool_dtypes | bfloat16, bfloat16 | bfloat16, fp8_e4m3 | check --kv-cache-dtype (not set) and the "
+        "attention backend; (thresholds.yaml: lanes.daily.boot)",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines([
+        "lane 'daily': 2 curve row(s) would queue behind the seat cap",
+        "metric                  | measured | expected | note",
+        "------------------------*",
+        "seats < users @ 8 users | 7        | >= 8     | max_running_requests *--max-mamba-cache-size* "
+        "(thresholds.yaml: lanes.daily.curve)",
+        "seats < users @ 9 users | 7        | >= 9     | *",
+    ], consecutive=True)
+
+
+def test_boot_suite_skips_on_an_attached_server_without_boot_log(pytester, running_fake_server) -> None:
+    result = pytester.runpytest_subprocess("--glmf-url", running_fake_server.base_url, "--glmf-lane", "batch",
+                                           "-k", "test_boot", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines([f"SKIPPED ?1? *test_boot.py*: no boot log for lane 'batch' (attached to "
+                                 f"{running_fake_server.base_url}); set boot_log: FILE in the lane to gate boot facts"])

@@ -1,0 +1,143 @@
+"""Pure parts of the curve: stream decoding, metrics, checks, prompts, the table."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_glmf.gates.curve import api as load
+from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_check
+from pytest_glmf.gates.curve.http import decode_reads
+from pytest_glmf.gates.curve.records import combine_runs, knee, percentile, record_from_lines, spread_pct
+
+
+def sse(obj) -> bytes:
+    data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def chunk(content=None, role=None, usage=None, choices=True):
+    delta = {}
+    if role:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    obj = {"id": "x1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}] if choices else []}
+    if usage:
+        obj["usage"] = usage
+    return sse(obj)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def test_decode_reads_times_each_event_by_the_read_that_completed_it():
+    role = chunk(role="assistant", content="")
+    body = (HEAD + role + chunk("Hel") + chunk("lo")
+            + chunk(usage={"completion_tokens": 2, "prompt_tokens": 5}, choices=False)
+            + b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+    # split at awkward places: inside the head, the chunk-size line, a chunk's trailing CRLF,
+    # the next chunk's JSON, and [DONE]
+    cuts = [10, len(HEAD) + 1, len(HEAD) + len(role) - 1, len(HEAD) + len(role) + 20, len(body) - 20,
+            len(body) - 12]
+    reads, last = [], 0
+    for i, c in enumerate(cuts + [len(body)]):
+        reads.append((float(i), body[last:c]))
+        last = c
+    status, lines, error = decode_reads(reads)
+    assert status == 200 and error is None
+    rec = record_from_lines(0, -1.0, status, lines)
+    assert rec.ok and rec.completion_tokens == 2 and rec.prompt_tokens == 5
+    assert (rec.t_first_chunk_s, rec.t_first_token_s) == (2.0, 4.0)  # role chunk, then content
+    assert len(rec.chunk_times_s) == 2 and rec.response_id == "x1"
+
+
+def test_error_response_is_a_record_with_error_not_zeros():
+    body = b'{"error": "model not found"}'
+    reads = [(1.0, b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))]
+    status, lines, error = decode_reads(reads)
+    rec = record_from_lines(3, 0.5, status, lines, error)
+    assert status == 404 and "model not found" in rec.error
+    assert rec.t_first_token_s is None and rec.completion_tokens is None and not rec.ok
+
+
+def test_stream_without_done_is_an_error():
+    status, lines, error = decode_reads([(1.0, HEAD + chunk("a"))])
+    assert record_from_lines(0, 0.0, status, lines, error).error == "stream ended without [DONE]"
+
+
+def test_reasoning_and_tool_calls_count_as_first_token():
+    for delta in ({"reasoning_content": "hmm"}, {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}):
+        line = "data: " + json.dumps({"choices": [{"delta": delta}]})
+        rec = record_from_lines(0, 0.0, 200, [(0.1, 'data: {"choices":[{"delta":{"role":"assistant"}}]}'),
+                                              (0.4, line), (0.5, "data: [DONE]")])
+        assert rec.t_first_token_s == 0.4
+
+
+def test_statistics():
+    assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([], 50) is None
+    assert spread_pct([98, 100, 102]) == pytest.approx(4.0)
+    runs = [{"aggregate_tok_s": a, "per_user_tok_s": p} for a, p in ((100, 10), (110, 10), (90, 10))]
+    row = combine_runs(runs)
+    assert row["aggregate_tok_s"] == 100 and row["spread_pct"] == pytest.approx(20.0)
+
+
+def test_knee_says_whether_aggregate_still_climbs():
+    rows = [{"users": 48, "aggregate_tok_s": 2214, "spread_pct": 1}, {"users": 96, "aggregate_tok_s": 3406},
+            {"users": 128, "aggregate_tok_s": 4025, "spread_pct": 2}]
+    k = knee(rows)
+    assert k["still_climbing"] and k["last_gain_pct"] == pytest.approx(18.2, abs=0.1)
+    flat = knee(rows[:2] + [{"users": 128, "aggregate_tok_s": 3450}])
+    assert flat["still_climbing"] is False and "flat" in load.knee_sentence(flat)
+
+
+def test_memory_check_matches_the_recipe_arithmetic():
+    # 201K pool: ~4K tokens per user at 48 users, ~1.5K at 128 (the recipe's numbers)
+    assert memory_check(48, 201_000, 2400, 384)["tokens_per_user"] == 4187
+    at128 = memory_check(128, 201_000, 2400, 384)
+    assert at128["tokens_per_user"] == 1570 and at128["fits"] is False
+    assert "128 x 2,784" in at128["notes"][0]
+    assert memory_check(8, None, 2400, 384)["fits"] is None
+
+
+def test_seat_check_uses_boot_facts_and_observed_queue():
+    assert seat_check(16, {"max_running_requests": 7})["notes"] == ["16 clients sharing 7 seats"]
+    observed = seat_check(8, {}, {"max_running": 5, "max_queued": 3})
+    assert not observed["shared"] and "at most 5 of 8 requests running" in observed["notes"][0]
+    assert not seat_check(8, {"max_running_requests": 640})["shared"]
+
+
+def test_client_check_thresholds():
+    assert not client_check([0.0001] * 100, 0.3)["client_bound"]
+    assert client_check([0.0001] * 90 + [0.01] * 10, 0.3)["client_bound"]
+    assert "CPU 95 %" in client_check([0.0001], 0.95)["notes"][0]
+
+
+def test_briefing_variants_are_recipe_sized_and_distinct():
+    prompts = load.briefing_prompts()
+    assert len(prompts) >= 4 and len(set(prompts)) == len(prompts)
+    for p in prompts:
+        assert 2000 <= len(p) // 4 <= 3000          # ~2,400 tokens at ~4 characters per token
+        assert p.rstrip().endswith("without headings or bullet points.") and "about 400 words" in p
+    firsts = {p.split("## ")[1][:40] for p in prompts}
+    assert len(firsts) == len(prompts)             # each variant starts its body differently
+
+
+def test_curve_table_pins_the_recipe_columns():
+    row = {"users": 16, "seats": 7, "aggregate_tok_s": 503.0, "per_user_tok_s": 70.2, "per_user_tok_s_p5": 60.0,
+           "ttft_p50_s": 0.37, "ttft_p95_s": 0.52, "spread_pct": 1.5, "valid": True,
+           "seat": {"notes": ["16 clients sharing 7 seats"]}, "memory": {"notes": []}, "per_run": []}
+    table = load.curve_table([row]).splitlines()
+    assert table[0].split(" | ")[:7] == ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
+                                         "TTFT p95 s", "spread"]
+    assert "7 (shared)" in table[2] and "16 clients sharing 7 seats" in table[2]
+
+
+def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
+    essay = load.load_prompts("briefing_history_essay.md")      # the daily lane's single-stream row
+    assert len(essay) == 1 and "essay" in essay[0]
+    own = tmp_path / "mine.txt"
+    own.write_text("just one prompt")
+    assert load.load_prompts(str(own)) == ["just one prompt"]
+    with pytest.raises(FileNotFoundError, match="nor a packaged fixture"):
+        load.load_prompts("no-such-briefing.md")

@@ -1,0 +1,187 @@
+"""Process and attach launchers with real child processes (tests/conftest.py: fake_server.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_glmf.config.lanes import LaneConfig
+from pytest_glmf.launch import BootError, launch_lane
+
+USES_SERVER = """
+def test_health(glmf_server, glmf_client):
+    assert glmf_server.is_alive()
+    assert glmf_client.get_json("/health")["path"] == "/health"
+    print("SERVER", glmf_server.base_url, glmf_server.launcher)
+
+def test_again(glmf_server):
+    assert glmf_server.boot_log_path.name.endswith("-server.log")
+    assert "Load weight end" in glmf_server.boot_log
+"""
+
+
+def test_process_lane_boots_once_serves_and_is_stopped(pytester, fake_lanes, launched_pids, pid_alive) -> None:
+    lanes = fake_lanes()
+    pytester.makepyfile(USES_SERVER)
+    result = pytester.runpytest("-s", "--glmf-lanes", str(lanes), "--glmf-lane", "ok",
+                                "test_process_lane_boots_once_serves_and_is_stopped.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*SERVER http://127.0.0.1:* process*"])
+    pids = launched_pids()
+    assert len(pids) == 1 and not pid_alive(pids[0])
+    assert len(list((pytester.path / "glmf-results").glob("ok-*-server.log"))) == 1
+
+
+def test_boot_failure_shows_exit_code_log_tail_and_problems(pytester, fake_lanes, launched_pids) -> None:
+    lanes = fake_lanes()
+    pytester.makepyfile(USES_SERVER)
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "exit",
+                                "test_boot_failure_shows_exit_code_log_tail_and_problems.py")
+    result.assert_outcomes(errors=2)
+    assert len(launched_pids()) == 1  # the failure is remembered, not retried per test
+    result.stdout.fnmatch_lines([
+        "*BootError: lane 'exit' (process launcher): the server exited with code 3 during boot",
+        f"command: {sys.executable} fake_server.py --port * --mode exit",
+        "boot log: *exit-*-server.log",
+    ])
+    result.stdout.fnmatch_lines(["last 40 log lines:", "  | [2026-09-11 10:00:02] capture step 21"])
+    result.stdout.fnmatch_lines(["  | RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."])
+    assert "capture step 20\n" not in result.stdout.str()  # only the last 40 lines
+
+
+def test_boot_failure_lists_parsed_problems() -> None:
+    from pytest_glmf.launch.process import boot_problems
+
+    problems = boot_problems("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n")
+    if not problems:
+        pytest.skip("the boot-log parser does not report problems yet")
+    assert any("Not enough memory" in p for p in problems)
+
+
+def test_boot_timeout_kills_the_hung_server(pytester, fake_lanes, launched_pids, pid_alive) -> None:
+    lanes = fake_lanes(boot_timeout_s=1)
+    pytester.makepyfile(USES_SERVER)
+    t0 = time.monotonic()
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "hang",
+                                "test_boot_timeout_kills_the_hung_server.py")
+    assert time.monotonic() - t0 < 8
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([
+        "*BootError: lane 'hang' (process launcher): the server was not ready within boot_timeout_s=1 s "
+        "(no ready line, health endpoints not 200)",
+        "*last 2 log lines:",
+    ])
+    pids = launched_pids()
+    assert len(pids) == 1 and not pid_alive(pids[0])
+
+
+def test_readiness_by_health_endpoints_without_ready_line(pytester, fake_lanes) -> None:
+    lanes = fake_lanes()
+    pytester.makepyfile(USES_SERVER)
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "slowready",
+                                "test_readiness_by_health_endpoints_without_ready_line.py")
+    result.assert_outcomes(passed=2)
+    assert not (pytester.path / "generations.txt").exists()  # no generation request as a probe
+
+
+def test_attach_by_url_starts_and_stops_nothing(pytester, running_fake_server, launched_pids) -> None:
+    pytester.makepyfile("""
+        def test_health(glmf_server, glmf_client):
+            assert glmf_server.launcher == "attach"
+            assert glmf_client.get_json("/v1/models")["path"] == "/v1/models"
+    """)
+    result = pytester.runpytest("--glmf-url", running_fake_server.base_url, "--glmf-lane", "batch",
+                                "test_attach_by_url_starts_and_stops_nothing.py")
+    result.assert_outcomes(passed=1)
+    assert running_fake_server.is_alive() and len(launched_pids()) == 1
+
+
+def test_attach_lane_reads_its_boot_log(pytester, running_fake_server) -> None:
+    log = pytester.makefile(".log", boot="[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  remote: {{launcher: attach, url: '{running_fake_server.base_url}', "
+                                             f"boot_log: {log.name}}}\n")
+    pytester.makepyfile("""
+        def test_log(glmf_server):
+            assert "ready to roll" in glmf_server.boot_log
+    """)
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "remote", "test_attach_lane_reads_its_boot_log.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_attach_to_nothing_fails_with_the_url(pytester) -> None:
+    from pytest_glmf.launch.process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  gone: {{launcher: attach, url: '{url}', timeouts: {{connect_s: 0.5}}}}\n")
+    pytester.makepyfile("def test_x(glmf_server): pass")
+    result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "gone", "test_attach_to_nothing_fails_with_the_url.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*BootError: lane 'gone' (attach launcher): {url} is not serving (waited 0.5 s; ConnectError*"])
+
+
+def test_stop_reaches_the_whole_process_group(tmp_path: Path, pytester, fake_lanes, pid_alive) -> None:
+    """Engines fork workers (SGLang scheduler, detokenizer); SIGTERM goes to the group."""
+    fake_lanes()
+    script = ("import subprocess, sys, os; "
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+              "open('child.pid', 'w').write(str(c.pid)); "
+              "os.execv(sys.executable, [sys.executable, 'fake_server.py'] + sys.argv[1:])")
+    lane = LaneConfig(name="tree", launcher="process", boot_timeout_s=10,
+                      command=[sys.executable, "-c", script, "--port", "{port}"])
+    old = os.getcwd()
+    os.chdir(pytester.path)
+    try:
+        server = launch_lane(lane, tmp_path, "s1")
+    finally:
+        os.chdir(old)
+    child = int((pytester.path / "child.pid").read_text())
+    assert pid_alive(child) and server.is_alive()
+    server.stop()
+    server.stop()  # idempotent
+    deadline = time.monotonic() + 5
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(child) and not server.is_alive()
+
+
+def test_unknown_executable_is_a_boot_error(tmp_path: Path) -> None:
+    lane = LaneConfig(name="nope", launcher="process", command=["/nonexistent/engine", "--port", "{port}"])
+    with pytest.raises(BootError, match=r"lane 'nope' \(process launcher\): cannot start the server: .*No such file"):
+        launch_lane(lane, tmp_path, "s")
+
+
+def test_no_shell_is_involved(tmp_path: Path) -> None:
+    """Arguments reach the engine verbatim: nothing is expanded by a shell."""
+    out = tmp_path / "argv.txt"
+    lane = LaneConfig(name="argv", launcher="process", boot_timeout_s=0.5, command=[
+        sys.executable, "-c", f"import sys; open({str(out)!r}, 'w').write(repr(sys.argv[1:]))", "$HOME", "a b;c"])
+    with pytest.raises(BootError, match="exited with code 0 during boot"):
+        launch_lane(lane, tmp_path, "s")
+    assert out.read_text() == repr(["$HOME", "a b;c"])
+    assert subprocess.run(["true"]).returncode == 0
+
+
+def test_sigterm_to_pytest_stops_the_server(pytester, fake_lanes, launched_pids, pid_alive) -> None:
+    """CI cancels a job with SIGTERM; the server must not outlive the session."""
+    lanes = fake_lanes()
+    pytester.makepyfile("""
+        import os, signal
+        def test_cancelled(glmf_server):
+            os.kill(os.getpid(), signal.SIGTERM)
+    """)
+    result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "ok",
+                                           "test_sigterm_to_pytest_stops_the_server.py")
+    assert result.ret == -15
+    pids = launched_pids()
+    assert len(pids) == 1 and not pid_alive(pids[0])
+
+
+def test_a_taken_port_is_refused_not_mistaken_for_our_server(tmp_path: Path, running_fake_server) -> None:
+    port = int(running_fake_server.base_url.rsplit(":", 1)[1])
+    lane = LaneConfig(name="clash", launcher="process", port=port, command=[sys.executable, "-c", "pass"])
+    with pytest.raises(BootError, match=rf"lane 'clash' \(process launcher\): port {port} on 127.0.0.1 is already in use"):
+        launch_lane(lane, tmp_path, "s")

@@ -1,0 +1,82 @@
+"""The `glmf` dispatcher and the core's own subcommands (lanes, thresholds)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_glmf.cli import SUBCOMMANDS, main
+
+
+def test_usage_lists_every_subcommand(capsys) -> None:
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("usage: glmf <command> [args...]")
+    for name in ("sim", "bootlog", "curve", "drift", "accept", "tools", "report", "lanes", "thresholds"):
+        assert f"\n  {name} " in out
+    assert main(["--help"]) == 0
+
+
+def test_unknown_command(capsys) -> None:
+    assert main(["bench"]) == 2
+    assert capsys.readouterr().err.startswith("glmf: unknown command 'bench'\n\nusage: glmf <command>")
+
+
+def test_console_script_dispatches_to_the_owning_module(tmp_path: Path) -> None:
+    """`glmf bootlog FILE --json` runs pytest_glmf.gates.boot.parse.cli through the installed entry point."""
+    log = tmp_path / "boot.log"
+    log.write_text("[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
+    glmf = Path(sys.executable).with_name("glmf")
+    proc = subprocess.run([str(glmf), "bootlog", str(log), "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ready"] is True
+
+
+def test_every_subcommand_module_is_named_like_the_contract() -> None:
+    assert SUBCOMMANDS["sim"][0] == "pytest_glmf.sim.__main__"
+    assert SUBCOMMANDS["bootlog"][0] == "pytest_glmf.gates.boot.parse"
+    assert SUBCOMMANDS["curve"][0] == "pytest_glmf.gates.curve.api"
+    assert SUBCOMMANDS["drift"][0] == "pytest_glmf.gates.drift.reference"
+    assert SUBCOMMANDS["accept"][0] == "pytest_glmf.gates.acceptance.probe"
+    assert SUBCOMMANDS["tools"][0] == "pytest_glmf.gates.tools.harness"
+    assert SUBCOMMANDS["report"][0] == "pytest_glmf.results.report"
+
+
+def test_lanes_prints_each_lanes_command_line(capsys) -> None:
+    assert main(["lanes"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "daily (sglang, launcher sim, from <built-in>):"
+    assert out[1].startswith(f"  {sys.executable} -m pytest_glmf.sim --model-path /models/GLM-5.3-Flash-NVFP4 "
+                             "--speculative-algorithm DFLASH")
+    assert out[1].endswith("--time-scale 1")
+
+
+def test_lanes_json_and_errors(tmp_path: Path, capsys) -> None:
+    assert main(["lanes", "--json"]) == 0
+    lanes = json.loads(capsys.readouterr().out)
+    assert lanes["batch"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
+    bad = tmp_path / "lanes.yaml"
+    bad.write_text("lanes:\n  x: {launcher: ssh}\n")
+    assert main(["lanes", "--lanes", str(bad)]) == 2
+    assert capsys.readouterr().err == (f"glmf lanes: {bad}: lane 'x': launcher: expected one of docker, process, "
+                                       "sim, attach, got 'ssh'\n")
+
+
+def test_thresholds_checks_a_file(tmp_path: Path, capsys) -> None:
+    assert main(["thresholds"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("thresholds.yaml: ok")
+    bad = tmp_path / "t.yaml"
+    bad.write_text("lanes:\n  batch:\n    boot: {seats: {min: 1}}\n")
+    assert main(["thresholds", str(bad)]) == 2
+    assert "lanes.batch.boot: unknown key 'seats'" in capsys.readouterr().err
+
+
+def test_every_subcommand_answers_help(capsys) -> None:
+    for sub in SUBCOMMANDS:
+        try:
+            code = main([sub, "--help"])
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 0, sub
+        assert "usage:" in capsys.readouterr().out, sub
