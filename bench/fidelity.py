@@ -41,10 +41,10 @@ from typing import Any
 import httpx
 
 from pytest_glmf.engine.client import DONE, parse_sse_line
-from pytest_glmf.gates.verdict import render_table
 from pytest_glmf.gates.curve.checks import client_check
 from pytest_glmf.gates.curve.records import per_user_tok_s, percentile, run_metrics, ttft_s
 from pytest_glmf.gates.curve.runner import CurveSettings, LagProbe, Target, Workload, event_loop_factory, measure_run
+from pytest_glmf.gates.verdict import render_table
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPT = "Write a synthesis of the briefing. " * 40
@@ -175,10 +175,10 @@ def run_httpx(ts: TruthServer, users: int, tokens: int) -> dict[str, Any]:
         out, cpu_s, check = runner.run(go())
     truth = ts.truth()
     by_id = {t["id"]: t for t in truth}
-    pairs = [(by_id[rid], f - s, (n - 1) / (l - f) if l and f and l > f else None, n)
-             for rid, s, f, l, n, _ in out if rid in by_id]
+    pairs = [(by_id[rid], f - s, (n - 1) / (t_last - f) if t_last and f and t_last > f else None, n)
+             for rid, s, f, t_last, n, _ in out if rid in by_id]
     tokens_total = sum(n or 0 for *_, n, _ in out)
-    agg = tokens_total / (max(l for _, _, _, l, _, _ in out) - min(s for _, s, *_ in out))
+    agg = tokens_total / (max(t_last for _, _, _, t_last, _, _ in out) - min(s for _, s, *_ in out))
     recv_lag = [f - true_metrics(by_id[rid])["t_first_s"] for rid, _, f, *_ in out if rid in by_id and f]
     return summarize("httpx AsyncClient", users, pairs, truth, cpu_s, sum(e for *_, e in out), check, agg,
                      min(s for _, s, *_ in out), recv_lag_s=recv_lag)

@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 
 from pytest_glmf.config.lanes import builtin_lanes
-from pytest_glmf.launch import launch_lane
-from pytest_glmf.gates.curve.api import briefing_prompts
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.gates.curve.workload import briefing_prompts
+from pytest_glmf.launch import launch_lane
 from pytest_glmf.results.recorder import SessionRecorder
 
 MIB = 1024 * 1024

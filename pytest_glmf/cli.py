@@ -7,16 +7,17 @@ import importlib
 import json
 import shlex
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # subcommand -> (module with `cli(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("pytest_glmf.sim.__main__", "run the built-in SGLang-compatible simulator"),
-    "bootlog": ("pytest_glmf.gates.boot.parse", "parse a boot log into facts (seats, cap reason, KV pools)"),
-    "curve": ("pytest_glmf.gates.curve.api", "run a concurrency curve against a server"),
-    "drift": ("pytest_glmf.gates.drift.reference", "log-prob drift: oracle reference, scoring, comparison"),
-    "accept": ("pytest_glmf.gates.acceptance.probe", "speculative acceptance per prompt class"),
-    "tools": ("pytest_glmf.gates.tools.harness", "tool-call gate against a server"),
+    "bootlog": ("pytest_glmf.gates.boot.cli", "parse a boot log into facts (seats, cap reason, KV pools)"),
+    "curve": ("pytest_glmf.gates.curve.cli", "run a concurrency curve against a server"),
+    "drift": ("pytest_glmf.gates.drift.cli", "log-prob drift: oracle reference, scoring, comparison"),
+    "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
+    "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),

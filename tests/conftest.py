@@ -10,18 +10,19 @@ with 503 until a delay passes (slowready). Calls of /health_generate are counted
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
-
-import pytest
+from typing import TYPE_CHECKING
 
 # In-process pytester runs drop modules first imported inside them; a later re-import makes a
 # second copy of httpx/httpcore whose exception classes no longer match (ConnectError escapes
 # `except httpx.HTTPError`). Import them once here so every run shares one copy.
 import httpcore  # noqa: F401  (httpx imports it lazily, on the first request)
 import httpx  # noqa: F401
-import pytest_glmf.gates.boot.parse  # noqa: F401
+import pytest
+
 import pytest_glmf.engine.client  # noqa: F401
+import pytest_glmf.gates.boot.parse  # noqa: F401
 import pytest_glmf.launch.attach  # noqa: F401
 import pytest_glmf.launch.process  # noqa: F401
 import pytest_glmf.launch.sim  # noqa: F401

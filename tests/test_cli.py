@@ -35,11 +35,11 @@ def test_console_script_dispatches_to_the_owning_module(tmp_path: Path) -> None:
 
 def test_every_subcommand_module_is_named_like_the_contract() -> None:
     assert SUBCOMMANDS["sim"][0] == "pytest_glmf.sim.__main__"
-    assert SUBCOMMANDS["bootlog"][0] == "pytest_glmf.gates.boot.parse"
-    assert SUBCOMMANDS["curve"][0] == "pytest_glmf.gates.curve.api"
-    assert SUBCOMMANDS["drift"][0] == "pytest_glmf.gates.drift.reference"
-    assert SUBCOMMANDS["accept"][0] == "pytest_glmf.gates.acceptance.probe"
-    assert SUBCOMMANDS["tools"][0] == "pytest_glmf.gates.tools.harness"
+    assert SUBCOMMANDS["bootlog"][0] == "pytest_glmf.gates.boot.cli"
+    assert SUBCOMMANDS["curve"][0] == "pytest_glmf.gates.curve.cli"
+    assert SUBCOMMANDS["drift"][0] == "pytest_glmf.gates.drift.cli"
+    assert SUBCOMMANDS["accept"][0] == "pytest_glmf.gates.acceptance.cli"
+    assert SUBCOMMANDS["tools"][0] == "pytest_glmf.gates.tools.cli"
     assert SUBCOMMANDS["report"][0] == "pytest_glmf.results.report"
 
 

@@ -11,12 +11,13 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-
-from pytest_glmf.config.yamlfile import ConfigError, allowed as _allowed, expand_env, read_yaml
+from pytest_glmf.config.yamlfile import ConfigError, expand_env, read_yaml
+from pytest_glmf.config.yamlfile import allowed as _allowed
 
 ENGINES = ("sglang", "vllm")
 LAUNCHERS = ("docker", "process", "sim", "attach")

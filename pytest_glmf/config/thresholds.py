@@ -1,15 +1,15 @@
 """Thresholds file: load and validate the bounds each lane's gates are held to."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from pytest_glmf.config.yamlfile import ConfigError, allowed as _allowed, read_yaml
+from pytest_glmf.config.yamlfile import ConfigError, read_yaml
+from pytest_glmf.config.yamlfile import allowed as _allowed
 from pytest_glmf.gates.verdict import GATE_METRICS
-
-
 
 # Keys a gate section may hold besides its metrics. `settings` (and `baseline`, tolerances for
 # baseline comparison) are free-form mappings owned by the gate's suite; the others are structure.

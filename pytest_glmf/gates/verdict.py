@@ -8,8 +8,9 @@ per violated item, in domain units, with where the bound came from and which kno
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # The metrics each gate accepts in thresholds.yaml. Unknown names are errors (a typo must not
 # silently disable a gate). Direction: "higher" means a bigger number is better.

@@ -6,13 +6,14 @@ measures only needs `base_url`; everything that reports reads `boot_log`, `boot_
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from pytest_glmf.gates.boot.parse import BootFacts
     from pytest_glmf.config.lanes import LaneConfig
+    from pytest_glmf.gates.boot.parse import BootFacts
 
 
 class BootError(RuntimeError):

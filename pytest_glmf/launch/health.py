@@ -15,9 +15,10 @@ from __future__ import annotations
 import signal
 import threading
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_glmf.launch.base import Server

@@ -10,44 +10,33 @@ launches it before the workers start, hands its address to every worker through
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import signal
 import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_glmf.plugin import faults as plugin_health
-from pytest_glmf.plugin import bookkeeping as plugin_results
-from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
+from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.config.thresholds import Thresholds, load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.verdict import GATE_METRICS
+from pytest_glmf.plugin import bookkeeping as plugin_results
+from pytest_glmf.plugin import faults as plugin_health
+from pytest_glmf.plugin.options import OPTIONS, resolve_settings
+from pytest_glmf.plugin.serial import serial_lock_path, server_lock
+from pytest_glmf.plugin.session import GlmfSession
 
 if TYPE_CHECKING:
-    from pytest_glmf.gates.boot.parse import BootFacts
     from pytest_glmf.engine.client import Client
+    from pytest_glmf.gates.boot.parse import BootFacts
     from pytest_glmf.launch.base import Server
     from pytest_glmf.results.recorder import SessionRecorder
 
-# name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
-# capital letter; a single phrase has no final period.
-OPTIONS: dict[str, tuple[str, str, str | None]] = {
-    "lane": ("NAME", "Lane to launch and test (a name from the lanes file; built-in: daily, batch)", None),
-    "lanes": ("FILE", "Lanes file (YAML); default: the built-in simulator lanes daily and batch", None),
-    "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
-    "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
-    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
-    "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
-    "baseline": ("FILE", "Result file of a known-good run to compare this session against", None),
-}
 MARKERS = [
     "glmf_lanes(*names): run this test only on the named lanes; skipped with a reason on other lanes",
     "glmf_gate(name): the gate a test belongs to (" + ", ".join(GATE_METRICS) + ")",
@@ -55,104 +44,6 @@ MARKERS = [
     "tests (also under xdist)",
 ]
 SERIAL_GROUP = "glmf_serial"
-SERVER_EXITED = "the server exited before the end of the session"
-
-
-@dataclass
-class Settings:
-    """The resolved options (CLI > ini > default), validated before anything starts."""
-
-    lane: LaneConfig | None
-    lanes_file: Path | None
-    thresholds_file: Path | None
-    url: str | None
-    image: str | None
-    results_dir: Path
-    baseline: Path | None
-    update_baseline: bool = False
-
-
-@dataclass(eq=False)  # identity semantics: registered with the plugin manager
-class GlmfSession:
-    """Per-process session state, registered with the plugin manager as "glmf_session"."""
-
-    settings: Settings
-    session_id: str
-    worker: str                                    # "main", or the xdist worker id
-    owner: bool                                    # this process starts/stops the server
-    server: "Server | None" = None
-    boot_error: str | None = None
-    thresholds: Thresholds | None = None
-    remote_server: dict[str, Any] | None = None    # worker: the controller's server, serialized
-    extra: dict[str, Any] = field(default_factory=dict)
-    gone: str | None = None                        # why the server is gone (later tests skip)
-    incomplete: list[str] = field(default_factory=list)  # why the result file is incomplete
-    stopped: bool = False
-    recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
-    _baseline_doc: dict[str, Any] | None = None
-
-    def get_recorder(self) -> "SessionRecorder":
-        from pytest_glmf.results.recorder import SessionRecorder
-
-        if self.recorder is None:
-            assert self.settings.lane is not None
-            self.recorder = SessionRecorder(self.settings.results_dir, self.session_id,
-                                            self.settings.lane.name, self.worker)
-        return self.recorder
-
-    def baseline_doc(self) -> dict[str, Any] | None:
-        """The --glmf-baseline result file (validated at configure), or None."""
-        if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
-            from pytest_glmf.results.baseline import load_baseline
-            from pytest_glmf.results.recorder import SCHEMA
-
-            self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
-        return self._baseline_doc
-
-    def get_server(self) -> "Server":
-        from pytest_glmf.launch import launch_lane, server_from_dict
-
-        if self.boot_error is not None:
-            pytest.fail(self.boot_error, pytrace=False)
-        if self.server is None:
-            if self.remote_server is not None:
-                self.server = server_from_dict(self.remote_server)
-            else:
-                assert self.settings.lane is not None
-                try:
-                    self.server = launch_lane(self.settings.lane, self.settings.results_dir, self.session_id)
-                except Exception as exc:  # BootError, docker errors...: the message is for the user
-                    self.boot_error = f"{type(exc).__name__}: {exc}"
-                    plugin_results.ledger_line(self, "boot", self.boot_error)
-                else:
-                    plugin_results.enrich_provenance(self.server, self.settings.lane)
-                if self.boot_error is not None:   # outside the except: no "During handling..." echo
-                    pytest.fail(self.boot_error, pytrace=False)
-        return self.server
-
-    def note_if_exited(self) -> None:
-        """A server that died on its own (not stopped by us) makes the results incomplete."""
-        if self.server is not None and not self.stopped and self.gone is None and not self.server.is_alive():
-            self.gone = SERVER_EXITED
-            self.incomplete.append(self.gone)
-
-    def stop(self) -> None:
-        if self.server is not None and self.owner and not self.stopped:
-            self.note_if_exited()
-            self.stopped = True
-            self.server.stop()
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Collect every process's reasons the session's results are incomplete (xdist: they
-        arrive on the controller with the reports' user_properties)."""
-        props = getattr(report, "user_properties", ())
-        reasons = [v for k, v in props if k == "glmf_incomplete"]
-        self.incomplete.extend(r for r in reasons if r not in self.incomplete)
-        if not self.owner or self.settings.lane is None or not any(k == "glmf_test" for k, _ in props):
-            return
-        plugin_results.ledger_failure(self, report)
-        if report.when == "teardown" and not self.stopped:
-            plugin_results.checkpoint(self)
 
 
 _SESSION = pytest.StashKey[GlmfSession]()
@@ -172,73 +63,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
                     help=help_text + " (ini: glmf_update_baseline)")
     parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
-
-
-def _option(config: pytest.Config, name: str) -> tuple[str | None, Path, str]:
-    """(value, base dir for relative paths, where it came from) for one option: CLI > ini > default."""
-    value = config.getoption(f"glmf_{name}")
-    if value is not None:
-        return value, config.invocation_params.dir, f"--glmf-{name}"
-    value = config.getini(f"glmf_{name}") or None
-    base = config.inipath.parent if config.inipath else config.rootpath
-    return value, base, f"glmf_{name} (ini)"
-
-
-def _path(config: pytest.Config, name: str, must_exist: bool) -> Path | None:
-    value, base, where = _option(config, name)
-    if value is None:
-        return None
-    path = (base / os.path.expanduser(value)).resolve()
-    if must_exist and not path.is_file():
-        raise pytest.UsageError(f"{where}: {value} is not a file (expected a path to an existing YAML/JSON file)")
-    return path
-
-
-def resolve_settings(config: pytest.Config) -> Settings:
-    """All glmf options, validated; raises pytest.UsageError naming the option and the valid forms."""
-    lanes_file = _path(config, "lanes", must_exist=True)
-    thresholds_file = _path(config, "thresholds", must_exist=True)
-    update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
-    baseline = _path(config, "baseline", must_exist=not update_baseline)  # the first bless creates it
-    results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
-    if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.R_OK | os.W_OK | os.X_OK)):
-        raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
-    existing = next(p for p in [results_dir, *results_dir.parents] if p.exists())
-    if existing != results_dir and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
-        raise pytest.UsageError(f"--glmf-results: {results_dir} cannot be created ({existing} is not a "
-                                "writable directory)")
-    if baseline is not None and baseline.exists():
-        from pytest_glmf.results.baseline import BaselineError, load_baseline
-        from pytest_glmf.results.recorder import SCHEMA
-
-        try:  # a baseline that cannot be compared must stop the session before a server starts
-            load_baseline(baseline, SCHEMA)
-        except BaselineError as exc:
-            raise pytest.UsageError(f"--glmf-baseline: {exc}") from None
-    url, _, url_where = _option(config, "url")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise pytest.UsageError(f"{url_where}: {url!r} is not a URL; expected http://HOST:PORT or https://HOST:PORT")
-    image, _, image_where = _option(config, "image")
-    if image is not None and (not image.strip() or any(c.isspace() for c in image)):
-        raise pytest.UsageError(f"{image_where}: {image!r} is not an image reference; expected e.g. "
-                                "lmsysorg/sglang:nightly-dev-cu13-20260911-00143e9c")
-    lane_name, _, lane_where = _option(config, "lane")
-    lane = None
-    try:
-        lanes = load_lanes(lanes_file)
-        if lane_name is not None:
-            lane = select_lane(lanes, lane_name, str(lanes_file) if lanes_file else "the built-in lanes")
-        elif url is not None:
-            lane = LaneConfig(name="attach", launcher="attach", url=url, source=url_where)
-        elif image is not None:
-            raise ConfigError(f"{image_where} needs a lane: pass --glmf-lane NAME (known lanes: {', '.join(lanes)})")
-        if lane is not None:
-            lane = apply_overrides(lane, url=url, image=image)
-            check_local_volumes(lane)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
-                    image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline)
 
 
 # ---------------------------------------------------------------------------- configure
@@ -396,23 +220,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                                     f"lane {lane.name!r}"))
 
 
-def _serial_lock_path(state: GlmfSession) -> Path:
-    return state.settings.results_dir / ".locks" / f"{state.session_id}.lock"
-
-
-@contextmanager
-def _server_lock(path: Path, exclusive: bool) -> Iterator[None]:
-    """glmf_serial tests hold the lock exclusively, every other test on the server holds it
-    shared, so a speed measurement never runs beside other traffic from another xdist worker."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     config = item.config
@@ -420,7 +227,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             or "glmf_server" not in getattr(item, "fixturenames", ())):
         return (yield)
     state = _session(config)
-    with _server_lock(_serial_lock_path(state), exclusive=item.get_closest_marker("glmf_serial") is not None):
+    with server_lock(serial_lock_path(state), exclusive=item.get_closest_marker("glmf_serial") is not None):
         return (yield)
 
 
@@ -464,7 +271,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         plugin_results.finish_session(state, exitstatus)
     finally:
         state.stop()
-        _serial_lock_path(state).unlink(missing_ok=True)  # the workers are gone: nobody holds it
+        serial_lock_path(state).unlink(missing_ok=True)  # the workers are gone: nobody holds it
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -23,7 +23,8 @@ import pytest
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch.base import Server
-    from pytest_glmf.plugin import GlmfSession, Settings
+    from pytest_glmf.plugin.options import Settings
+    from pytest_glmf.plugin.session import GlmfSession
 
 
 def enrich_provenance(server: "Server", lane: "LaneConfig") -> None:

@@ -8,14 +8,15 @@ bounds each test's call. Every such fault marks the session's results incomplete
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_glmf.launch import health
 
 if TYPE_CHECKING:
-    from pytest_glmf.plugin import GlmfSession
+    from pytest_glmf.plugin.session import GlmfSession
 
 
 def mark_incomplete(item: pytest.Item, reason: str) -> None:

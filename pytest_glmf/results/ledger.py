@@ -25,7 +25,7 @@ def append(results_dir: Path, *, lane: str, image: str | None, flags: list[str],
     path = Path(results_dir) / LEDGER_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists()
-    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     line = (f"- {when} | lane {lane} | {what} | image {image or '-'} | flags `{_one_line(shlex.join(flags), 300)}`"
             f" | {_one_line(cause)}\n")
     with open(path, "a") as f:

@@ -45,7 +45,7 @@ def git_commit(path: Path) -> str | None:
 
 def host_provenance(repo_dir: Path) -> dict[str, Any]:
     return {"plugin_version": __version__,
-            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "git_commit": git_commit(repo_dir), **gpu_info()}
 
 

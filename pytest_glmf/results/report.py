@@ -8,12 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from pytest_glmf.results.baseline import (BaselineError, compare_results, load_baseline, machine_differences,
-                                  regression_table)
 from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.results.baseline import (
+    BaselineError,
+    compare_results,
+    load_baseline,
+    machine_differences,
+    regression_table,
+)
 
 # Preferred column order per gate; other scalar fields follow in the order recorded.
 COLUMNS: dict[str, list[str]] = {

@@ -11,11 +11,15 @@ import os
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from pytest_glmf.sim import boot
 from pytest_glmf.sim.args import SimArgError, SimConfig, parse_args
 from pytest_glmf.sim.http import StreamCut
 from pytest_glmf.sim.memory import DRAFTER_GB, WEIGHTS_GB, BootOOM, plan
+
+if TYPE_CHECKING:
+    from pytest_glmf.sim.app import SimApp
 
 # GLM-5.3's NextN (MTP) path crashes on the first request on the recipe's SGLang build (#37548),
 # and so does DFlash2 with --mamba-ssm-dtype bfloat16 (its verify kernel); both boot fine.
@@ -97,7 +101,7 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
     return 0
 
 
-def _warm_up(app: "SimApp") -> None:  # type: ignore[name-defined]
+def _warm_up(app: SimApp) -> None:
     """Import and run the request path once, so the first request is not the slow one (SGLang
     runs a warmup request before it prints ready)."""
     from pytest_glmf.sim import native_api, openai_api, tools  # noqa: F401

@@ -18,7 +18,7 @@ from pytest_glmf.sim import boot, timing
 from pytest_glmf.sim.args import SimConfig
 from pytest_glmf.sim.faults import Faults
 from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, send_text
-from pytest_glmf.sim.logits import Ctx, LogitModel, START, context_of
+from pytest_glmf.sim.logits import START, Ctx, LogitModel, context_of
 from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
 from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
 from pytest_glmf.sim.tokenizer import decode

@@ -13,10 +13,29 @@ from typing import Any
 
 from pytest_glmf.sim import timing, tools
 from pytest_glmf.sim.app import SimApp, prompt_text_for_class
-from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, StreamCut, dumps, read_json, send_json, watch_disconnect
+from pytest_glmf.sim.http import (
+    SSE,
+    HTTPError,
+    Receive,
+    Scope,
+    Send,
+    StreamCut,
+    dumps,
+    read_json,
+    send_json,
+    watch_disconnect,
+)
 from pytest_glmf.sim.logits import mix, unif
 from pytest_glmf.sim.scheduler import SimRequest
-from pytest_glmf.sim.tokenizer import EOS_ID, StreamDecoder, apply_chat_template, content_text, encode, token_bytes, token_text
+from pytest_glmf.sim.tokenizer import (
+    EOS_ID,
+    StreamDecoder,
+    apply_chat_template,
+    content_text,
+    encode,
+    token_bytes,
+    token_text,
+)
 
 HIDDEN_IDS = {EOS_ID}
 MALFORMED = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": "\n\n'

@@ -21,8 +21,8 @@ import contextvars
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pytest_glmf.sim import timing
 from pytest_glmf.sim.logits import Ctx, LogitModel, extend
@@ -251,7 +251,7 @@ class Scheduler:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), max(0.0, min(due, end) - now))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self.tuned_shapes.add(shape)
         self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "

@@ -176,7 +176,7 @@ def _value(pname: str, ps: dict[str, Any], text: str, required: bool) -> Any:
 def _array_value(pname: str, ps: dict[str, Any], text: str, required: bool) -> list[Any] | None:
     items = ps.get("items") or {"type": "string"}
     n_min = max(1, int(ps.get("minItems", 1)))
-    if items.get("type") == "object" and {"name", "email"} <= set((items.get("properties") or {})):
+    if items.get("type") == "object" and {"name", "email"} <= set(items.get("properties") or {}):
         pairs = _PERSON_EMAIL.findall(text)
         if pairs:
             return [{"name": n, "email": e} for n, e in pairs]

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.acceptance import probe as acceptance
+from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, render_table
 
 pytestmark = pytest.mark.glmf_gate("acceptance")
 
-CLASSES = acceptance.load_prompt_classes()
+CLASSES = load_prompt_classes()
 HINTS = {
     "accept_rate": "drafts rejected more often: check the draft model (--speculative-draft-model-path), "
                    "--speculative-dflash-block-size and the draft attention backend",
@@ -43,7 +44,7 @@ def acceptance_result(glmf_server, glmf_lane, glmf_client, acceptance_section, g
         pytest.skip(f"lane {glmf_lane.name!r} runs without speculative decoding (spec: none): "
                     "no acceptance to measure")
     settings = acceptance_section.get("settings") or {}
-    result = acceptance.probe(glmf_client, glmf_server.engine, CLASSES,
+    result = probe(glmf_client, glmf_server.engine, CLASSES,
                               prompts_per_class=settings.get("prompts_per_class"),
                               max_tokens_scale=float(settings.get("max_tokens_scale", 1.0)),
                               template=settings.get("template", "glm"))
@@ -65,7 +66,7 @@ def test_acceptance_is_measured(acceptance_result, acceptance_section, glmf_lane
     """The server speculates as the lane says, every request answered, and every class named in
     the thresholds exists in the prompt set (a typo must not silently disable a class's gate)."""
     record_property("acceptance.source", acceptance_result["source"])
-    print(acceptance.render_result(acceptance_result))
+    print(render_result(acceptance_result))
     if acceptance_result["speculative"] is not True:
         pytest.fail(f"lane {glmf_lane.name!r} sets spec={glmf_lane.spec!r} but the server reports no "
                     f"speculative decoding ({acceptance_result['source']}): check --speculative-algorithm "

@@ -24,10 +24,13 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.curve import api as load
-from pytest_glmf.gates.verdict import GATE_METRICS, failure_table
-from pytest_glmf.gates.curve.checks import CPU_MAX_FRAC, LAG_P99_MAX_S, row_gate_checks
+from pytest_glmf.gates.curve.checks import CPU_MAX_FRAC, LAG_P99_MAX_S, describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.measure import summary as curve_summary
+from pytest_glmf.gates.curve.records import knee
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.gates.curve.table import curve_table, knee_sentence
+from pytest_glmf.gates.curve.workload import fit_prompts, load_prompts
+from pytest_glmf.gates.verdict import GATE_METRICS, failure_table
 
 pytestmark = [pytest.mark.glmf_gate("curve"), pytest.mark.glmf_serial]
 
@@ -40,7 +43,7 @@ def _curve_rows(config: pytest.Config) -> list[dict[str, Any]] | None:
     """The lane's curve rows at collection time (None: no lane selected). Unknown settings keys are
     a collection error here, before any server is launched (a GPU lane takes minutes to boot)."""
     from pytest_glmf.config.thresholds import load_thresholds
-    from pytest_glmf.plugin import resolve_settings
+    from pytest_glmf.plugin.options import resolve_settings
 
     settings = resolve_settings(config)
     if settings.lane is None:
@@ -82,9 +85,9 @@ def curve_collected(request: pytest.FixtureRequest):
     if rows and say is not None:
         say("")
         say(f"glmf concurrency curve ({rows[0].get('units', 'measured')}):")
-        for line in load.curve_table(sorted(rows, key=lambda r: r["users"])).splitlines():
+        for line in curve_table(sorted(rows, key=lambda r: r["users"])).splitlines():
             say(line)
-        say(load.knee_sentence(load.knee(rows)))
+        say(knee_sentence(knee(rows)))
 
 
 def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
@@ -123,13 +126,13 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
     opts = _options(glmf_thresholds.for_gate(glmf_lane.name, "curve"), curve_row)   # keys checked at collection
     users = int(curve_row["users"])
     try:
-        prompts = load.load_prompts(opts.get("prompt_file"))
+        prompts = load_prompts(opts.get("prompt_file"))
     except (OSError, UnicodeDecodeError) as exc:
         pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_file: {exc}", pytrace=False)
     if opts.get("prompt_tokens"):
         # "a 2,400-token briefing" in the served model's own tokens, whatever its tokenizer
         try:
-            prompts, counts = load.fit_prompts(glmf_server.base_url, prompts, int(opts["prompt_tokens"]), opts.get("model"))
+            prompts, counts = fit_prompts(glmf_server.base_url, prompts, int(opts["prompt_tokens"]), opts.get("model"))
         except ValueError as exc:
             pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_tokens: {exc}", pytrace=False)
         record_property("curve.prompt_tokens", max(counts))
@@ -152,8 +155,8 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
     scale = float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0
     gated = to_recipe_units(row, scale)
     gated["units"] = "recipe units" if scale != 1.0 else "measured"
-    flags = load.describe_flags(row)
-    summary = load.summary({"rows": [gated]})["rows"][0]
+    flags = describe_flags(row)
+    summary = curve_summary({"rows": [gated]})["rows"][0]
     summary.update({"tokens_per_user": row["memory"]["tokens_per_user"], "flags": "; ".join(flags) or "ok",
                     "time_scale": scale, "measured": {k: row.get(k) for k in GATE_METRICS["curve"]}})
     glmf_results.record("curve", f"users={users}", summary)
@@ -163,7 +166,7 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
 
     bounds = {k: v for k, v in curve_row.items() if k not in ("users", "settings")}
     checks = row_gate_checks(gated, bounds, source=f"{glmf_thresholds.source(glmf_lane.name, 'curve')}[{users}]")
-    table = load.curve_table([gated])
+    table = curve_table([gated])
     unit_note = f" (simulator time scale {scale:g}: numbers in recipe units)" if scale != 1.0 else ""
     title = f"curve of lane {glmf_lane.name!r} @ {users} users{unit_note}"
     failed = [c for c in checks if not c.ok]

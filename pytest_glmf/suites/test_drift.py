@@ -24,9 +24,20 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.drift import reference as drift
 from pytest_glmf.gates.drift.adapters import make_adapter
-from pytest_glmf.gates.drift.stats import pair_stats
+from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.reference import (
+    DEFAULT_K,
+    DEFAULT_MAX_TOKENS,
+    DriftFileError,
+    check_reference,
+    compare,
+    make_reference,
+    pick_template,
+    score_candidate,
+    sim_template,
+)
+from pytest_glmf.gates.drift.table import render_table as drift_table
 from pytest_glmf.gates.verdict import Check, assert_checks, checks_from_bounds, fmt, render_table
 
 # glmf_serial: no other gate's traffic while scoring (batching changes numerics on real engines and
@@ -88,20 +99,20 @@ def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) ->
             ref = json.loads(path.read_text())
             # without a `prompts` setting, a reference made from the first N prompts of the set is fine
             n = n_prompts or (ref.get("prompt_set") or {}).get("n")
-            drift.check_reference(ref, drift.load_prompts(drift_settings.get("prompt_file"), n), source=str(path))
+            check_reference(ref, load_prompts(drift_settings.get("prompt_file"), n), source=str(path))
         except (OSError, ValueError) as exc:
             problem = str(exc)
         if problem:
             pytest.fail(f"drift reference unusable: {problem}", pytrace=False)
         return ref
-    prompts = drift.load_prompts(drift_settings.get("prompt_file"), n_prompts)
-    kw = dict(max_tokens=int(drift_settings.get("max_tokens", drift.DEFAULT_MAX_TOKENS)),
-              k=int(drift_settings.get("k", drift.DEFAULT_K)))
+    prompts = load_prompts(drift_settings.get("prompt_file"), n_prompts)
+    kw = dict(max_tokens=int(drift_settings.get("max_tokens", DEFAULT_MAX_TOKENS)),
+              k=int(drift_settings.get("k", DEFAULT_K)))
     out = glmf_results.results_dir / "drift" / f"{glmf_lane.name}-reference.json"
     if drift_settings.get("oracle_url"):
         adapter = make_adapter(drift_settings["oracle_url"], drift_settings.get("oracle_engine"))
         try:
-            ref = drift.make_reference(adapter, prompts, provenance={"oracle_url": drift_settings["oracle_url"]}, **kw)
+            ref = make_reference(adapter, prompts, provenance={"oracle_url": drift_settings["oracle_url"]}, **kw)
         finally:
             adapter.close()
     elif glmf_lane.launcher == "sim":
@@ -112,9 +123,9 @@ def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) ->
         try:
             adapter = make_adapter(server.base_url, hint=server.engine)
             try:
-                ref = drift.make_reference(adapter, prompts, provenance={
+                ref = make_reference(adapter, prompts, provenance={
                     "oracle_lane": oracle.name, **server.provenance},
-                    template=drift.pick_template(adapter, drift.sim_template()), **kw)
+                    template=pick_template(adapter, sim_template()), **kw)
             finally:
                 adapter.close()
         finally:
@@ -131,12 +142,12 @@ def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) ->
 def drift_candidate(drift_reference, drift_settings, glmf_server, glmf_lane, glmf_results) -> dict[str, Any]:
     adapter = make_adapter(glmf_server.base_url, hint=glmf_server.engine)
     try:
-        cand = drift.score_candidate(adapter, drift_reference, label=glmf_lane.name,
+        cand = score_candidate(adapter, drift_reference, label=glmf_lane.name,
                                      check_tokenizer=drift_settings.get("check_tokenizer", True),
                                      provenance={"lane": glmf_lane.name, **glmf_server.provenance},
-                                     template=drift.pick_template(
-                                         adapter, drift.sim_template() if glmf_lane.launcher == "sim" else None))
-    except drift.DriftFileError as exc:
+                                     template=pick_template(
+                                         adapter, sim_template() if glmf_lane.launcher == "sim" else None))
+    except DriftFileError as exc:
         cand, problem = None, str(exc)
     finally:
         adapter.close()
@@ -150,7 +161,7 @@ def drift_candidate(drift_reference, drift_settings, glmf_server, glmf_lane, glm
 
 @pytest.fixture(scope="module")
 def drift_result(drift_reference, drift_candidate, glmf_results, glmf_lane) -> dict[str, Any]:
-    res = drift.compare(drift_reference, [drift_candidate])
+    res = compare(drift_reference, [drift_candidate])
     stats = res["candidates"][drift_candidate["label"]]
     sc_oracle, sc_cand = drift_reference.get("self_check") or {}, drift_candidate.get("self_check") or {}
     stats["self_abs_dlogp"] = max(sc_oracle.get("self_abs_dlogp", 0.0), sc_cand.get("self_abs_dlogp", 0.0))
@@ -163,7 +174,7 @@ def drift_result(drift_reference, drift_candidate, glmf_results, glmf_lane) -> d
 
 
 def _headline(res: dict[str, Any], label: str) -> str:
-    return f"drift of {label} against the oracle\n{drift.render_table(res)}\n"
+    return f"drift of {label} against the oracle\n{drift_table(res)}\n"
 
 
 def test_drift_self_check(drift_reference, drift_candidate, drift_settings):
@@ -210,7 +221,7 @@ def test_drift_not_worse_than(drift_settings, glmf_thresholds, glmf_results, req
     path = _resolve(spec["candidate"], glmf_thresholds.path)
     try:
         other = json.loads(path.read_text())
-        res = drift.compare(drift_reference, [other, drift_candidate], sources=[str(path), "this session"])
+        res = compare(drift_reference, [other, drift_candidate], sources=[str(path), "this session"])
     except (OSError, ValueError) as exc:
         res, problem = None, str(exc)
     if res is None:
@@ -224,4 +235,4 @@ def test_drift_not_worse_than(drift_settings, glmf_thresholds, glmf_results, req
                         f"[{fmt(pair['gap_ci95'][0])}, {fmt(pair['gap_ci95'][1])}]; wins {pair['wins'][0]}:{pair['wins'][1]}",
                   source=f"{glmf_thresholds.path}: drift.settings.not_worse_than",
                   hint=f"{pair['b']} is significantly further from the oracle than {pair['a']}")
-    assert_checks([check], title=f"{pair['b']} not worse than {pair['a']}\n{drift.render_table(res)}\n")
+    assert_checks([check], title=f"{pair['b']} not worse than {pair['a']}\n{drift_table(res)}\n")

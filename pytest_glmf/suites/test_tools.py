@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.tools import harness as toolcalls
+from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
+from pytest_glmf.gates.tools.table import render_summary
 from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds
 
 pytestmark = pytest.mark.glmf_gate("tools")
 
-SCENARIOS = toolcalls.load_scenarios()
+SCENARIOS = load_scenarios()
 DEFAULT_BOUNDS = {"parsed_fraction": {"min": 1.0}, "leaks": {"max": 0}}
 HINTS = {
     "parsed_fraction": "check --tool-call-parser matches the model's format (GLM-4.7/5: glm47; Hermes/Qwen: hermes)",
@@ -45,13 +47,13 @@ def concurrency_of(section: dict[str, Any], glmf_thresholds, glmf_lane) -> int:
 def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property) -> None:
     __tracebackhide__ = True
     settings = tools_section.get("settings") or {}
-    summary = toolcalls.run_harness(glmf_client, SCENARIOS, concurrency=users,
+    summary = run_harness(glmf_client, SCENARIOS, concurrency=users,
                                     tool_choice=settings.get("tool_choice", "auto"),
                                     strict=bool(settings.get("strict", False)))
     glmf_results.record("tools", f"users={users}", summary)
     for key in ("parsed", "turns", "leaks", "wrong_calls", "empty_args"):
         record_property(f"tools.users{users}.{key}", summary[key])
-    print(toolcalls.render_summary(summary))
+    print(render_summary(summary))
     bounds = {k: v for k, v in tools_section.items() if k not in ("settings", "baseline")} or DEFAULT_BOUNDS
     source = (glmf_thresholds.source(glmf_lane.name, "tools") if bounds is not DEFAULT_BOUNDS
               else "default: the recipe's 10/10 parsed, no leaks")
@@ -63,7 +65,7 @@ def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, 
     try:
         assert_checks(checks, title)
     except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}\n\nbad turns:\n{toolcalls.failure_table(summary)}", pytrace=False)
+        pytest.fail(f"{exc}\n\nbad turns:\n{tools_failure_table(summary)}", pytrace=False)
 
 
 def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property):

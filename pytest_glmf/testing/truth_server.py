@@ -169,7 +169,7 @@ class _Conn:
             head = self.buf[:head_end].decode("latin-1")
             lines = head.split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
-            headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+            headers = {k.strip().lower(): v.strip() for k, v in (h.split(":", 1) for h in lines[1:] if ":" in h)}
             length = int(headers.get("content-length", "0"))
             if len(self.buf) < head_end + 4 + length:
                 return

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_glmf.plugin import OPTIONS
+from pytest_glmf.plugin.options import OPTIONS
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "ci").glob("*.yml"))
 

@@ -160,7 +160,7 @@ def test_server_fixture_without_a_lane_fails_with_the_remedy(pytester: pytest.Py
 def test_readme_documents_every_option_and_its_ini_twin() -> None:
     from pathlib import Path
 
-    from pytest_glmf.plugin import OPTIONS
+    from pytest_glmf.plugin.options import OPTIONS
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     for name, (metavar, _, _) in OPTIONS.items():

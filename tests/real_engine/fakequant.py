@@ -89,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheme", required=True, choices=sorted(SCHEMES))
     args = ap.parse_args(argv)
 
-    import torch
     from safetensors.torch import load_file, save_file
 
     t0 = time.monotonic()

@@ -162,13 +162,14 @@ def test_stream_shape_role_chunk_then_usage_chunk(oracle_client: Client) -> None
 
 
 # ------------------------------------------------------------------------------------------------
-# Curve: users 1, 2, 4 through pytest_glmf.gates.curve.api, usage vs /metrics delta
+# Curve: users 1, 2, 4 through pytest_glmf.gates.curve, usage vs /metrics delta
 
 
 def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: Client, real_report: dict) -> None:
-    from pytest_glmf.gates.curve import api as load
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload
+    from pytest_glmf.gates.curve.measure import run_curve
+    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, strip_records
+    from pytest_glmf.gates.curve.table import curve_table
 
     # vLLM 404s an unknown model name; the load runner's default "default" only works on SGLang.
     # continuous_usage: vLLM puts usage on every chunk, so chunk-derived counts are exact too.
@@ -176,10 +177,10 @@ def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: C
                         continuous_usage=True)
     settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
                              lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC)
-    result = load.run_curve(oracle.base_url, CURVE_USERS, workload=workload, settings=settings,
+    result = run_curve(oracle.base_url, CURVE_USERS, workload=workload, settings=settings,
                             facts=oracle.boot_facts.to_dict())
     rows = result["rows"]
-    real_report["curve"] = {"table": load.curve_table(rows), "rows": [load.strip_records(r) for r in rows]}
+    real_report["curve"] = {"table": curve_table(rows), "rows": [strip_records(r) for r in rows]}
     checks: list[Check] = []
     for row in rows:
         checks += row_gate_checks(row, CURVE_BOUNDS, source="tests/real_engine CURVE_BOUNDS")
@@ -213,21 +214,30 @@ TOOLS_AUTO = ("weather_single", "no_call_smalltalk", "no_call_arithmetic")
 def run_tool_turns(client: Client, ids: tuple[str, ...], tool_choice: str, strict: bool) -> dict:
     from dataclasses import asdict
 
-    from pytest_glmf.gates.tools import harness as toolcalls
+    from pytest_glmf.gates.tools.harness import (
+        TurnResult,
+        applies,
+        ask,
+        check_answer,
+        compare_answers,
+        load_scenarios,
+        request_body,
+        summarize,
+    )
 
     model = served_model(client)
-    scenarios = [s for s in toolcalls.load_scenarios() if s.id in ids]
-    skipped = {s.id: why for s in scenarios if (why := toolcalls.applies(s, tool_choice))}
+    scenarios = [s for s in load_scenarios() if s.id in ids]
+    skipped = {s.id: why for s in scenarios if (why := applies(s, tool_choice))}
     results = []
     for s in scenarios:
         if s.id in skipped:
             continue
-        body = toolcalls.request_body(s, tool_choice, model=model, strict=strict, max_tokens=TOOLS_MAX_TOKENS)
-        answers = [toolcalls.ask(client, body, stream=False), toolcalls.ask(client, body, stream=True)]
-        problems = [p for a in answers for p in toolcalls.check_answer(s, a, tool_choice)]
-        problems += toolcalls.compare_answers(answers[0], answers[1])
-        results.append(toolcalls.TurnResult(s.id, 0, s.expect, tool_choice, answers, problems))
-    summary = toolcalls.summarize(results, skipped)
+        body = request_body(s, tool_choice, model=model, strict=strict, max_tokens=TOOLS_MAX_TOKENS)
+        answers = [ask(client, body, stream=False), ask(client, body, stream=True)]
+        problems = [p for a in answers for p in check_answer(s, a, tool_choice)]
+        problems += compare_answers(answers[0], answers[1])
+        results.append(TurnResult(s.id, 0, s.expect, tool_choice, answers, problems))
+    summary = summarize(results, skipped)
     summary.update({"concurrency": 1, "tool_choice": tool_choice, "strict": strict,
                     "results": [{**asdict(r), "ok": r.ok} for r in results]})
     return summary
@@ -247,14 +257,14 @@ def test_tools_forced_choice_parsed_with_strict_schema(oracle_client: Client, re
                                                        tool_choice: str) -> None:
     """A 135M model never calls a tool by itself; with tool_choice required/named vLLM constrains
     the output to the call shape, and `strict: true` makes it enforce the parameter schema too."""
-    from pytest_glmf.gates.tools import harness as toolcalls
+    from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
 
     summary = run_tool_turns(oracle_client, TOOLS_FORCED, tool_choice, strict=True)
     real_report.setdefault("tools", {})[f"{tool_choice}+strict"] = _tools_brief(summary)
     checks = [Check("turns run", summary["turns"], {"min": len(TOOLS_FORCED)}),
               Check("leaks", summary["leaks"], {"max": 0}, where=f"tool_choice={tool_choice}"),
               Check("parsed_fraction", summary["parsed_fraction"], {"min": 1.0},
-                    where=f"{summary['parsed']}/{summary['turns']}", hint=toolcalls.failure_table(summary)[:800])]
+                    where=f"{summary['parsed']}/{summary['turns']}", hint=tools_failure_table(summary)[:800])]
     assert_checks(checks, f"tool gate, tool_choice={tool_choice}, strict schemas, hermes parser")
 
 
@@ -263,12 +273,12 @@ def test_tools_forced_choice_parsed_with_strict_schema(oracle_client: Client, re
     "`arguments: {` until max_tokens; non-streamed, the raw `<tool_call>` text lands in content with "
     "tool_calls null (a leak), streamed the arguments are '{'. strict=True: an XPASS means it got fixed"))
 def test_tools_forced_zero_argument_tool(oracle_client: Client, real_report: dict) -> None:
-    from pytest_glmf.gates.tools import harness as toolcalls
+    from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
 
     summary = run_tool_turns(oracle_client, ("zero_argument",), "required", strict=True)
     real_report.setdefault("tools", {})["required+strict zero_argument"] = _tools_brief(summary)
     checks = [Check("turns run", summary["turns"], {"min": 1}), Check("leaks", summary["leaks"], {"max": 0}),
-              Check("parsed_fraction", summary["parsed_fraction"], {"min": 1.0}, hint=toolcalls.failure_table(summary)[:800])]
+              Check("parsed_fraction", summary["parsed_fraction"], {"min": 1.0}, hint=tools_failure_table(summary)[:800])]
     assert_checks(checks, "tool gate, zero-argument tool, tool_choice=required")
 
 
@@ -288,12 +298,13 @@ def test_tools_auto_reported_honestly(oracle_client: Client, real_report: dict) 
 
 @pytest.fixture(scope="module")
 def drift_reference(oracle: Any, real_report: dict) -> dict:
-    from pytest_glmf.gates.drift import reference as drift
     from pytest_glmf.gates.drift.adapters import make_adapter
+    from pytest_glmf.gates.drift.prompts import load_prompts
+    from pytest_glmf.gates.drift.reference import make_reference
 
     adapter = make_adapter(oracle.base_url, "vllm")
     try:
-        ref = drift.make_reference(adapter, drift.load_prompts(n=DRIFT_PROMPTS), max_tokens=DRIFT_MAX_TOKENS,
+        ref = make_reference(adapter, load_prompts(n=DRIFT_PROMPTS), max_tokens=DRIFT_MAX_TOKENS,
                                    k=DRIFT_K, provenance={"lane": ORACLE})
     finally:
         adapter.close()
@@ -305,20 +316,21 @@ def drift_reference(oracle: Any, real_report: dict) -> dict:
 @pytest.fixture(scope="module")
 def drift_results(real_servers: Any, drift_reference: dict, real_report: dict) -> dict:
     """Each candidate booted next to the oracle, scored, stopped (never two candidates at once)."""
-    from pytest_glmf.gates.drift import reference as drift
     from pytest_glmf.gates.drift.adapters import make_adapter
+    from pytest_glmf.gates.drift.reference import compare, score_candidate
+    from pytest_glmf.gates.drift.table import render_table as drift_table
 
     cands = []
     for lane in CANDIDATES:
         server = real_servers.get(lane)
         adapter = make_adapter(server.base_url, "vllm")
         try:
-            cands.append(drift.score_candidate(adapter, drift_reference, label=lane, provenance={"lane": lane}))
+            cands.append(score_candidate(adapter, drift_reference, label=lane, provenance={"lane": lane}))
         finally:
             adapter.close()
             real_servers.stop(lane)
-    results = drift.compare(drift_reference, cands)
-    real_report["drift"] = {"table": drift.render_table(results),
+    results = compare(drift_reference, cands)
+    real_report["drift"] = {"table": drift_table(results),
                             "candidates": {k: {m: v.get(m) for m in ("mean_abs_dlogp", "ci95", "median_abs_dlogp",
                                                                      "p95_abs_dlogp", "argmax_mismatch", "kl_topk",
                                                                      "n_prompts", "n_tokens", "self_check")}
@@ -358,17 +370,18 @@ def test_drift_candidates_against_oracle(drift_results: dict) -> None:
 
 
 def test_acceptance_ngram_per_class_from_metrics(real_servers: Any, real_report: dict) -> None:
-    from pytest_glmf.gates.acceptance import probe as acceptance
+    from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
+    from pytest_glmf.gates.acceptance.table import render_result
 
     server = real_servers.get(NGRAM)
     try:
         with Client(server.base_url) as client:
-            classes = acceptance.load_prompt_classes()
-            result = acceptance.probe(client, "vllm", classes, prompts_per_class=ACCEPT_PROMPTS_PER_CLASS,
+            classes = load_prompt_classes()
+            result = probe(client, "vllm", classes, prompts_per_class=ACCEPT_PROMPTS_PER_CLASS,
                                       max_tokens_scale=ACCEPT_MAX_TOKENS_SCALE)
     finally:
         real_servers.stop(NGRAM)
-    real_report["acceptance"] = {"table": acceptance.render_result(result),
+    real_report["acceptance"] = {"table": render_result(result),
                                  "classes": [{k: r.get(k) for k in ("class", "requests", "errors", "completion_tokens",
                                                                     "tok_s", "accept_rate", "accept_length",
                                                                     "verify_steps", "accepted_tokens", "draft_tokens")}

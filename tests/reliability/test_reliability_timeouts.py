@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from pytest_glmf.launch import health
-from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.config.lanes import TIMEOUT_KEYS, LaneConfig
+from pytest_glmf.engine.client import Timeouts
+from pytest_glmf.launch import health
 
 
 def test_every_timeout_has_a_finite_default() -> None:

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.results import report
-from pytest_glmf.results.baseline import (BaselineError, compare_entry, compare_results, load_baseline,
-                                  machine_differences)
+from pytest_glmf.results.baseline import (
+    BaselineError,
+    compare_entry,
+    compare_results,
+    load_baseline,
+    machine_differences,
+)
 
 
 def doc(rows: dict, prov: dict | None = None, schema: int = 1) -> dict:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from importlib import resources
-from pathlib import Path
 
 import pytest
 

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from pytest_glmf.gates.boot.parse import parse_boot_log
 from pytest_glmf.engine.client import SSEError, parse_sse_line
+from pytest_glmf.gates.boot.parse import parse_boot_log
 from pytest_glmf.sim.process import SimProcess
 
 CHAT = {"messages": [{"role": "user", "content": "Tell me about the report."}], "max_tokens": 8, "temperature": 0}

@@ -32,20 +32,17 @@ propose) has `accept_rate: null` and `draft_tokens: 0`.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 
-from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.data import read_text as read_data_file
+from pytest_glmf.engine.client import Client
 
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -373,51 +370,3 @@ def probe(client: Client, engine: str, classes: list[PromptClass], *, prompts_pe
             "prompt_format": ("server chat template (/v1/chat/completions)" if engine == "vllm"
                               else f"client-side {template!r} chat template, text to /generate"),
             "speculative": speculative, "classes": rows, "records": [asdict(r) for r in records]}
-
-
-def render_result(result: dict[str, Any]) -> str:
-    """The recipe's table: class | tok/s | accept rate | accept length (+ recipe's numbers)."""
-    if result.get("speculative") is False:
-        return f"no speculative decoding on this server ({result['source']}: no spec fields / zero drafts)"
-    rows = [[r.get("label") or r["class"], fmt(r["tok_s"]), fmt(r["accept_rate"]), fmt(r["accept_length"]),
-             fmt((r.get("recipe") or {}).get("accept_rate")), str(r["requests"]) + (f" ({r['errors']} err)" if r["errors"] else "")]
-            for r in result["classes"]]
-    mean = result.get("mean") or mean_over_classes(result["classes"])
-    rows.append(["mean over classes", fmt(mean["tok_s"]), fmt(mean["accept_rate"]), fmt(mean["accept_length"]), "0.39", ""])
-    head = ["class", "tok/s", "accept rate", "accept length", "recipe rate", "requests"]
-    return render_table(rows, head) + f"\nsource: {result['source']}; prompts: {result['prompt_format']}"
-
-
-def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="glmf accept", description="Speculative acceptance per prompt class, single stream.")
-    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
-    ap.add_argument("--engine", choices=("sglang", "vllm"), help="default: detected from the server")
-    ap.add_argument("--classes", help="comma-separated class names (default: all)")
-    ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
-    ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
-    ap.add_argument("--max-tokens-scale", type=float, default=1.0, help="scale each class's target length")
-    ap.add_argument("--template", default="glm", choices=TEMPLATES,
-                    help="chat template for SGLang /generate text (default glm)")
-    ap.add_argument("--json", dest="json_out", help="write the result JSON here")
-    args = ap.parse_args(argv)
-    classes = load_prompt_classes(args.prompt_classes)
-    if args.classes:
-        wanted = args.classes.split(",")
-        unknown = set(wanted) - {c.name for c in classes}
-        if unknown:
-            ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
-        classes = [c for c in classes if c.name in wanted]
-    with Client(args.url) as client:
-        engine = args.engine or detect_engine(client)
-        result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
-                       max_tokens_scale=args.max_tokens_scale, template=args.template)
-    print(render_result(result))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
-    if any(r["errors"] for r in result["classes"]):
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

@@ -22,12 +22,8 @@ Engine-specific decisions (documented because the engines do not print them the 
 """
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -498,51 +494,3 @@ def parse_boot_log(text: str) -> BootFacts:
     facts.ready = ready is not None
     facts.problems = _problems(lines, ready.no if ready else None)
     return facts
-
-
-def render_facts(facts: BootFacts, version: str | None = None) -> str:
-    """The readable key | value table of `glmf bootlog FILE`."""
-    from pytest_glmf.gates.verdict import fmt, render_table
-
-    d = facts.to_dict()
-    rows: list[list[str]] = [["engine", fmt(d["engine"])]]
-    if version:
-        rows.append(["engine_version", version])
-    for key in ("max_running_requests", "requested_max_running_requests", "max_mamba_cache_size",
-                "state_slots_per_request", "kv_tokens", "context_len"):
-        rows.append([key, fmt(d[key])])
-    def gb(x: float | None) -> str:
-        return "-" if x is None else f"{x:.2f}"
-
-    rows.append(["kv_cache_memory_gib", gb(facts.kv_cache_memory_gib)])
-    for i, pool in enumerate(facts.kv_pools):
-        rows.append([f"kv_pool[{i}]", f"{fmt(pool['tokens'])} tokens, {pool['dtype'] or '?'}, {gb(pool['size_gb'])} GB"])
-    if facts.max_concurrency:
-        mc = facts.max_concurrency
-        rows.append(["max_concurrency", f"{mc['factor']:g}x at {mc['tokens_per_request']:,} tokens/request"])
-    bs = facts.cuda_graph_bs
-    shown = "-" if bs is None else (", ".join(map(str, bs)) or "none") if len(bs) <= 12 else \
-        f"{len(bs)} sizes, {bs[0]}..{bs[-1]}"
-    rows += [["cuda_graph_bs", shown], ["ready", str(facts.ready)], ["cap_reason", facts.cap_reason or "-"]]
-    rows += [["problem", p] for p in facts.problems] or [["problems", "none"]]
-    return render_table(rows, ["key", "value"])
-
-
-def cli(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="glmf bootlog", description=(
-        "Read an SGLang or vLLM boot log and print what it says: the effective concurrency cap and "
-        "its reason, KV pools, context length, CUDA-graph sizes, readiness and fatal problems."))
-    parser.add_argument("file", metavar="FILE", help="boot log file")
-    parser.add_argument("--json", action="store_true", help="print the BootFacts dict as JSON")
-    ns = parser.parse_args(argv)
-    path = Path(ns.file)
-    if not path.is_file():
-        print(f"glmf bootlog: no such file: {ns.file}", file=sys.stderr)
-        return 2
-    text = path.read_text(errors="replace")
-    facts = parse_boot_log(text)
-    if ns.json:
-        print(json.dumps(facts.to_dict(), indent=2))
-    else:
-        print(render_facts(facts, engine_version(text)))
-    return 0

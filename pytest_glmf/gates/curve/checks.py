@@ -3,10 +3,11 @@ and the row's gate rows. Pure functions over plain data (boot facts as a dict, m
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pytest_glmf.gates.verdict import Check, checks_from_bounds
 from pytest_glmf.gates.curve.records import percentile
+from pytest_glmf.gates.verdict import Check, checks_from_bounds
 
 LAG_P99_MAX_S = 0.002       # event-loop lag above this means the client, not the server, set the pace
 CPU_MAX_FRAC = 0.85         # of the one core the event loop runs on

@@ -27,7 +27,8 @@ import socket
 import ssl as ssl_mod
 import sys
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_glmf.gates.curve import sockstamp

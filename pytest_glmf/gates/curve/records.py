@@ -18,8 +18,9 @@ Nothing here prints, sleeps or reads a clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
 

@@ -14,13 +14,19 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.checks import CPU_MAX_FRAC, LAG_P99_MAX_S, client_check, memory_check, seat_check
-from pytest_glmf.gates.curve.records import (combine_runs, merged_events, run_metrics,
-                                      token_count_check, record_from_lines)
+from pytest_glmf.gates.curve.records import (
+    combine_runs,
+    merged_events,
+    record_from_lines,
+    run_metrics,
+    token_count_check,
+)
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
@@ -111,7 +117,7 @@ class Target:
     async def metrics(self) -> dict[str, float] | None:
         try:
             status, body = await self.call("/metrics")
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             return None
         return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
 
@@ -120,7 +126,7 @@ class Target:
         try:
             status, body = await self.call("/v1/models")
             return json.loads(body)["data"][0]["id"] if status == 200 else None
-        except (OSError, asyncio.TimeoutError, ValueError, KeyError, IndexError, TypeError):
+        except (TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError):
             return None
 
     async def flush(self) -> str | None:
@@ -128,7 +134,7 @@ class Target:
         for path in ([self.flush_endpoint] if self.flush_endpoint else ["/flush_cache", "/reset_prefix_cache"]):
             try:
                 status, _ = await self.call(path, "POST")
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 continue
             if status == 200:
                 self.flush_endpoint = path
@@ -191,7 +197,7 @@ async def _sample_server(target: Target, samples: list[tuple[float, float | None
         samples.append((perf(), _pick(m, RUNNING), _pick(m, QUEUED)))
         try:
             await asyncio.wait_for(stop.wait(), every_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

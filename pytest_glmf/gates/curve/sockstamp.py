@@ -13,7 +13,7 @@ import asyncio
 import socket
 import struct
 import time
-from typing import Callable
+from collections.abc import Callable
 
 perf = time.perf_counter
 SO_TIMESTAMPNS = 35                       # Linux (asm-generic and x86): receive time as a timespec

@@ -24,22 +24,20 @@ Under concurrency the turns are repeated until N are in flight, so "parsed N of 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 import yaml
 
-from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.verdict import render_table
 from pytest_glmf.data import read_text as read_data_file
+from pytest_glmf.engine.client import Client
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
 # call object a Hermes-style model prints when the parser misses it.
@@ -310,58 +308,9 @@ def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int =
     return out
 
 
-def failure_table(summary: dict[str, Any]) -> str:
-    """One row per bad turn: the turn, what was expected, what came back, what is wrong."""
-    rows = []
-    for r in summary["results"]:
-        if r["ok"]:
-            continue
-        briefs = [ToolAnswer(**a).brief() for a in r["answers"]]
-        got = briefs[0] if len(set(briefs)) == 1 else " / ".join(f"{a['mode']}: {b}" for a, b in zip(r["answers"], briefs))
-        rows.append([f"{r['scenario']}#{r['repeat']}", ",".join(r["expect"]) or "(no call)", got[:140],
-                     "; ".join(r["problems"])[:300]])
-    return render_table(rows, ["turn", "expected", "came back", "problems"])
-
-
-def render_summary(summary: dict[str, Any]) -> str:
-    head = (f"tool turns parsed {summary['parsed']}/{summary['turns']} at concurrency {summary['concurrency']} "
-            f"(tool_choice={summary['tool_choice']}{', strict' if summary['strict'] else ''}); "
-            f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}, empty args {summary['empty_args']}")
-    if summary["skipped"]:
-        head += f"; skipped {len(summary['skipped'])}: " + ", ".join(summary["skipped"])
-    bad = failure_table(summary)
-    return head + ("\n" + bad if summary["parsed"] != summary["turns"] else "")
-
-
 def _first_model(client: Client) -> str | None:
     try:
         data = client.get_json("/v1/models").get("data") or []
         return data[0]["id"] if data else None
     except Exception:  # noqa: BLE001 - optional
         return None
-
-
-def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="glmf tools", description="Tool-call gate: parsed turns, leaks, schema-valid arguments.")
-    ap.add_argument("--url", required=True, help="server base URL")
-    ap.add_argument("--concurrency", type=int, default=1, help="turns in flight at once (default 1)")
-    ap.add_argument("--tool-choice", default="auto", choices=TOOL_CHOICES)
-    ap.add_argument("--strict", action="store_true", help='add "strict": true to every function')
-    ap.add_argument("--scenarios", help="YAML file of scenarios (default: the packaged set)")
-    ap.add_argument("--no-stream-check", action="store_true", help="skip the streamed request of each turn")
-    ap.add_argument("--json", dest="json_out", help="write the result JSON here")
-    args = ap.parse_args(argv)
-    if args.concurrency < 1:
-        ap.error("--concurrency must be >= 1")
-    scenarios = load_scenarios(args.scenarios)
-    with Client(args.url) as client:
-        summary = run_harness(client, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
-                              strict=args.strict, check_stream=not args.no_stream_check)
-    print(render_summary(summary))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-    return 0 if summary["parsed"] == summary["turns"] and summary["turns"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

@@ -16,17 +16,30 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.docker.logs import LogStreamer
 from pytest_glmf.launch.docker.provenance import host_path_for, model_dir_provenance
 from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one import for callers
-    DEFAULT_CONTAINER_PORT, LABEL_HOST, LABEL_LANE, LABEL_OWNER, LABEL_PID, LABEL_PID_START,
-    LABEL_SESSION, OWNER, _flag_value, _pid_start, container_name, container_spec, device_requests,
-    server_argv, session_labels,
+    DEFAULT_CONTAINER_PORT,
+    LABEL_HOST,
+    LABEL_LANE,
+    LABEL_OWNER,
+    LABEL_PID,
+    LABEL_PID_START,
+    LABEL_SESSION,
+    OWNER,
+    _flag_value,
+    _pid_start,
+    container_name,
+    container_spec,
+    device_requests,
+    server_argv,
+    session_labels,
 )
 from pytest_glmf.launch.process import SGLANG_READY_LINE, boot_error, log_path_for
 

@@ -11,17 +11,29 @@ from __future__ import annotations
 
 import json
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.acceptance import probe as acceptance
 from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.acceptance.cli import cli as accept_cli
+from pytest_glmf.gates.acceptance.probe import (
+    SOURCE_SGLANG,
+    SOURCE_VLLM,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    detect_engine,
+    load_prompt_classes,
+    parse_prometheus_counters,
+    probe,
+    spec_from_meta_info,
+)
 
-CLASSES = acceptance.load_prompt_classes()
+CLASSES = load_prompt_classes()
 DRAFTS_PER_STEP = 6
 RATES = {"history_essay": 0.35, "code": 0.41, "shell_ops": 0.39, "math": 0.61, "prose": 0.29,
          "json_extraction": 0.5, "multi_turn_chat": 0.33}
@@ -77,8 +89,8 @@ class Stub:
                     lines = ["# TYPE vllm:num_requests_running gauge",
                              'vllm:num_requests_running{engine="0",model_name="stub"} 0.0']
                     if stub.speculative:
-                        for key, name in (("drafts", acceptance.VLLM_DRAFTS), ("draft_tokens", acceptance.VLLM_DRAFT_TOKENS),
-                                          ("accepted", acceptance.VLLM_ACCEPTED)):
+                        for key, name in (("drafts", VLLM_DRAFTS), ("draft_tokens", VLLM_DRAFT_TOKENS),
+                                          ("accepted", VLLM_ACCEPTED)):
                             lines += [f"# TYPE {name[:-6]} counter", f'{name}{{engine="0",model_name="stub"}} {float(stub.totals[key])}']
                     self._send(200, ("\n".join(lines) + "\n").encode(), "text/plain")
                 else:
@@ -167,10 +179,10 @@ def expected_length(n: int, rate: float) -> float:
 def test_sglang_meta_info_gives_the_configured_acceptance_per_class(stub_factory, counters_in_meta):
     stub = stub_factory("sglang", counters_in_meta=counters_in_meta)
     with Client(stub.url) as client:
-        assert acceptance.detect_engine(client) == "sglang"
-        result = acceptance.probe(client, "sglang", CLASSES, prompts_per_class=2, max_tokens_scale=0.5)
+        assert detect_engine(client) == "sglang"
+        result = probe(client, "sglang", CLASSES, prompts_per_class=2, max_tokens_scale=0.5)
     assert result["speculative"] is True
-    assert result["source"] == acceptance.SOURCE_SGLANG
+    assert result["source"] == SOURCE_SGLANG
     assert "glm" in result["prompt_format"]
     assert len(result["classes"]) == len(CLASSES)
     for row in result["classes"]:
@@ -190,7 +202,7 @@ def test_sglang_meta_info_gives_the_configured_acceptance_per_class(stub_factory
 def test_sglang_without_streaming_falls_back_to_one_json_answer(stub_factory):
     stub = stub_factory("sglang", streams=False)
     with Client(stub.url) as client:
-        result = acceptance.probe(client, "sglang", CLASSES[:2], prompts_per_class=1)
+        result = probe(client, "sglang", CLASSES[:2], prompts_per_class=1)
     assert [r["errors"] for r in result["classes"]] == [0, 0]
     assert result["classes"][1]["accept_rate"] == pytest.approx(0.41, abs=0.01)
     assert result["records"][0]["ttft_s"] is None and result["classes"][0]["tok_s"] == result["classes"][0]["e2e_tok_s"]
@@ -200,9 +212,9 @@ def test_vllm_metrics_delta_gives_the_configured_acceptance_per_class(stub_facto
     stub = stub_factory("vllm")
     stub.totals.update(drafts=1000, draft_tokens=6000, accepted=2000)  # earlier traffic must not count
     with Client(stub.url) as client:
-        assert acceptance.detect_engine(client) == "vllm"
-        result = acceptance.probe(client, "vllm", CLASSES, prompts_per_class=1, max_tokens_scale=0.5)
-    assert result["source"] == acceptance.SOURCE_VLLM
+        assert detect_engine(client) == "vllm"
+        result = probe(client, "vllm", CLASSES, prompts_per_class=1, max_tokens_scale=0.5)
+    assert result["source"] == SOURCE_VLLM
     for row in result["classes"]:
         n = round(next(c.max_tokens for c in CLASSES if c.name == row["class"]) * 0.5)
         steps, acc = plan(n, RATES[row["class"]])
@@ -217,7 +229,7 @@ def test_vllm_zero_drafts_is_speculation_without_a_rate_not_a_stop(stub_factory)
     stub = stub_factory("vllm")
     stub.zero_draft_classes = {"history_essay"}
     with Client(stub.url) as client:
-        result = acceptance.probe(client, "vllm", CLASSES[:2], prompts_per_class=1, max_tokens_scale=0.2)
+        result = probe(client, "vllm", CLASSES[:2], prompts_per_class=1, max_tokens_scale=0.2)
     first, second = result["classes"]
     assert result["speculative"] is True and len(result["records"]) == 2
     assert (first["draft_tokens"], first["accept_rate"], first["accept_length"]) == (0, None, None)
@@ -228,7 +240,7 @@ def test_vllm_zero_drafts_is_speculation_without_a_rate_not_a_stop(stub_factory)
 def test_no_speculative_decoding_is_reported_not_zero(stub_factory, engine, tmp_path, capsys):
     stub = stub_factory(engine, speculative=False)
     out = tmp_path / "acc.json"
-    rc = acceptance.cli(["--url", stub.url, "--json", str(out), "--max-tokens-scale", "0.1"])
+    rc = accept_cli(["--url", stub.url, "--json", str(out), "--max-tokens-scale", "0.1"])
     assert rc == 0
     result = json.loads(out.read_text())
     assert result["speculative"] is False
@@ -239,7 +251,7 @@ def test_no_speculative_decoding_is_reported_not_zero(stub_factory, engine, tmp_
 
 def test_cli_prints_the_recipe_table(stub_factory, tmp_path, capsys):
     stub = stub_factory("sglang")
-    rc = acceptance.cli(["--url", stub.url, "--classes", "math,prose", "--prompts-per-class", "1",
+    rc = accept_cli(["--url", stub.url, "--classes", "math,prose", "--prompts-per-class", "1",
                          "--json", str(tmp_path / "a.json")])
     assert rc == 0
     text = capsys.readouterr().out
@@ -253,7 +265,7 @@ def test_cli_prints_the_recipe_table(stub_factory, tmp_path, capsys):
 
 def test_unknown_class_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
-        acceptance.cli(["--url", "http://127.0.0.1:9", "--classes", "poetry"])
+        accept_cli(["--url", "http://127.0.0.1:9", "--classes", "poetry"])
     assert "unknown class" in capsys.readouterr().err
 
 
@@ -262,16 +274,16 @@ def test_a_dead_server_is_an_error_row_not_a_number(stub_factory):
     url = stub.url
     stub.close()
     with Client(url) as client:
-        result = acceptance.probe(client, "sglang", CLASSES[:1], prompts_per_class=1)
+        result = probe(client, "sglang", CLASSES[:1], prompts_per_class=1)
     row = result["classes"][0]
     assert row["errors"] == 1 and row["accept_rate"] is None and result["speculative"] is None
     assert "ConnectError" in result["records"][0]["error"]
 
 
 def test_meta_info_without_spec_fields_means_no_speculation():
-    assert acceptance.spec_from_meta_info({"completion_tokens": 50})["speculative"] is False
-    assert acceptance.spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 0})["speculative"] is False
-    got = acceptance.spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 12,
+    assert spec_from_meta_info({"completion_tokens": 50})["speculative"] is False
+    assert spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 0})["speculative"] is False
+    got = spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 12,
                                           "spec_num_correct_drafts": 30, "spec_num_proposed_drafts": 72})
     assert got["speculative"] is True and (got["accepted_tokens"], got["draft_tokens"]) == (30, 72)
 
@@ -280,8 +292,8 @@ def test_prometheus_counters_sum_over_label_sets():
     text = ('# HELP x\nvllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0\n'
             'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 5.0\n'
             'vllm:spec_decode_num_drafts_created 1.7e9\n')
-    assert acceptance.parse_prometheus_counters(text, [acceptance.VLLM_DRAFTS, acceptance.VLLM_ACCEPTED]) == {
-        acceptance.VLLM_DRAFTS: 15.0}
+    assert parse_prometheus_counters(text, [VLLM_DRAFTS, VLLM_ACCEPTED]) == {
+        VLLM_DRAFTS: 15.0}
 
 
 # ---------------------------------------------------------------------------- the suite, via pytester
@@ -304,7 +316,7 @@ def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
     mean = rows.pop("mean")
     assert set(rows) == {c.name for c in CLASSES}
     assert len(requests) == 3 * len(CLASSES) and all(r["speculative"] for r in requests)
-    assert all(r["source"].startswith(acceptance.SOURCE_SGLANG + "; client-side 'glm' chat template") for r in rows.values())
+    assert all(r["source"].startswith(SOURCE_SGLANG + "; client-side 'glm' chat template") for r in rows.values())
     assert rows["math"]["recipe_accept_rate"] == 0.61
     assert rows["math"]["accept_rate"] == pytest.approx(0.61, abs=0.03)
     assert rows["prose"]["accept_rate"] == pytest.approx(0.29, abs=0.03)

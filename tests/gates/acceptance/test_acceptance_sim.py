@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glmf.gates.acceptance import probe as acceptance
-from pytest_glmf.engine.client import Client
 from pytest_glmf.config.lanes import load_lanes
+from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.acceptance.probe import SOURCE_SGLANG, detect_engine, load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.launch import launch_lane
 from pytest_glmf.sim import timing
 
 TIME_SCALE = 0.1
-CLASSES = acceptance.load_prompt_classes()
+CLASSES = load_prompt_classes()
 SIM_CLASS_VIA_GENERATE = {c.name: c.name for c in CLASSES} | {"multi_turn_chat": "history_essay"}
 SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_acceptance.py")
 
@@ -43,12 +44,12 @@ def daily(tmp_path_factory):
 @pytest.fixture(scope="module")
 def daily_result(daily):
     with Client(daily.base_url) as client:
-        assert acceptance.detect_engine(client) == "sglang"
-        return acceptance.probe(client, "sglang", CLASSES)
+        assert detect_engine(client) == "sglang"
+        return probe(client, "sglang", CLASSES)
 
 
 def test_accept_rate_and_length_match_the_simulator_per_class(daily_result):
-    assert daily_result["speculative"] is True and daily_result["source"] == acceptance.SOURCE_SGLANG
+    assert daily_result["speculative"] is True and daily_result["source"] == SOURCE_SGLANG
     for row in daily_result["classes"]:
         configured = timing.BY_NAME[SIM_CLASS_VIA_GENERATE[row["class"]]].accept_rate
         assert row["errors"] == 0, row
@@ -87,9 +88,9 @@ def test_batch_lane_has_no_speculation_and_the_suite_skips(pytester, tmp_path_fa
     server = sim_server("batch", tmp_path_factory)
     try:
         with Client(server.base_url) as client:
-            result = acceptance.probe(client, "sglang", CLASSES)
+            result = probe(client, "sglang", CLASSES)
         assert result["speculative"] is False and len(result["records"]) == 1
-        assert "no speculative decoding" in acceptance.render_result(result)
+        assert "no speculative decoding" in render_result(result)
         run = pytester.runpytest(SUITE, "--glmf-lane", "batch", "--glmf-url", server.base_url, "-rs",
                                  "-p", "no:cacheprovider", "--glmf-results", str(pytester.path / "results"))
         run.assert_outcomes(skipped=2 + len(CLASSES))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glmf.gates.boot.parse import BootFacts, cli, engine_version, parse_boot_log
+from pytest_glmf.gates.boot.cli import cli
+from pytest_glmf.gates.boot.parse import BootFacts, engine_version, parse_boot_log
 
 LOGS = Path(__file__).parent / "bootlogs"
 SHARED = Path("/work/shared/bootlogs")

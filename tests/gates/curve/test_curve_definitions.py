@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from pytest_glmf.gates.curve import api as load
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import row_gate_checks
+from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.cli import cli as curve_cli
 from pytest_glmf.gates.curve.records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
 from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
+from pytest_glmf.gates.curve.table import curve_table
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
@@ -150,7 +151,7 @@ def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
     rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, FACTS)
     row = rows[0]
     assert row["seats"] == 2 and "4 clients sharing 2 seats" in row["seat"]["notes"]
-    assert "4 clients sharing 2 seats" in load.curve_table(rows)
+    assert "4 clients sharing 2 seats" in curve_table(rows)
     failed = [c for c in row_gate_checks(row, {"per_user_tok_s": {"min": 1}}) if not c.ok]
     seat = next(c for c in failed if c.metric == "seats")
     assert "capped to 2 by the mamba state cache" in seat.hint and "--max-mamba-cache-size" in seat.hint
@@ -163,7 +164,7 @@ def test_noisy_runs_are_flagged_by_spread(truth_factory):
     settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings)[0]
     assert row["spread_pct"] > 30 and row["noisy"]
-    assert any("spread" in f for f in load.describe_flags(row))
+    assert any("spread" in f for f in describe_flags(row))
     failed = [c for c in row_gate_checks(row, {"spread_pct": {"max": 5}}) if not c.ok]
     assert "spread_pct" in [c.metric for c in failed]
 
@@ -226,7 +227,7 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     prompt = tmp_path / "p.md"
     prompt.write_text("# brief\n\n## a\nalpha\n\n## b\nbeta\n\n## Task\nwrite")
     out = tmp_path / "curve.json"
-    rc = load.cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2", "--lag-p99-max-ms", "1000",
+    rc = curve_cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2", "--lag-p99-max-ms", "1000",
                    "--prompt-file", str(prompt), "--json", str(out)])
     assert rc == 0
     import json
@@ -262,7 +263,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
                    "(max_mamba_cache_size=10, 5 state slots per request)\n"
                    "[2026-09-11 10:00:02 TP0] max_total_num_tokens=100000, chunked_prefill_size=8192, "
                    "max_prefill_tokens=16384, max_running_requests=2, context_len=131072\n")
-    load.cli(["--url", ts.url, "--users", "4", "--max-tokens", "10", "--runs", "1", "--no-warmup",
+    curve_cli(["--url", ts.url, "--users", "4", "--max-tokens", "10", "--runs", "1", "--no-warmup",
               "--boot-log", str(log), "--lag-p99-max-ms", "1000"])
     out = capsys.readouterr().out
     assert "2 (shared)" in out and "4 clients sharing 2 seats" in out

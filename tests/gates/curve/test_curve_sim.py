@@ -11,11 +11,11 @@ from importlib import resources
 
 import pytest
 
-from pytest_glmf.gates.curve import api as load
 from pytest_glmf.config.lanes import builtin_lanes
-from pytest_glmf.launch import launch_lane
 from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.gates.curve.workload import briefing_prompts, count_tokens, fit_prompts
+from pytest_glmf.launch import launch_lane
 
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_curve.py"))
 # The batch lane with the round-1 state budget: 35 slots / 5 per request = 7 seats.
@@ -34,7 +34,7 @@ def seven_seat_sim(tmp_path_factory):
 def test_curve_on_the_sim_flags_clients_sharing_seats(seven_seat_sim):
     facts = seven_seat_sim.boot_facts.to_dict()
     assert facts["max_running_requests"] == 7
-    workload = Workload(prompts=load.briefing_prompts(), max_tokens=24)
+    workload = Workload(prompts=briefing_prompts(), max_tokens=24)
     settings = CurveSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, metrics_sample_s=0.05)
     one, eight = run_rows(seven_seat_sim.base_url, workload, settings, facts)
     for row in (one, eight):
@@ -86,24 +86,25 @@ def test_curve_suite_through_the_plugin_on_the_sim(pytester):
 
 
 def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
-    from pytest_glmf.gates.curve import api as load
-    from pytest_glmf.config.lanes import LaneConfig
-    from pytest_glmf.launch import launch_lane
     import tempfile
     from pathlib import Path
+
+    from pytest_glmf.config.lanes import LaneConfig
+    from pytest_glmf.gates.curve.workload import briefing_prompts
+    from pytest_glmf.launch import launch_lane
 
     lane = LaneConfig(name="fit", launcher="sim", model="m", time_scale=0.01, boot_timeout_s=60)
     with tempfile.TemporaryDirectory() as tmp:
         server = launch_lane(lane, Path(tmp), "fit")
         try:
-            prompts = load.briefing_prompts()[:2]
-            full = [load.count_tokens(server.base_url, p) for p in prompts]
+            prompts = briefing_prompts()[:2]
+            full = [count_tokens(server.base_url, p) for p in prompts]
             assert all(n > 3000 for n in full)            # the sim's tokenizer is finer than a real one
-            fitted, counts = load.fit_prompts(server.base_url, prompts, 2400)
+            fitted, counts = fit_prompts(server.base_url, prompts, 2400)
             for text, n in zip(fitted, counts):
-                assert 2300 <= n <= 2400 and n == load.count_tokens(server.base_url, text)
+                assert 2300 <= n <= 2400 and n == count_tokens(server.base_url, text)
                 assert text.endswith(prompts[0].rpartition("\n\n")[2])   # the task paragraph is intact
-            short, same = load.fit_prompts(server.base_url, ["a short prompt"], 2400)
+            short, same = fit_prompts(server.base_url, ["a short prompt"], 2400)
             assert short == ["a short prompt"] and same[0] < 10
         finally:
             server.stop()
@@ -111,9 +112,9 @@ def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
 
 def test_fit_prompts_without_a_tokenize_endpoint_says_so():
     import pytest
-    from pytest_glmf.gates.curve import api as load
+
     from pytest_glmf.testing.truth_server import TruthServer
 
     with TruthServer(ttft_ms=5, itl_ms=2) as ts:
         with pytest.raises(ValueError, match="has no /tokenize endpoint: settings.prompt_tokens needs one"):
-            load.fit_prompts(ts.url, ["x " * 5000], 100)
+            fit_prompts(ts.url, ["x " * 5000], 100)

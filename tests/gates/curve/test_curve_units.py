@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from pytest_glmf.gates.curve import api as load
 from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_check
 from pytest_glmf.gates.curve.http import decode_reads
 from pytest_glmf.gates.curve.records import combine_runs, knee, percentile, record_from_lines, spread_pct
+from pytest_glmf.gates.curve.table import curve_table, knee_sentence
+from pytest_glmf.gates.curve.workload import briefing_prompts, load_prompts
 
 
 def sse(obj) -> bytes:
@@ -88,7 +89,7 @@ def test_knee_says_whether_aggregate_still_climbs():
     k = knee(rows)
     assert k["still_climbing"] and k["last_gain_pct"] == pytest.approx(18.2, abs=0.1)
     flat = knee(rows[:2] + [{"users": 128, "aggregate_tok_s": 3450}])
-    assert flat["still_climbing"] is False and "flat" in load.knee_sentence(flat)
+    assert flat["still_climbing"] is False and "flat" in knee_sentence(flat)
 
 
 def test_memory_check_matches_the_recipe_arithmetic():
@@ -114,7 +115,7 @@ def test_client_check_thresholds():
 
 
 def test_briefing_variants_are_recipe_sized_and_distinct():
-    prompts = load.briefing_prompts()
+    prompts = briefing_prompts()
     assert len(prompts) >= 4 and len(set(prompts)) == len(prompts)
     for p in prompts:
         assert 2000 <= len(p) // 4 <= 3000          # ~2,400 tokens at ~4 characters per token
@@ -127,17 +128,17 @@ def test_curve_table_pins_the_recipe_columns():
     row = {"users": 16, "seats": 7, "aggregate_tok_s": 503.0, "per_user_tok_s": 70.2, "per_user_tok_s_p5": 60.0,
            "ttft_p50_s": 0.37, "ttft_p95_s": 0.52, "spread_pct": 1.5, "valid": True,
            "seat": {"notes": ["16 clients sharing 7 seats"]}, "memory": {"notes": []}, "per_run": []}
-    table = load.curve_table([row]).splitlines()
+    table = curve_table([row]).splitlines()
     assert table[0].split(" | ")[:7] == ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
                                          "TTFT p95 s", "spread"]
     assert "7 (shared)" in table[2] and "16 clients sharing 7 seats" in table[2]
 
 
 def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
-    essay = load.load_prompts("briefing_history_essay.md")      # the daily lane's single-stream row
+    essay = load_prompts("briefing_history_essay.md")      # the daily lane's single-stream row
     assert len(essay) == 1 and "essay" in essay[0]
     own = tmp_path / "mine.txt"
     own.write_text("just one prompt")
-    assert load.load_prompts(str(own)) == ["just one prompt"]
+    assert load_prompts(str(own)) == ["just one prompt"]
     with pytest.raises(FileNotFoundError, match="nor a packaged fixture"):
-        load.load_prompts("no-such-briefing.md")
+        load_prompts("no-such-briefing.md")

@@ -13,8 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from pytest_glmf.gates.drift import reference as drift
 from pytest_glmf.gates.drift.adapters import ScoringError, SGLangAdapter, VLLMAdapter, detect_engine, make_adapter
+from pytest_glmf.gates.drift.cli import cli as drift_cli
+from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.reference import (
+    DriftFileError,
+    check_reference,
+    make_reference,
+    pick_template,
+    reference_hash,
+)
 
 VOCAB = 48
 
@@ -270,7 +278,7 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     model_dir.mkdir()
     (model_dir / "model.safetensors").write_bytes(b"\0" * 1234)
     (model_dir / "config.json").write_text("{}")
-    assert drift.cli(["reference", "--url", oracle.url, "--out", str(ref), "--prompts", "12", "--max-tokens", "16",
+    assert drift_cli(["reference", "--url", oracle.url, "--out", str(ref), "--prompts", "12", "--max-tokens", "16",
                       "--k", "5", "--lane", "toy-oracle", "--image", "toy:1", "--model-dir", str(model_dir),
                       "--model-revision", "abc123", "--provenance", "gpu=none"]) == 0
     data = json.loads(ref.read_text())
@@ -282,10 +290,10 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     assert len(data["prompt_set"]["sha256"]) == 64 and len(data["tokenizer_fingerprint"]) == 16
     assert data["self_check"]["exact"] is True and data["oracle_argmax_disagreement"] == 0
     assert all(len(p["output_ids"]) == 16 for p in data["prompts"])
-    assert drift.cli(["score", "--url", cand_a.url, "--reference", str(ref), "--out", str(a), "--label", "A"]) == 0
-    assert drift.cli(["score", "--url", cand_b.url, "--reference", str(ref), "--out", str(b), "--label", "B"]) == 0
+    assert drift_cli(["score", "--url", cand_a.url, "--reference", str(ref), "--out", str(a), "--label", "A"]) == 0
+    assert drift_cli(["score", "--url", cand_b.url, "--reference", str(ref), "--out", str(b), "--label", "B"]) == 0
     capsys.readouterr()
-    assert drift.cli(["compare", str(ref), str(a), str(b), "--json", "--resamples", "500"]) == 0
+    assert drift_cli(["compare", str(ref), str(a), str(b), "--json", "--resamples", "500"]) == 0
     res = json.loads(capsys.readouterr().out)
     for label in ("A", "B"):
         s = res["candidates"][label]
@@ -299,12 +307,12 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     assert pair["wins"][0] > pair["wins"][1] and pair["gap_ci95"][0] > 0   # less noise wins, CI excludes 0
     # A candidate that IS the oracle gives exactly zero drift.
     same = tmp_path / "same.json"
-    assert drift.cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(same)]) == 0
+    assert drift_cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(same)]) == 0
     capsys.readouterr()
-    assert drift.cli(["compare", str(ref), str(same), "--json", "--resamples", "200"]) == 0
+    assert drift_cli(["compare", str(ref), str(same), "--json", "--resamples", "200"]) == 0
     s = next(iter(json.loads(capsys.readouterr().out)["candidates"].values()))
     assert s["mean_abs_dlogp"] == 0.0 and s["max_abs_dlogp"] == 0.0 and s["argmax_mismatch"] == 0.0
-    assert drift.cli(["compare", str(ref), str(a), str(b)]) == 0
+    assert drift_cli(["compare", str(ref), str(a), str(b)]) == 0
     table = capsys.readouterr().out
     assert "A vs B (each other)" in table and "closer on" in table and "0 (exact)" in table
 
@@ -312,31 +320,31 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
 def test_mismatches_are_refused_with_a_clear_message(toy, tmp_path, capsys):
     oracle, other_tok = toy("vllm"), toy("vllm", variant=5)
     ref = tmp_path / "ref.json"
-    assert drift.cli(["reference", "--url", oracle.url, "--out", str(ref), "--prompts", "3", "--max-tokens", "4",
+    assert drift_cli(["reference", "--url", oracle.url, "--out", str(ref), "--prompts", "3", "--max-tokens", "4",
                       "--k", "3", "--no-self-check"]) == 0
     capsys.readouterr()
     # another tokenizer / chat template
-    assert drift.cli(["score", "--url", other_tok.url, "--reference", str(ref), "--out", str(tmp_path / "x.json")]) == 2
+    assert drift_cli(["score", "--url", other_tok.url, "--reference", str(ref), "--out", str(tmp_path / "x.json")]) == 2
     assert "tokenizer/chat template mismatch" in capsys.readouterr().err
     # another prompt set
     data = json.loads(ref.read_text())
-    with pytest.raises(drift.DriftFileError, match="made from another prompt set"):
-        drift.check_reference(data, drift.load_prompts(None, 4))
-    drift.check_reference(data, drift.load_prompts(None, 3))
+    with pytest.raises(DriftFileError, match="made from another prompt set"):
+        check_reference(data, load_prompts(None, 4))
+    check_reference(data, load_prompts(None, 3))
     # a candidate scored against another reference
     cand = tmp_path / "c.json"
-    assert drift.cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(cand)]) == 0
+    assert drift_cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(cand)]) == 0
     data["prompts"][0]["output_ids"][0] ^= 1
-    data["sha256"] = drift.reference_hash(data)
+    data["sha256"] = reference_hash(data)
     ref2 = tmp_path / "ref2.json"
     ref2.write_text(json.dumps(data))
     capsys.readouterr()
-    assert drift.cli(["compare", str(ref2), str(cand)]) == 2
+    assert drift_cli(["compare", str(ref2), str(cand)]) == 2
     assert "scored against another reference" in capsys.readouterr().err
     # an edited reference
     data["prompts"][0]["scores"]["logprobs"][0] += 0.5
     ref2.write_text(json.dumps(data))
-    assert drift.cli(["compare", str(ref2), str(cand)]) == 2
+    assert drift_cli(["compare", str(ref2), str(cand)]) == 2
     assert "does not match its sha256" in capsys.readouterr().err
 
 
@@ -345,9 +353,9 @@ def test_a_server_that_cannot_template_is_refused_unless_a_client_template_is_gi
     adapter = make_adapter(server.url)
     with pytest.raises(ScoringError, match="cannot get chat-templated token ids from the server"):
         adapter.chat_ids(MSGS)
-    assert drift.pick_template(adapter, None) is None
-    ref = drift.make_reference(adapter, drift.load_prompts(None, 2), max_tokens=3, k=2,
-                               template=drift.pick_template(adapter, toy_template))
+    assert pick_template(adapter, None) is None
+    ref = make_reference(adapter, load_prompts(None, 2), max_tokens=3, k=2,
+                               template=pick_template(adapter, toy_template))
     assert ref["provenance"]["chat_template"] == "client: toy_template"
     assert ref["prompts"][0]["prompt_ids"] == toy_template(ref["prompts"][0]["messages"])
     adapter.close()

@@ -13,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_glmf.gates.drift import reference as drift
 from pytest_glmf.config.lanes import builtin_lanes
+from pytest_glmf.gates.drift.cli import cli as drift_cli
+from pytest_glmf.gates.drift.reference import compare
+from pytest_glmf.gates.drift.table import render_table as drift_table
 from pytest_glmf.launch import launch_lane
-
 from pytest_glmf.sim import logits as sim_logits
 
 # one worker runs the whole module under `--dist loadgroup`, so the three simulators start once
@@ -49,20 +50,20 @@ def measured(tmp_path_factory):
             raise
     try:
         ref = tmp / "ref.json"
-        assert drift.cli(["reference", "--url", servers["fp8"].base_url, "--out", str(ref),
+        assert drift_cli(["reference", "--url", servers["fp8"].base_url, "--out", str(ref),
                           "--prompts", str(N_PROMPTS), "--max-tokens", str(MAX_TOKENS), "--k", str(K)]) == 0
         files = {}
         for c in CHECKPOINTS:
             files[c] = tmp / f"{c}.json"
-            assert drift.cli(["score", "--url", servers[c].base_url, "--reference", str(ref),
+            assert drift_cli(["score", "--url", servers[c].base_url, "--reference", str(ref),
                               "--out", str(files[c]), "--label", c]) == 0
     finally:
         for s in servers.values():
             s.stop()
     reference = json.loads(ref.read_text())
     cands = {c: json.loads(files[c].read_text()) for c in CHECKPOINTS}
-    pair = drift.compare(reference, [cands["nvidia"], cands["libertai"]])
-    self_ = drift.compare(reference, [cands["fp8"]])
+    pair = compare(reference, [cands["nvidia"], cands["libertai"]])
+    self_ = compare(reference, [cands["fp8"]])
     return {"reference": reference, "candidates": cands, "pair": pair, "self": self_}
 
 
@@ -121,6 +122,6 @@ def test_the_better_variant_wins_with_a_ci_excluding_zero(measured):
     assert pair["a"] == "nvidia" and pair["b"] == "libertai"
     assert pair["wins"][0] > pair["wins"][1], pair["wins"]
     assert pair["gap_ci95"][0] > 0, pair["gap_ci95"]
-    table = drift.render_table(measured["pair"])
+    table = drift_table(measured["pair"])
     print("\n" + table)
     assert "nvidia closer on" in table and "(excludes 0)" in table

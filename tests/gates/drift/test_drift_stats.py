@@ -5,8 +5,16 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_glmf.gates.drift.stats import (PromptScores, abs_dlogp_summary, bootstrap_ratio, candidate_stats,
-                                     pair_stats, percentile_ci, self_check, topk_kl_tail_bucket)
+from pytest_glmf.gates.drift.stats import (
+    PromptScores,
+    abs_dlogp_summary,
+    bootstrap_ratio,
+    candidate_stats,
+    pair_stats,
+    percentile_ci,
+    self_check,
+    topk_kl_tail_bucket,
+)
 
 # Two prompts; the oracle's greedy tokens and its log-probs of them.
 TOKENS = [[5, 7], [3, 3, 9]]

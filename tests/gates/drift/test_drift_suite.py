@@ -6,10 +6,12 @@ import json
 from importlib import resources
 
 import pytest
-
-from pytest_glmf.gates.drift import reference as drift
-from pytest_glmf.gates.drift.adapters import make_adapter
 from test_drift_engines import ToyServer  # the toy engine servers (same directory)
+
+from pytest_glmf.gates.drift.adapters import make_adapter
+from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.reference import make_reference, score_candidate
+from pytest_glmf.gates.drift.table import render_table as drift_table
 
 SUITE = resources.files("pytest_glmf.suites").joinpath("test_drift.py").read_text()
 
@@ -80,11 +82,11 @@ lanes:
 def test_not_worse_than_fails_when_the_paired_ci_is_above_zero(pytester, toys, tmp_path):
     oracle, good, bad = toys("sglang"), toys("sglang", noise=0.2), toys("sglang", noise=1.5)
     adapter = make_adapter(oracle.url)
-    ref = drift.make_reference(adapter, drift.load_prompts(None, 8), max_tokens=8, k=5)
+    ref = make_reference(adapter, load_prompts(None, 8), max_tokens=8, k=5)
     adapter.close()
     (tmp_path / "ref.json").write_text(json.dumps(ref))
     adapter = make_adapter(good.url)
-    (tmp_path / "good.json").write_text(json.dumps(drift.score_candidate(adapter, ref, label="good")))
+    (tmp_path / "good.json").write_text(json.dumps(score_candidate(adapter, ref, label="good")))
     adapter.close()
     result = _run(pytester, bad.url, f"""schema: 1
 lanes:
@@ -100,13 +102,13 @@ lanes:
         "*mean_abs_dlogp gap attach - good, lower end of the paired 95% CI*wins 8:0*<= 0*",
     ])
     section = json.loads((pytester.path / "results" / "attach-latest.json").read_text())["gates"]["drift"]
-    assert "good closer on 8 of 8 prompts" in drift.render_table(section)
+    assert "good closer on 8 of 8 prompts" in drift_table(section)
 
 
 def test_a_stored_reference_from_another_prompt_set_is_refused(pytester, toys, tmp_path):
     oracle = toys("sglang")
     adapter = make_adapter(oracle.url)
-    ref = drift.make_reference(adapter, drift.load_prompts(None, 3), max_tokens=4, k=3, run_self_check=False)
+    ref = make_reference(adapter, load_prompts(None, 3), max_tokens=4, k=3, run_self_check=False)
     adapter.close()
     (tmp_path / "ref.json").write_text(json.dumps(ref))
     result = _run(pytester, oracle.url, f"""schema: 1
@@ -149,7 +151,7 @@ lanes:
     row = json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())["gates"]["drift"]["simdrift"]
     assert row["provenance"]["checkpoint"] == "nvidia" and 0 < row["mean_abs_dlogp"] < 0.5
     # the report module renders the recorded section with the same recipe table
-    table = drift.render_table(json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())
+    table = drift_table(json.loads((pytester.path / "results" / "simdrift-latest.json").read_text())
                                ["gates"]["drift"])
     assert "quant (vs simdrift-oracle)" in table and "simdrift" in table and "top-8" in table
     assert "oracle self-check: 0 (exact)" in table

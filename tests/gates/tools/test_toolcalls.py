@@ -6,17 +6,27 @@ from __future__ import annotations
 
 import json
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.tools import harness as toolcalls
 from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.tools.cli import cli as tools_cli
+from pytest_glmf.gates.tools.harness import (
+    Scenario,
+    ToolAnswer,
+    answer_from_chunks,
+    check_answer,
+    find_leaks,
+    load_scenarios,
+    run_harness,
+)
+from pytest_glmf.gates.tools.table import render_summary
 
-SCENARIOS = toolcalls.load_scenarios()
+SCENARIOS = load_scenarios()
 VALID_ARGS = {
     "get_weather": {"city": "Paris", "unit": "celsius"},
     "search_web": {"query": "SGLang release notes", "max_results": 3},
@@ -33,7 +43,7 @@ VALID_ARGS = {
 BAD_ARGS = {"get_weather": {"city": 42}, "set_thermostat": {"mode": "freeze"}}
 
 
-def scenario_of(messages: list[dict[str, Any]]) -> toolcalls.Scenario:
+def scenario_of(messages: list[dict[str, Any]]) -> Scenario:
     for s in SCENARIOS:
         if s.messages == messages:
             return s
@@ -157,7 +167,7 @@ def tool_stub():
 
 def run(url: str, **kw: Any) -> dict[str, Any]:
     with Client(url) as client:
-        return toolcalls.run_harness(client, SCENARIOS, **kw)
+        return run_harness(client, SCENARIOS, **kw)
 
 
 def bad_turns(summary: dict[str, Any]) -> dict[str, list[str]]:
@@ -176,8 +186,8 @@ def test_fixture_has_the_agent_shapes_the_issue_asks_for():
     # every canned valid answer of the stub validates, so the stub's "good" mode is truly good
     for s in SCENARIOS:
         for n in s.expect:
-            ans = toolcalls.ToolAnswer("non-stream", "tool_calls", calls=[{"name": n, "arguments": json.dumps(VALID_ARGS[n])}])
-            assert not [p for p in toolcalls.check_answer(s, ans) if "BAD_ARGS" in p or "EMPTY" in p], (s.id, n)
+            ans = ToolAnswer("non-stream", "tool_calls", calls=[{"name": n, "arguments": json.dumps(VALID_ARGS[n])}])
+            assert not [p for p in check_answer(s, ans) if "BAD_ARGS" in p or "EMPTY" in p], (s.id, n)
 
 
 def test_good_parser_passes_every_turn_at_one_user(tool_stub):
@@ -209,7 +219,7 @@ def test_leaked_markup_is_caught_per_turn(tool_stub):
     problems = " ".join(bad["weather_single"])
     assert "LEAK" in problems and "<tool_call>" in problems and "<arg_key>" in problems
     assert "NOT_PARSED" in problems and "non-stream" in problems and "stream:" in problems
-    table = toolcalls.render_summary(summary)
+    table = render_summary(summary)
     assert "weather_single#0" in table and "no tool_calls; content '<tool_call>get_weather" in table
 
 
@@ -269,9 +279,9 @@ def test_tool_choice_is_sent_and_inapplicable_turns_are_skipped(tool_stub, choic
 
 def test_named_choice_accepts_finish_reason_stop():
     s = next(x for x in SCENARIOS if x.id == "weather_single")
-    ans = toolcalls.ToolAnswer("non-stream", "stop", calls=[{"name": "get_weather", "arguments": '{"city": "Paris"}'}])
-    assert toolcalls.check_answer(s, ans, "named") == []
-    assert toolcalls.check_answer(s, ans, "auto") == ["non-stream: finish_reason 'stop', expected 'tool_calls'"]
+    ans = ToolAnswer("non-stream", "stop", calls=[{"name": "get_weather", "arguments": '{"city": "Paris"}'}])
+    assert check_answer(s, ans, "named") == []
+    assert check_answer(s, ans, "auto") == ["non-stream: finish_reason 'stop', expected 'tool_calls'"]
 
 
 def test_stream_assembly_by_index_and_finish_count():
@@ -280,24 +290,24 @@ def test_stream_assembly_by_index_and_finish_count():
               {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"arguments": ": 1}"}}]}}]},
               {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
               {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
-    ans = toolcalls.answer_from_chunks(chunks)
+    ans = answer_from_chunks(chunks)
     assert ans.calls == [{"name": "a", "arguments": "{}"}, {"name": "b", "arguments": '{"y": 1}'}]
     assert ans.finish_reasons == 2
 
 
 def test_leak_signatures():
-    assert toolcalls.find_leaks('Sure. {"name": "get_weather", "arguments": {}}') == ['{s*"name"s*:']
-    assert toolcalls.find_leaks("search<arg_key>q</arg_key>x</arg_value></tool_call>") == [
+    assert find_leaks('Sure. {"name": "get_weather", "arguments": {}}') == ['{s*"name"s*:']
+    assert find_leaks("search<arg_key>q</arg_key>x</arg_value></tool_call>") == [
         "</tool_call>", "<arg_key>", "</arg_key>", "</arg_value>"]
-    assert toolcalls.find_leaks("The weather in Paris is 18 C.") == []
+    assert find_leaks("The weather in Paris is 18 C.") == []
 
 
 def test_cli_exit_code_and_json(tool_stub, tmp_path, capsys):
     out = tmp_path / "tools.json"
-    assert toolcalls.cli(["--url", tool_stub("good").url, "--json", str(out)]) == 0
+    assert tools_cli(["--url", tool_stub("good").url, "--json", str(out)]) == 0
     assert "tool turns parsed 12/12 at concurrency 1" in capsys.readouterr().out
     assert json.loads(out.read_text())["leaks"] == 0
-    assert toolcalls.cli(["--url", tool_stub("leak").url, "--concurrency", "4"]) == 1
+    assert tools_cli(["--url", tool_stub("leak").url, "--concurrency", "4"]) == 1
     printed = capsys.readouterr().out
     assert "parsed 9/12" in printed and "leaks 3" in printed and "turn" in printed and "came back" in printed
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.tools import harness as toolcalls
-from pytest_glmf.engine.client import Client
 from pytest_glmf.config.lanes import load_lanes
+from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.tools.harness import Scenario, load_scenarios, run_harness
 from pytest_glmf.launch import launch_lane
 
-SCENARIOS = toolcalls.load_scenarios()
+SCENARIOS = load_scenarios()
 CALL_TURNS = sum(bool(s.expect) for s in SCENARIOS)
 SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_tools.py")
 
@@ -51,7 +51,7 @@ def sim(tmp_path_factory):
 
 def harness(url: str, **kw: Any) -> dict[str, Any]:
     with Client(url) as client:
-        return toolcalls.run_harness(client, SCENARIOS, **kw)
+        return run_harness(client, SCENARIOS, **kw)
 
 
 def bad(summary: dict[str, Any]) -> dict[str, list[str]]:
@@ -90,23 +90,23 @@ def test_the_empty_args_fault_is_caught(sim):
 def test_schema_violations_copied_by_the_model_are_caught(sim):
     """The simulated model copies a `tool {json}` object from the prompt verbatim (tools.py)."""
     tools = {t["function"]["name"]: t for s in SCENARIOS for t in s.tools}
-    turns = [toolcalls.Scenario("bad_enum", [tools["set_thermostat"]],
+    turns = [Scenario("bad_enum", [tools["set_thermostat"]],
                                 [{"role": "user", "content": 'Please run set_thermostat {"mode": "freeze"} now.'}],
                                 ["set_thermostat"]),
-             toolcalls.Scenario("bad_type", [tools["get_weather"]],
+             Scenario("bad_type", [tools["get_weather"]],
                                 [{"role": "user", "content": 'Call get_weather {"city": 42, "unit": "kelvin"} for me.'}],
                                 ["get_weather"])]
     # Hermes carries JSON types through; GLM markup carries strings, which its parser converts by the
     # schema's types, so a number for a string parameter arrives as "42" there (valid).
     with Client(sim("hermes")) as client:
-        summary = toolcalls.run_harness(client, turns)
+        summary = run_harness(client, turns)
     problems = bad(summary)
     assert "mode: 'freeze' is not one of ['heat', 'cool', 'off']" in " ".join(problems["bad_enum"])
     assert "city: 42 is not of type 'string'" in " ".join(problems["bad_type"])
     assert "unit: 'kelvin' is not one of ['celsius', 'fahrenheit']" in " ".join(problems["bad_type"])
     assert summary["wrong_calls"] == 2
     with Client(sim("glm47")) as client:
-        glm = bad(toolcalls.run_harness(client, turns))
+        glm = bad(run_harness(client, turns))
     assert "mode: 'freeze' is not one of" in " ".join(glm["bad_enum"])
     assert "city" not in " ".join(glm["bad_type"]) and "unit: 'kelvin'" in " ".join(glm["bad_type"])
 

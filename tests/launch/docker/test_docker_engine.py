@@ -8,8 +8,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,11 @@ from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.launch import launch_lane
 from pytest_glmf.launch.base import BootError
 from pytest_glmf.launch.docker import (
-    LABEL_LANE, LABEL_OWNER, LABEL_SESSION, OWNER, DockerLauncher, cleanup_stale,
+    LABEL_LANE,
+    LABEL_OWNER,
+    OWNER,
+    DockerLauncher,
+    cleanup_stale,
 )
 
 pytestmark = pytest.mark.docker_engine

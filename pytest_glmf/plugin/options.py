@@ -1,0 +1,104 @@
+"""The plugin's options, each with an ini twin, resolved CLI > ini > default into one validated `Settings`."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
+from pytest_glmf.config.yamlfile import ConfigError
+
+# name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
+# capital letter; a single phrase has no final period.
+OPTIONS: dict[str, tuple[str, str, str | None]] = {
+    "lane": ("NAME", "Lane to launch and test (a name from the lanes file; built-in: daily, batch)", None),
+    "lanes": ("FILE", "Lanes file (YAML); default: the built-in simulator lanes daily and batch", None),
+    "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
+    "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
+    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
+    "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
+    "baseline": ("FILE", "Result file of a known-good run to compare this session against", None),
+}
+
+
+@dataclass
+class Settings:
+    """The resolved options (CLI > ini > default), validated before anything starts."""
+
+    lane: LaneConfig | None
+    lanes_file: Path | None
+    thresholds_file: Path | None
+    url: str | None
+    image: str | None
+    results_dir: Path
+    baseline: Path | None
+    update_baseline: bool = False
+
+
+def _option(config: pytest.Config, name: str) -> tuple[str | None, Path, str]:
+    """(value, base dir for relative paths, where it came from) for one option: CLI > ini > default."""
+    value = config.getoption(f"glmf_{name}")
+    if value is not None:
+        return value, config.invocation_params.dir, f"--glmf-{name}"
+    value = config.getini(f"glmf_{name}") or None
+    base = config.inipath.parent if config.inipath else config.rootpath
+    return value, base, f"glmf_{name} (ini)"
+
+
+def _path(config: pytest.Config, name: str, must_exist: bool) -> Path | None:
+    value, base, where = _option(config, name)
+    if value is None:
+        return None
+    path = (base / os.path.expanduser(value)).resolve()
+    if must_exist and not path.is_file():
+        raise pytest.UsageError(f"{where}: {value} is not a file (expected a path to an existing YAML/JSON file)")
+    return path
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    """All glmf options, validated; raises pytest.UsageError naming the option and the valid forms."""
+    lanes_file = _path(config, "lanes", must_exist=True)
+    thresholds_file = _path(config, "thresholds", must_exist=True)
+    update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
+    baseline = _path(config, "baseline", must_exist=not update_baseline)  # the first bless creates it
+    results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
+    if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.R_OK | os.W_OK | os.X_OK)):
+        raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
+    existing = next(p for p in [results_dir, *results_dir.parents] if p.exists())
+    if existing != results_dir and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        raise pytest.UsageError(f"--glmf-results: {results_dir} cannot be created ({existing} is not a "
+                                "writable directory)")
+    if baseline is not None and baseline.exists():
+        from pytest_glmf.results.baseline import BaselineError, load_baseline
+        from pytest_glmf.results.recorder import SCHEMA
+
+        try:  # a baseline that cannot be compared must stop the session before a server starts
+            load_baseline(baseline, SCHEMA)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--glmf-baseline: {exc}") from None
+    url, _, url_where = _option(config, "url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise pytest.UsageError(f"{url_where}: {url!r} is not a URL; expected http://HOST:PORT or https://HOST:PORT")
+    image, _, image_where = _option(config, "image")
+    if image is not None and (not image.strip() or any(c.isspace() for c in image)):
+        raise pytest.UsageError(f"{image_where}: {image!r} is not an image reference; expected e.g. "
+                                "lmsysorg/sglang:nightly-dev-cu13-20260911-00143e9c")
+    lane_name, _, lane_where = _option(config, "lane")
+    lane = None
+    try:
+        lanes = load_lanes(lanes_file)
+        if lane_name is not None:
+            lane = select_lane(lanes, lane_name, str(lanes_file) if lanes_file else "the built-in lanes")
+        elif url is not None:
+            lane = LaneConfig(name="attach", launcher="attach", url=url, source=url_where)
+        elif image is not None:
+            raise ConfigError(f"{image_where} needs a lane: pass --glmf-lane NAME (known lanes: {', '.join(lanes)})")
+        if lane is not None:
+            lane = apply_overrides(lane, url=url, image=image)
+            check_local_volumes(lane)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
+                    image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline)

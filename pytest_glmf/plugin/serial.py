@@ -1,0 +1,28 @@
+"""The serial lock: `glmf_serial` tests measure alone, also across xdist workers."""
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_glmf.plugin.session import GlmfSession
+
+
+def serial_lock_path(state: "GlmfSession") -> Path:
+    return state.settings.results_dir / ".locks" / f"{state.session_id}.lock"
+
+
+@contextmanager
+def server_lock(path: Path, exclusive: bool) -> Iterator[None]:
+    """glmf_serial tests hold the lock exclusively, every other test on the server holds it
+    shared, so a speed measurement never runs beside other traffic from another xdist worker."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
