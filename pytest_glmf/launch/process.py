@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import IO
@@ -49,8 +50,35 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def with_port(lane: LaneConfig) -> LaneConfig:
-    return lane if lane.port is not None else replace(lane, port=free_port())
+class PortTaken(BootError):
+    """The lane's port was taken before the server could bind it."""
+
+
+def _bind_failed(log_path: Path) -> bool:
+    """The server's own words for a lost port race (uvicorn, which SGLang, vLLM and the simulator
+    serve with: "[Errno 98] ... address already in use")."""
+    with open(log_path, "rb") as log:
+        log.seek(0, os.SEEK_END)
+        log.seek(max(0, log.tell() - 16384))
+        return b"address already in use" in log.read().lower()
+
+
+def run_on_free_port(lane: LaneConfig, make_argv: Callable[[LaneConfig], list[str]], results_dir: Path,
+                     session_id: str, launcher: str, attempts: int = 3) -> Server:
+    """`run` on the lane's own port, or on a free one it did not name. A free port is found by
+    binding port 0 and releasing it, so another process (a client's outgoing connection among
+    them: they share the ephemeral range) can take it before the server binds it; then a new port
+    is chosen, a few times. A port the lane names is used as written, once."""
+    if lane.port is not None:
+        return run(lane, make_argv(lane), results_dir, session_id, launcher)
+    for attempt in range(attempts):
+        chosen = replace(lane, port=free_port())
+        try:
+            return run(chosen, make_argv(chosen), results_dir, session_id, launcher)
+        except PortTaken:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
@@ -107,8 +135,9 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, l
     with httpx.Client(timeout=httpx.Timeout(5.0)) as client, open(log_path, "rb") as log:
         while True:
             if proc.poll() is not None:
-                raise boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
-                                 argv, log_path)
+                error = boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
+                                   argv, log_path)
+                raise PortTaken(str(error)) if _bind_failed(log_path) else error
             log.seek(max(0, scanned - overlap))
             chunk = log.read()
             scanned = max(scanned, log.tell())
@@ -208,7 +237,7 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     assert lane.port is not None
     if not port_is_free(lane.port):
         # readiness probes would find whatever already listens there and call it our server
-        raise BootError(f"lane {lane.name!r} ({launcher} launcher): port {lane.port} on 127.0.0.1 is already "
+        raise PortTaken(f"lane {lane.name!r} ({launcher} launcher): port {lane.port} on 127.0.0.1 is already "
                         "in use; stop what listens there or remove port from the lane (a free port is then chosen)")
     log_path = log_path_for(results_dir, session_id, lane)
     log = open(log_path, "wb")
@@ -251,5 +280,4 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
-    lane = with_port(lane)
-    return run(lane, build_server_argv(lane), results_dir, session_id, name)
+    return run_on_free_port(lane, build_server_argv, results_dir, session_id, name)

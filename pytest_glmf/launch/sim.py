@@ -19,5 +19,4 @@ def sim_argv(lane: LaneConfig) -> list[str]:
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
-    lane = process.with_port(lane)
-    return process.run(lane, sim_argv(lane), results_dir, session_id, name)
+    return process.run_on_free_port(lane, sim_argv, results_dir, session_id, name)

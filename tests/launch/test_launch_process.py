@@ -185,3 +185,42 @@ def test_a_taken_port_is_refused_not_mistaken_for_our_server(tmp_path: Path, run
     lane = LaneConfig(name="clash", launcher="process", port=port, command=[sys.executable, "-c", "pass"])
     with pytest.raises(BootError, match=rf"lane 'clash' \(process launcher\): port {port} on 127.0.0.1 is already in use"):
         launch_lane(lane, tmp_path, "s")
+
+
+def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again(tmp_path: Path, monkeypatch) -> None:
+    """free_port() releases the port it found, so another process can take it before the server binds
+    (CI saw it: a sim's port taken between choice and bind). Both ways of losing the race are retried
+    on a new port: seen free, then the real server's own bind failure ("address already in use")."""
+    import socket
+
+    from pytest_glmf.launch import process
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = process.free_port
+    ports = iter([taken])
+    monkeypatch.setattr(process, "free_port", lambda: next(ports, None) or real_free_port())
+    real_is_free = process.port_is_free
+    monkeypatch.setattr(process, "port_is_free", lambda port: True if port == taken else real_is_free(port))
+    lane = LaneConfig(name="race", launcher="sim", model="/m", time_scale=0.05, boot_timeout_s=60)
+    server = launch_lane(lane, tmp_path, "s1")
+    try:
+        assert server.is_alive() and server.provenance["port"] != taken
+        assert server.base_url.endswith(f":{server.provenance['port']}")
+    finally:
+        server.stop()
+        squatter.close()
+
+
+def test_a_port_the_lane_names_is_never_replaced(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        lane = LaneConfig(name="named", launcher="sim", model="/m", time_scale=0.05, port=port)
+        with pytest.raises(BootError, match=f"port {port} on 127.0.0.1 is already in use"):
+            launch_lane(lane, tmp_path, "s1")
