@@ -1,4 +1,10 @@
-"""Thresholds file: load and validate the bounds each lane's gates are held to."""
+"""Thresholds file: load and validate the bounds each lane's gates are held to.
+
+What a gate section may hold is the gate's own declaration (`gates/<gate>/spec.py`, listed in
+`gates/registry.py`): metric bounds, typed `settings:`, baseline tolerances and the gate's own
+keys. Everything is checked here, when the file is read (by pytest at configure time and by
+`glmf thresholds FILE` alike), so a mistake fails before any server boots.
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -9,81 +15,30 @@ from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
-from pytest_glmf.gates.verdict import GATE_METRICS
-
-# Keys a gate section may hold besides its metrics. `settings` (and `baseline`, tolerances for
-# baseline comparison) are free-form mappings owned by the gate's suite; the others are structure.
-GATE_SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "boot": ("settings", "baseline", "kv_pool_dtypes"),
-    "curve": ("settings", "baseline", "rows"),
-    "drift": ("settings", "baseline"),
-    "acceptance": ("settings", "baseline", "classes"),
-    "tools": ("settings", "baseline"),
-}
-
-
-def _check_bound(where: str, metric: str, bound: Any) -> None:
-    if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"}:
-        raise ConfigError(f"{where}: {metric}: a bound is {{min: X}} and/or {{max: X}}, got {bound!r}")
-    for k, x in bound.items():
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ConfigError(f"{where}: {metric}: {k} must be a number, got {x!r}")
-
-
-def _check_metrics(where: str, gate: str, section: Mapping[str, Any], extra_keys: tuple[str, ...]) -> None:
-    metrics = GATE_METRICS[gate]
-    for key, value in section.items():
-        if key in metrics:
-            _check_bound(where, key, value)
-        elif key not in extra_keys:
-            raise ConfigError(f"{where}: unknown key {key!r}; allowed metrics: {_allowed(metrics)}; "
-                              f"other keys: {_allowed(extra_keys)}")
-
-
-def _check_gate(path: Path, lane: str, gate: str, section: Any) -> None:
-    where = f"{path}: lanes.{lane}.{gate}"
-    if not isinstance(section, dict):
-        raise ConfigError(f"{where}: must be a mapping of metric bounds and settings")
-    _check_metrics(where, gate, section, GATE_SECTION_KEYS[gate])
-    for key in ("settings", "baseline"):
-        if key in section and not isinstance(section[key], dict):
-            raise ConfigError(f"{where}.{key}: must be a mapping")
-    if gate == "boot" and "kv_pool_dtypes" in section:
-        v = section["kv_pool_dtypes"]
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise ConfigError(f"{where}.kv_pool_dtypes: must be a list of dtype names, e.g. [fp8_e4m3, bfloat16]")
-    if gate == "curve" and "rows" in section:
-        rows = section["rows"]
-        if not isinstance(rows, list):
-            raise ConfigError(f"{where}.rows: must be a list of rows like {{users: 48, per_user_tok_s: {{min: 45}}}}")
-        for i, row in enumerate(rows):
-            if not isinstance(row, dict):
-                raise ConfigError(f"{where}.rows[{i}]: must be a mapping with users and metric bounds")
-            users = row.get("users")
-            if isinstance(users, bool) or not isinstance(users, int) or users < 1:
-                raise ConfigError(f"{where}.rows[{i}]: users must be a positive integer, got {users!r}")
-            _check_metrics(f"{where}.rows[{i}] (users={users})", "curve", row, ("users", "allow_queueing", "settings"))
-    if gate == "acceptance" and "classes" in section:
-        classes = section["classes"]
-        if not isinstance(classes, dict):
-            raise ConfigError(f"{where}.classes: must be a mapping of prompt class -> metric bounds")
-        for cls, bounds in classes.items():
-            if not isinstance(bounds, dict):
-                raise ConfigError(f"{where}.classes.{cls}: must be a mapping of metric bounds")
-            _check_metrics(f"{where}.classes.{cls}", "acceptance", bounds, ("settings",))
+from pytest_glmf.gates.registry import GATES, gate_spec
 
 
 @dataclass
 class Thresholds:
-    """The validated thresholds file. Gates read their raw section with `for_gate`."""
+    """The validated thresholds file. `for_gate` gives a gate's raw section, `settings` its typed
+    settings, `bounds` its metric bounds."""
 
     path: str
     lanes: dict[str, dict[str, Any]]
 
     def for_gate(self, lane_name: str, gate: str) -> dict[str, Any]:
-        if gate not in GATE_METRICS:
-            raise KeyError(f"unknown gate {gate!r}; known gates: {', '.join(GATE_METRICS)}")
+        gate_spec(gate)   # KeyError naming the known gates
         return dict(self.lanes.get(lane_name, {}).get(gate) or {})
+
+    def settings(self, lane_name: str, gate: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        """The gate's settings object (its spec's dataclass: defaults for what the lane does not
+        set), with `overrides` on top (a curve row's own `settings:`). Validated at load already."""
+        where = f"{self.path}: lanes.{lane_name}.{gate}.settings"
+        return gate_spec(gate).build(self.for_gate(lane_name, gate).get("settings"), where, overrides)
+
+    def bounds(self, lane_name: str, gate: str) -> dict[str, dict[str, float]]:
+        """The metric bounds of the lane's gate section (settings and the gate's other keys left out)."""
+        return gate_spec(gate).bounds(self.for_gate(lane_name, gate))
 
     def source(self, lane_name: str, gate: str) -> str:
         return f"{Path(self.path).name}: lanes.{lane_name}.{gate}"
@@ -118,7 +73,7 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
         if not isinstance(gates, dict):
             raise ConfigError(f"{path}: lanes.{lane}: must be a mapping of gate -> thresholds")
         for gate, section in gates.items():
-            if gate not in GATE_METRICS:
-                raise ConfigError(f"{path}: lanes.{lane}: unknown gate {gate!r}; allowed: {_allowed(GATE_METRICS)}")
-            _check_gate(path, str(lane), gate, section)
+            if gate not in GATES:
+                raise ConfigError(f"{path}: lanes.{lane}: unknown gate {gate!r}; allowed: {_allowed(GATES)}")
+            GATES[gate].check_section(f"{path}: lanes.{lane}.{gate}", section)
     return Thresholds(path=str(path), lanes={str(k): dict(v or {}) for k, v in lanes.items()})

@@ -1,9 +1,9 @@
 """Thresholds -> verdict rows -> one readable failure.
 
-Every gate (boot, curve, drift, acceptance, tools) measures plain numbers, turns them into `Check`s
-against the bounds from thresholds.yaml, and calls `assert_checks`. A failure is a table, one row
-per violated item, in domain units, with where the bound came from and which knob to turn
-(STYLE.md). Baseline comparison (regressions against a stored run) produces the same rows.
+Every gate (its metrics are declared in `gates/<gate>/spec.py`) measures plain numbers, turns them
+into `Check`s against the bounds from thresholds.yaml, and calls `assert_checks`. A failure is a
+table, one row per violated item, in domain units, with where the bound came from and which knob
+to turn. Baseline comparison (regressions against a stored run) produces the same rows.
 """
 from __future__ import annotations
 
@@ -12,47 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The metrics each gate accepts in thresholds.yaml. Unknown names are errors (a typo must not
-# silently disable a gate). Direction: "higher" means a bigger number is better.
-GATE_METRICS: dict[str, dict[str, str]] = {
-    "boot": {
-        "max_running_requests": "higher",
-        "kv_tokens": "higher",
-        "context_len": "higher",
-        "kv_cache_memory_gib": "higher",
-    },
-    "curve": {
-        "per_user_tok_s": "higher",        # median over users of the row
-        "per_user_tok_s_p5": "higher",     # the slowest users
-        "aggregate_tok_s": "higher",
-        "ttft_p50_s": "lower",
-        "ttft_p95_s": "lower",
-        "itl_p95_s": "lower",
-        "spread_pct": "lower",
-    },
-    "drift": {
-        "mean_abs_dlogp": "lower",
-        "median_abs_dlogp": "lower",
-        "p90_abs_dlogp": "lower",
-        "p95_abs_dlogp": "lower",
-        "p99_abs_dlogp": "lower",
-        "max_abs_dlogp": "lower",
-        "argmax_mismatch": "lower",
-        "kl_topk": "lower",
-        "self_abs_dlogp": "lower",
-    },
-    "acceptance": {
-        "accept_rate": "higher",
-        "accept_length": "higher",
-        "tok_s": "higher",
-    },
-    "tools": {
-        "parsed": "higher",        # turns whose calls came back parsed and valid
-        "parsed_fraction": "higher",
-        "leaks": "lower",          # turns with tool markup in content/reasoning
-        "wrong_calls": "lower",    # calls made where none was wanted, or schema violations
-    },
-}
+from pytest_glmf.gates.registry import gate_spec
 
 
 @dataclass
@@ -147,7 +107,7 @@ def assert_checks(checks: Iterable[Check], title: str = "") -> None:
 def checks_from_bounds(gate: str, measured: Mapping[str, Any], bounds: Mapping[str, Any], *,
                        where: str = "", source: str = "", hints: Mapping[str, str] | None = None) -> list[Check]:
     """One Check per metric named in `bounds` (a thresholds.yaml mapping metric -> {min|max})."""
-    known = GATE_METRICS[gate]
+    known = gate_spec(gate).metrics
     out = []
     for metric, bound in bounds.items():
         if metric not in known:

@@ -24,12 +24,12 @@ import pytest
 from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.config.thresholds import Thresholds, load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.verdict import GATE_METRICS
+from pytest_glmf.gates.registry import GATES
 from pytest_glmf.plugin import bookkeeping as plugin_results
 from pytest_glmf.plugin import faults as plugin_health
 from pytest_glmf.plugin.options import OPTIONS, resolve_settings
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
-from pytest_glmf.plugin.session import GlmfSession
+from pytest_glmf.plugin.session import SESSION_KEY, GlmfSession
 
 if TYPE_CHECKING:
     from pytest_glmf.engine.client import Client
@@ -39,14 +39,14 @@ if TYPE_CHECKING:
 
 MARKERS = [
     "glmf_lanes(*names): run this test only on the named lanes; skipped with a reason on other lanes",
-    "glmf_gate(name): the gate a test belongs to (" + ", ".join(GATE_METRICS) + ")",
+    "glmf_gate(name): the gate a test belongs to (" + ", ".join(GATES) + ")",
     "glmf_serial: the test measures speed; it runs alone against the server, never beside other "
     "tests (also under xdist)",
 ]
 SERIAL_GROUP = "glmf_serial"
 
 
-_SESSION = pytest.StashKey[GlmfSession]()
+_SESSION = SESSION_KEY
 
 
 # ---------------------------------------------------------------------------- options
@@ -201,9 +201,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     lane = _session(config).settings.lane
     for item in items:
         for mark in item.iter_markers("glmf_gate"):
-            if mark.kwargs or len(mark.args) != 1 or mark.args[0] not in GATE_METRICS:
+            if mark.kwargs or len(mark.args) != 1 or mark.args[0] not in GATES:
                 raise pytest.UsageError(f"{item.nodeid}: glmf_gate takes one gate name, one of "
-                                        f"{', '.join(GATE_METRICS)}; got {mark}")
+                                        f"{', '.join(GATES)}; got {mark}")
         for mark in item.iter_markers("glmf_serial"):
             if mark.args or mark.kwargs:
                 raise pytest.UsageError(f"{item.nodeid}: glmf_serial takes no arguments; got {mark}")

@@ -10,12 +10,20 @@ from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.plugin import bookkeeping as plugin_results
 
 if TYPE_CHECKING:
+    from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch.base import Server
     from pytest_glmf.plugin.options import Settings
     from pytest_glmf.results.recorder import SessionRecorder
 
 
 SERVER_EXITED = "the server exited before the end of the session"
+SESSION_KEY = pytest.StashKey["GlmfSession"]()
+
+
+def session_of(config: pytest.Config) -> "GlmfSession | None":
+    """This process's glmf session when a lane is selected, else None."""
+    session = config.stash.get(SESSION_KEY, None)
+    return session if session is not None and session.settings.lane is not None else None
 
 
 @dataclass(eq=False)  # identity semantics: registered with the plugin manager
@@ -36,6 +44,11 @@ class GlmfSession:
     stopped: bool = False
     recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
     _baseline_doc: dict[str, Any] | None = None
+
+    @property
+    def lane(self) -> "LaneConfig":
+        assert self.settings.lane is not None
+        return self.settings.lane
 
     def get_recorder(self) -> "SessionRecorder":
         from pytest_glmf.results.recorder import SessionRecorder

@@ -2,7 +2,7 @@
 
 A baseline is an earlier session's result file (results.py). Every gate records its numbers as
 `gates[gate][key] = {metric: value, ..., "spread_pct": s}`; the metric names and their direction
-come from `gates.GATE_METRICS` (throughput and acceptance: lower is worse; latency and drift:
+come from each gate's declaration (`gates/<gate>/spec.py`) (throughput and acceptance: lower is worse; latency and drift:
 higher is worse). A change counts as a regression only when it is worse than the allowed change:
 
     allowed % = max(tolerance rel_pct, baseline spread %, current spread %)   (per metric when recorded)
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.verdict import GATE_METRICS, fmt, render_table
+from pytest_glmf.gates.registry import metric_directions
+from pytest_glmf.gates.verdict import fmt, render_table
 
 DEFAULT_REL_PCT = 5.0
 # Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS
@@ -130,7 +131,7 @@ def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str
                   tolerance: Mapping[str, Any] | None = None) -> list[Comparison]:
     """Compare the metrics present in the baseline entry with the current entry of (gate, key)."""
     out = []
-    for metric, direction in GATE_METRICS.get(gate, {}).items():
+    for metric, direction in metric_directions(gate).items():
         if metric == "spread_pct":
             continue  # the spread is the noise yardstick, not a figure of merit
         b = _number(base.get(metric))
@@ -185,7 +186,7 @@ def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str |
 def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:
     """The gate's known metrics present in a recorded entry (for JUnit properties and compares)."""
     out = {}
-    for metric in GATE_METRICS.get(gate, {}):
+    for metric in metric_directions(gate):
         v = _number(data.get(metric)) if isinstance(data, Mapping) else None
         if v is not None:
             out[metric] = v

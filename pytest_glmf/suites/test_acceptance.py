@@ -5,8 +5,9 @@ on step-by-step math, with single-stream tok/s per class, and "the largest lever
 single-stream speed". Every class of pytest_glmf/data/prompt_classes.yaml is measured once per session,
 one request at a time, and each class is gated on the lane's `acceptance.classes` bounds
 (accept_rate, accept_length, tok_s); the pseudo-class `mean` gates the unweighted mean over
-classes, the recipe's headline number. Settings (`acceptance.settings`): `prompts_per_class`,
-`max_tokens_scale`, `template` (glm | glm-nothink | chatml | raw: the chat template for SGLang's /generate).
+classes, the recipe's headline number. Settings (`acceptance.settings`: `prompts_per_class`,
+`max_tokens_scale`, `template`) are declared with their defaults in
+pytest_glmf/gates/acceptance/spec.py (`AcceptanceSettings`).
 
 A lane without speculative decoding skips with the reason; a lane whose spec field says it
 speculates but whose server reports no speculation fails.
@@ -38,16 +39,14 @@ def acceptance_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def acceptance_result(glmf_server, glmf_lane, glmf_client, acceptance_section, glmf_results) -> dict[str, Any]:
+def acceptance_result(glmf_server, glmf_lane, glmf_client, glmf_thresholds, glmf_results) -> dict[str, Any]:
     """Measured once: an attached server of unknown config is judged by its first answer."""
     if not glmf_lane.speculative and glmf_lane.launcher != "attach":
         pytest.skip(f"lane {glmf_lane.name!r} runs without speculative decoding (spec: none): "
                     "no acceptance to measure")
-    settings = acceptance_section.get("settings") or {}
-    result = probe(glmf_client, glmf_server.engine, CLASSES,
-                              prompts_per_class=settings.get("prompts_per_class"),
-                              max_tokens_scale=float(settings.get("max_tokens_scale", 1.0)),
-                              template=settings.get("template", "glm"))
+    settings = glmf_thresholds.settings(glmf_lane.name, "acceptance")
+    result = probe(glmf_client, glmf_server.engine, CLASSES, prompts_per_class=settings.prompts_per_class,
+                   max_tokens_scale=settings.max_tokens_scale, template=settings.template)
     # one row per class (and the mean), as the report renders them; the raw requests beside them
     for row in result["classes"] + [result["mean"]]:
         glmf_results.record("acceptance", row["class"], {

@@ -9,14 +9,11 @@ the flag that raises it are in the failure; `allow_queueing: true` on the row ac
 the workload cannot fit the KV pool, when the client was the bottleneck, when token counts
 disagree, or when requests failed. Definitions: pytest_glmf/gates/curve/records.py.
 
-Settings (`curve.settings`, each optional): max_tokens (384), runs (3), warmup (true), rate_per_s
-(open loop), spread_max_pct (5), path (/v1/chat/completions), model, continuous_usage (false),
-prompt_file (a briefing with '## ' sections, a path or a packaged fixture name; default
-pytest_glmf/data/briefing.md), prompt_tokens (trim the prompt bodies to this many tokens of the server's own
-tokenizer via /tokenize; the task paragraph is kept), lag_p99_max_s (0.002) and cpu_max_frac (0.85) for the client self-check. A row's own
-`settings:` overrides them for that row. On the simulator with `time_scale` != 1 the measured
-numbers are converted to recipe units (tok/s x scale, seconds / scale) before gating, and both are
-recorded.
+Settings (`curve.settings`; a row's own `settings:` override them for that row): declared, with
+their defaults and what each means, in pytest_glmf/gates/curve/spec.py (`CurveRowSettings`); an
+unknown key or a wrong type fails when the thresholds file is read, before any server boots. On
+the simulator with `time_scale` != 1 the measured numbers are converted to recipe units (tok/s x
+scale, seconds / scale) before gating, and both are recorded.
 """
 from __future__ import annotations
 
@@ -24,45 +21,27 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import CPU_MAX_FRAC, LAG_P99_MAX_S, describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
 from pytest_glmf.gates.curve.measure import summary as curve_summary
 from pytest_glmf.gates.curve.records import knee
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.gates.curve.runner import run_rows
+from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompts
-from pytest_glmf.gates.verdict import GATE_METRICS, failure_table
+from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
+from pytest_glmf.gates.verdict import failure_table
+from pytest_glmf.plugin.session import session_of
 
 pytestmark = [pytest.mark.glmf_gate("curve"), pytest.mark.glmf_serial]
 
-SETTING_KEYS = {"max_tokens", "runs", "warmup", "rate_per_s", "spread_max_pct", "path", "model",
-                "continuous_usage", "prompt_file", "prompt_tokens", "first_token_timeout_s", "between_tokens_timeout_s",
-                "lag_p99_max_s", "cpu_max_frac"}
-
 
 def _curve_rows(config: pytest.Config) -> list[dict[str, Any]] | None:
-    """The lane's curve rows at collection time (None: no lane selected). Unknown settings keys are
-    a collection error here, before any server is launched (a GPU lane takes minutes to boot)."""
-    from pytest_glmf.config.thresholds import load_thresholds
-    from pytest_glmf.plugin.options import resolve_settings
-
-    settings = resolve_settings(config)
-    if settings.lane is None:
+    """The lane's curve rows at collection time (None: no lane selected). The thresholds file,
+    settings included, was validated when the session was configured."""
+    session = session_of(config)
+    if session is None or session.thresholds is None:
         return None
-    thresholds = load_thresholds(settings.thresholds_file)
-    section = thresholds.for_gate(settings.lane.name, "curve")
-    rows = list(section.get("rows") or [])
-    where = thresholds.source(settings.lane.name, "curve")
-    for row in [{"users": None}] + rows:
-        unknown = set(_options(section, row)) - SETTING_KEYS
-        if unknown:
-            at = f"{where}.settings" if row["users"] is None else f"{where} row users={row['users']}: settings"
-            pytest.fail(f"{at}: unknown curve settings {sorted(unknown)}; known: {sorted(SETTING_KEYS)}", pytrace=False)
-    return rows
-
-
-def _options(section: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The lane's curve settings with the row's own `settings:` on top."""
-    return {**(section.get("settings") or {}), **(row.get("settings") or {})}
+    return list(session.thresholds.for_gate(session.lane.name, "curve").get("rows") or [])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -95,7 +74,7 @@ def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
     if time_scale == 1.0:
         return row
     out = dict(row)
-    for key in GATE_METRICS["curve"]:
+    for key in SPEC.metrics:
         value = row.get(key)
         if value is None or key == "spread_pct":
             continue
@@ -123,34 +102,24 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
                    record_property, curve_collected):
     if curve_row is None:
         pytest.skip(f"no curve rows for lane {glmf_lane.name!r} in {glmf_thresholds.source(glmf_lane.name, 'curve')}")
-    opts = _options(glmf_thresholds.for_gate(glmf_lane.name, "curve"), curve_row)   # keys checked at collection
+    # the lane's settings with the row's own on top (both checked when the file was read)
+    opts = glmf_thresholds.settings(glmf_lane.name, "curve", overrides=curve_row.get("settings"))
     users = int(curve_row["users"])
     try:
-        prompts = load_prompts(opts.get("prompt_file"))
+        prompts = load_prompt_variants(opts.prompt_file)
     except (OSError, UnicodeDecodeError) as exc:
         pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_file: {exc}", pytrace=False)
-    if opts.get("prompt_tokens"):
+    if opts.prompt_tokens:
         # "a 2,400-token briefing" in the served model's own tokens, whatever its tokenizer
         try:
-            prompts, counts = fit_prompts(glmf_server.base_url, prompts, int(opts["prompt_tokens"]), opts.get("model"))
+            prompts, counts = fit_prompts(glmf_server.base_url, prompts, opts.prompt_tokens, opts.model)
         except ValueError as exc:
             pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_tokens: {exc}", pytrace=False)
         record_property("curve.prompt_tokens", max(counts))
-    workload = Workload(prompts=prompts, max_tokens=int(opts.get("max_tokens", 384)),
-                        path=opts.get("path", "/v1/chat/completions"), model=opts.get("model"),
-                        continuous_usage=bool(opts.get("continuous_usage", False)))
-    settings = CurveSettings(users=[users], runs=int(opts.get("runs", 3)), warmup=bool(opts.get("warmup", True)),
-                             rate_per_s=opts.get("rate_per_s"),
-                             spread_max_pct=float(opts.get("spread_max_pct", 5.0)),
-                             # the row's settings, else the lane's timeouts, else the defaults
-                             first_token_timeout_s=float(opts.get("first_token_timeout_s",
-                                                                  glmf_lane.timeouts.get("first_token_s", 600.0))),
-                             between_tokens_timeout_s=float(opts.get("between_tokens_timeout_s",
-                                                                     glmf_lane.timeouts.get("between_tokens_s", 60.0))),
-                             lag_p99_max_s=float(opts.get("lag_p99_max_s", LAG_P99_MAX_S)),
-                             cpu_max_frac=float(opts.get("cpu_max_frac", CPU_MAX_FRAC)))
+    # timeouts: the row's settings, else the lane's timeouts, else the client's defaults
+    settings = run_settings_for(opts, [users], glmf_lane.timeouts)
     facts = glmf_boot_facts.to_dict()
-    row = run_rows(glmf_server.base_url, workload, settings, facts, _progress(request.config))[0]
+    row = run_rows(glmf_server.base_url, workload_for(opts, prompts), settings, facts, _progress(request.config))[0]
 
     scale = float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0
     gated = to_recipe_units(row, scale)
@@ -158,7 +127,7 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
     flags = describe_flags(row)
     summary = curve_summary({"rows": [gated]})["rows"][0]
     summary.update({"tokens_per_user": row["memory"]["tokens_per_user"], "flags": "; ".join(flags) or "ok",
-                    "time_scale": scale, "measured": {k: row.get(k) for k in GATE_METRICS["curve"]}})
+                    "time_scale": scale, "measured": {k: row.get(k) for k in SPEC.metrics}})
     glmf_results.record("curve", f"users={users}", summary)
     for key in ("aggregate_tok_s", "per_user_tok_s", "ttft_p50_s", "ttft_p95_s", "spread_pct", "seats"):
         record_property(f"curve.users{users}.{key}", gated.get(key))

@@ -1,7 +1,8 @@
 """Drift gate: the lane's server scored teacher-forced on the oracle's exact tokens.
 
 The recipe's claim: "NVFP4 vs FP8: mean |dlogp| 0.136, 15.6 % argmax differ; scoring the same
-text twice gives 0.00000". Settings (thresholds.yaml, `lanes.<lane>.drift.settings`):
+text twice gives 0.00000". Settings (thresholds.yaml, `lanes.<lane>.drift.settings`), declared
+with their defaults in pytest_glmf/gates/drift/spec.py (`DriftSettings`):
 
     reference: PATH        a stored reference (`glmf drift reference`); relative to the thresholds file
     oracle_url: URL        or: make the reference against this running oracle
@@ -25,10 +26,8 @@ from typing import Any
 import pytest
 
 from pytest_glmf.gates.drift.adapters import make_adapter
-from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import (
-    DEFAULT_K,
-    DEFAULT_MAX_TOKENS,
     DriftFileError,
     check_reference,
     compare,
@@ -37,6 +36,7 @@ from pytest_glmf.gates.drift.reference import (
     score_candidate,
     sim_template,
 )
+from pytest_glmf.gates.drift.spec import DriftSettings
 from pytest_glmf.gates.drift.table import render_table as drift_table
 from pytest_glmf.gates.verdict import Check, assert_checks, checks_from_bounds, fmt, render_table
 
@@ -61,8 +61,8 @@ def drift_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def drift_settings(drift_section) -> dict[str, Any]:
-    return dict(drift_section.get("settings") or {})
+def drift_settings(drift_section, glmf_thresholds, glmf_lane) -> DriftSettings:
+    return glmf_thresholds.settings(glmf_lane.name, "drift")
 
 
 def oracle_lane_for(lane):
@@ -89,9 +89,9 @@ def _resolve(path: str, thresholds_path: str) -> Path:
 @pytest.fixture(scope="module")
 def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) -> dict[str, Any]:
     """The oracle reference: stored, or made now against oracle_url / a simulator oracle."""
-    n_prompts = drift_settings.get("prompts")
-    stored = drift_settings.get("reference")
-    regenerate = bool(drift_settings.get("regenerate")) or os.environ.get("GLMF_DRIFT_REGENERATE") == "1"
+    n_prompts = drift_settings.prompts
+    stored = drift_settings.reference
+    regenerate = drift_settings.regenerate or os.environ.get("GLMF_DRIFT_REGENERATE") == "1"
     if stored and not regenerate:
         path = _resolve(stored, glmf_thresholds.path)
         problem = ""
@@ -99,20 +99,19 @@ def drift_reference(drift_settings, glmf_lane, glmf_thresholds, glmf_results) ->
             ref = json.loads(path.read_text())
             # without a `prompts` setting, a reference made from the first N prompts of the set is fine
             n = n_prompts or (ref.get("prompt_set") or {}).get("n")
-            check_reference(ref, load_prompts(drift_settings.get("prompt_file"), n), source=str(path))
+            check_reference(ref, load_chat_prompts(drift_settings.prompt_file, n), source=str(path))
         except (OSError, ValueError) as exc:
             problem = str(exc)
         if problem:
             pytest.fail(f"drift reference unusable: {problem}", pytrace=False)
         return ref
-    prompts = load_prompts(drift_settings.get("prompt_file"), n_prompts)
-    kw = dict(max_tokens=int(drift_settings.get("max_tokens", DEFAULT_MAX_TOKENS)),
-              k=int(drift_settings.get("k", DEFAULT_K)))
+    prompts = load_chat_prompts(drift_settings.prompt_file, n_prompts)
+    kw = dict(max_tokens=drift_settings.max_tokens, k=drift_settings.k)
     out = glmf_results.results_dir / "drift" / f"{glmf_lane.name}-reference.json"
-    if drift_settings.get("oracle_url"):
-        adapter = make_adapter(drift_settings["oracle_url"], drift_settings.get("oracle_engine"))
+    if drift_settings.oracle_url:
+        adapter = make_adapter(drift_settings.oracle_url, drift_settings.oracle_engine)
         try:
-            ref = make_reference(adapter, prompts, provenance={"oracle_url": drift_settings["oracle_url"]}, **kw)
+            ref = make_reference(adapter, prompts, provenance={"oracle_url": drift_settings.oracle_url}, **kw)
         finally:
             adapter.close()
     elif glmf_lane.launcher == "sim":
@@ -143,7 +142,7 @@ def drift_candidate(drift_reference, drift_settings, glmf_server, glmf_lane, glm
     adapter = make_adapter(glmf_server.base_url, hint=glmf_server.engine)
     try:
         cand = score_candidate(adapter, drift_reference, label=glmf_lane.name,
-                                     check_tokenizer=drift_settings.get("check_tokenizer", True),
+                                     check_tokenizer=drift_settings.check_tokenizer,
                                      provenance={"lane": glmf_lane.name, **glmf_server.provenance},
                                      template=pick_template(
                                          adapter, sim_template() if glmf_lane.launcher == "sim" else None))
@@ -179,7 +178,7 @@ def _headline(res: dict[str, Any], label: str) -> str:
 
 def test_drift_self_check(drift_reference, drift_candidate, drift_settings):
     """Scoring the same tokens twice on one server must give exactly the same numbers."""
-    mode = drift_settings.get("self_check", "exact")
+    mode = drift_settings.self_check
     rows = []
     for who, sc in (("oracle", drift_reference.get("self_check")), ("candidate", drift_candidate.get("self_check"))):
         if sc and not sc["exact"]:
@@ -213,12 +212,12 @@ def test_drift_thresholds(drift_section, drift_result, drift_candidate, glmf_thr
 
 def test_drift_not_worse_than(drift_settings, glmf_thresholds, glmf_results, request):
     """Optional: this candidate (B) is not significantly worse than a stored one (A)."""
-    spec = drift_settings.get("not_worse_than")
-    if not spec:
+    spec = drift_settings.not_worse_than
+    if spec is None:
         pytest.skip("no drift.settings.not_worse_than (a stored candidate file to compare with)")
     drift_reference = request.getfixturevalue("drift_reference")
     drift_candidate = request.getfixturevalue("drift_candidate")
-    path = _resolve(spec["candidate"], glmf_thresholds.path)
+    path = _resolve(spec.candidate, glmf_thresholds.path)
     try:
         other = json.loads(path.read_text())
         res = compare(drift_reference, [other, drift_candidate], sources=[str(path), "this session"])
@@ -228,7 +227,7 @@ def test_drift_not_worse_than(drift_settings, glmf_thresholds, glmf_results, req
         pytest.fail(f"drift.settings.not_worse_than: {problem}", pytrace=False)
     pair = res["pair"]
     glmf_results.record("drift", f"{pair['b']} vs {pair['a']}", {k: v for k, v in pair.items()})
-    margin = float(spec.get("margin", 0.0))
+    margin = spec.margin
     # gap = mean|dlogp|(B) - mean|dlogp|(A): B is worse only if the whole CI lies above the margin.
     check = Check("mean_abs_dlogp", pair["gap_ci95"][0], {"max": margin},
                   where=f"gap {pair['b']} - {pair['a']}, lower end of the paired 95% CI "

@@ -4,17 +4,16 @@ Every turn of pytest_glmf/data/tool_scenarios.yaml is asked non-streamed and str
 says what each turn checks), at 1 user and under concurrency, because parsers break under load and
 with speculative decoding. The gate (`tools` in thresholds.yaml) defaults to the recipe's bar:
 every turn parsed (`parsed_fraction >= 1.0`) and no markup leaked (`leaks <= 0`). Settings
-(`tools.settings`): `concurrency` (default: the largest curve row's users, else 8), `tool_choice`
-(auto | required | named; small models need required/named), `strict` (adds "strict": true).
+(`tools.settings`: `concurrency`, `tool_choice`, `strict`) are declared with their defaults in
+pytest_glmf/gates/tools/spec.py (`ToolsSettings`).
 A failure lists each bad turn with what came back.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.spec import DEFAULT_BOUNDS, FALLBACK_CONCURRENCY
 from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
 from pytest_glmf.gates.tools.table import render_summary
 from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds
@@ -22,7 +21,6 @@ from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds
 pytestmark = pytest.mark.glmf_gate("tools")
 
 SCENARIOS = load_scenarios()
-DEFAULT_BOUNDS = {"parsed_fraction": {"min": 1.0}, "leaks": {"max": 0}}
 HINTS = {
     "parsed_fraction": "check --tool-call-parser matches the model's format (GLM-4.7/5: glm47; Hermes/Qwen: hermes)",
     "parsed": "check --tool-call-parser matches the model's format",
@@ -31,30 +29,24 @@ HINTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def tools_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
-    return glmf_thresholds.for_gate(glmf_lane.name, "tools")
-
-
-def concurrency_of(section: dict[str, Any], glmf_thresholds, glmf_lane) -> int:
-    settings = section.get("settings") or {}
-    if settings.get("concurrency"):
-        return int(settings["concurrency"])
+def concurrency_of(glmf_thresholds, glmf_lane) -> int:
+    concurrency = glmf_thresholds.settings(glmf_lane.name, "tools").concurrency
+    if concurrency is not None:
+        return concurrency
     rows = glmf_thresholds.for_gate(glmf_lane.name, "curve").get("rows") or []
-    return max((int(r["users"]) for r in rows), default=8)
+    return max((int(r["users"]) for r in rows), default=FALLBACK_CONCURRENCY)
 
 
-def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property) -> None:
+def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property) -> None:
     __tracebackhide__ = True
-    settings = tools_section.get("settings") or {}
-    summary = run_harness(glmf_client, SCENARIOS, concurrency=users,
-                                    tool_choice=settings.get("tool_choice", "auto"),
-                                    strict=bool(settings.get("strict", False)))
+    settings = glmf_thresholds.settings(glmf_lane.name, "tools")
+    summary = run_harness(glmf_client, SCENARIOS, concurrency=users, tool_choice=settings.tool_choice,
+                          strict=settings.strict)
     glmf_results.record("tools", f"users={users}", summary)
     for key in ("parsed", "turns", "leaks", "wrong_calls", "empty_args"):
         record_property(f"tools.users{users}.{key}", summary[key])
     print(render_summary(summary))
-    bounds = {k: v for k, v in tools_section.items() if k not in ("settings", "baseline")} or DEFAULT_BOUNDS
+    bounds = glmf_thresholds.bounds(glmf_lane.name, "tools") or DEFAULT_BOUNDS
     source = (glmf_thresholds.source(glmf_lane.name, "tools") if bounds is not DEFAULT_BOUNDS
               else "default: the recipe's 10/10 parsed, no leaks")
     checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=HINTS)
@@ -68,13 +60,12 @@ def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, 
         pytest.fail(f"{exc}\n\nbad turns:\n{tools_failure_table(summary)}", pytrace=False)
 
 
-def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property):
-    run_gate(1, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property)
+def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property):
+    run_gate(1, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property)
 
 
-def test_tool_calls_under_concurrency(glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section,
-                                      record_property):
-    users = concurrency_of(tools_section, glmf_thresholds, glmf_lane)
+def test_tool_calls_under_concurrency(glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property):
+    users = concurrency_of(glmf_thresholds, glmf_lane)
     if users <= 1:
         pytest.skip("tools.settings.concurrency is 1: the one-user test covers it")
-    run_gate(users, glmf_client, glmf_lane, glmf_thresholds, glmf_results, tools_section, record_property)
+    run_gate(users, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property)

@@ -299,12 +299,12 @@ def test_tools_auto_reported_honestly(oracle_client: Client, real_report: dict) 
 @pytest.fixture(scope="module")
 def drift_reference(oracle: Any, real_report: dict) -> dict:
     from pytest_glmf.gates.drift.adapters import make_adapter
-    from pytest_glmf.gates.drift.prompts import load_prompts
+    from pytest_glmf.gates.drift.prompts import load_chat_prompts
     from pytest_glmf.gates.drift.reference import make_reference
 
     adapter = make_adapter(oracle.base_url, "vllm")
     try:
-        ref = make_reference(adapter, load_prompts(n=DRIFT_PROMPTS), max_tokens=DRIFT_MAX_TOKENS,
+        ref = make_reference(adapter, load_chat_prompts(n=DRIFT_PROMPTS), max_tokens=DRIFT_MAX_TOKENS,
                                    k=DRIFT_K, provenance={"lane": ORACLE})
     finally:
         adapter.close()

@@ -114,17 +114,19 @@ def test_unusable_results_dir_stops_the_session(pytester, make, line) -> None:
     nothing_started(pytester)
 
 
-def test_bad_curve_setting_fails_collection_before_any_server_starts(pytester) -> None:
-    """An unknown key inside the curve's settings (the lane's or a row's) is a collection error
-    naming the file, the row and the known keys: a GPU lane is never booted for a typo."""
+def test_bad_curve_setting_is_a_usage_error_before_any_server_starts(pytester) -> None:
+    """An unknown key inside the curve's settings (the lane's or a row's) stops the session when the
+    thresholds file is read, naming the file, the row and the known keys: a GPU lane is never
+    booted for a typo. (Every gate's settings: tests/gates/test_gate_specs.py.)"""
     lanes = pytester.makefile(".yaml", lanes="lanes:\n  batch: {launcher: sim, time_scale: 0.01, boot_timeout_s: 30}\n")
     for body, where in [("      settings: {max_tokenz: 8}\n      rows:\n        - {users: 1}\n",
-                         "lanes.batch.curve.settings"),
+                         "lanes.batch.curve.settings: unknown key 'max_tokenz'"),
                         ("      rows:\n        - {users: 1}\n        - {users: 2, settings: {runz: 2}}\n",
-                         "lanes.batch.curve row users=2: settings")]:
+                         "lanes.batch.curve.rows[1] (users=2).settings: unknown key 'runz'")]:
         th = pytester.makefile(".yaml", th="lanes:\n  batch:\n    curve:\n" + body)
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
                                                "batch", "--glmf-thresholds", str(th), "-k", "test_curve_row")
-        assert result.ret == pytest.ExitCode.INTERRUPTED     # pytest: errors during collection
-        result.stdout.fnmatch_lines([f"th.yaml: {where}: unknown curve settings [[]*'[]]; known: *"])
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        pattern = f"ERROR: {th}: {where}; allowed: between_tokens_timeout_s, continuous_usage, *".replace("[", "[[]")
+        result.stderr.fnmatch_lines([pattern])
         nothing_started(pytester)

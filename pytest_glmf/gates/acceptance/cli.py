@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.acceptance.probe import TEMPLATES, detect_engine, load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.probe import detect_engine, load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 
 
@@ -17,9 +18,10 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", help="comma-separated class names (default: all)")
     ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
     ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
-    ap.add_argument("--max-tokens-scale", type=float, default=1.0, help="scale each class's target length")
-    ap.add_argument("--template", default="glm", choices=TEMPLATES,
-                    help="chat template for SGLang /generate text (default glm)")
+    ap.add_argument("--max-tokens-scale", type=float, default=DEFAULTS.max_tokens_scale,
+                    help="scale each class's target length")
+    ap.add_argument("--template", default=DEFAULTS.template, choices=TEMPLATES,
+                    help=f"chat template for SGLang /generate text (default {DEFAULTS.template})")
     ap.add_argument("--json", dest="json_out", help="write the result JSON here")
     args = ap.parse_args(argv)
     classes = load_prompt_classes(args.prompt_classes)

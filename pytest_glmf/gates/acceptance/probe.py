@@ -43,6 +43,7 @@ import yaml
 
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -78,7 +79,6 @@ def load_prompt_classes(path: str | Path | None = None) -> list[PromptClass]:
     return out
 
 
-TEMPLATES = ("glm", "glm-nothink", "chatml", "raw")
 
 
 def render_chat(messages: list[dict[str, str]], template: str) -> str:
@@ -335,7 +335,7 @@ def _first_model(client: Client) -> str | None:
 
 
 def probe(client: Client, engine: str, classes: list[PromptClass], *, prompts_per_class: int | None = None,
-          max_tokens_scale: float = 1.0, template: str = "glm",
+          max_tokens_scale: float = DEFAULTS.max_tokens_scale, template: str = DEFAULTS.template,
           stop_if_not_speculative: bool = True,
           on_record: Callable[[AcceptRecord], None] | None = None) -> dict[str, Any]:
     """Measure every class, one request at a time. With `stop_if_not_speculative`, a first

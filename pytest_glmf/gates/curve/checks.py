@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.curve.records import percentile
+from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.verdict import Check, checks_from_bounds
 
-LAG_P99_MAX_S = 0.002       # event-loop lag above this means the client, not the server, set the pace
-CPU_MAX_FRAC = 0.85         # of the one core the event loop runs on
 MERGED_MAX_FRAC = 0.01      # kernel timestamps: share of token events stamped with a later event's time
 
 
@@ -48,8 +47,8 @@ def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None,
     return {"kv_tokens": kv_tokens, "tokens_per_user": per_user, "need_per_user": need, "fits": fits, "notes": notes}
 
 
-def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max_s: float = LAG_P99_MAX_S,
-                 cpu_max_frac: float = CPU_MAX_FRAC, stall_max_s: float | None = None, stamps: str = "user",
+def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max_s: float = DEFAULTS.lag_p99_max_s,
+                 cpu_max_frac: float = DEFAULTS.cpu_max_frac, stall_max_s: float | None = None, stamps: str = "user",
                  merged_events: int = 0, token_events: int = 0) -> dict[str, Any]:
     """Was the client the bottleneck? Process CPU over the run, and whether its timestamps were late.
 

@@ -6,30 +6,32 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_glmf.gates.curve.measure import run_curve, summary
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
+from pytest_glmf.gates.curve.measure import run_curve, run_settings_for, summary, workload_for
+from pytest_glmf.gates.curve.spec import DEFAULTS, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import load_prompts
+from pytest_glmf.gates.curve.workload import load_prompt_variants
 
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="glmf curve", description="Concurrency curve against a running server.")
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--users", default="1,8,16", help="comma-separated users values (default 1,8,16)")
-    p.add_argument("--max-tokens", type=int, default=384)
-    p.add_argument("--runs", type=int, default=3, help="measured runs per users value (default 3)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
+    p.add_argument("--runs", type=int, default=DEFAULTS.runs,
+                   help=f"measured runs per users value (default {DEFAULTS.runs})")
     p.add_argument("--no-warmup", action="store_true", help="skip the discarded warm pass per users value")
     p.add_argument("--prompt-file", help="prompt text file (or a packaged fixture name); '## ' sections are "
                    "rotated into variants (default: the recipe's briefing)")
     p.add_argument("--rate", type=float, help="open loop: requests per second instead of all at once")
     p.add_argument("--boot-log", type=Path, help="server boot log: seats and KV pool for the row checks")
     p.add_argument("--model", help="model name to send (default: 'default')")
-    p.add_argument("--path", default="/v1/chat/completions")
+    p.add_argument("--path", default=DEFAULTS.path)
     p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
-    p.add_argument("--spread-max", type=float, default=5.0, help="flag rows whose spread exceeds this (%%)")
-    p.add_argument("--lag-p99-max-ms", type=float, default=2.0,
+    p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,
+                   help="flag rows whose spread exceeds this (%%)")
+    p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
                    help="client self-check: event-loop lag p99 above this marks a run invalid (with kernel receive "
-                        "times: only when token events also shared socket reads; default 2)")
+                        f"times: only when token events also shared socket reads; default {DEFAULTS.lag_p99_max_s * 1e3:g})")
     p.add_argument("--json", type=Path, help="write the result (with per-request records) here")
     a = p.parse_args(argv)
     try:
@@ -42,14 +44,14 @@ def cli(argv: list[str] | None = None) -> int:
 
         facts = parse_boot_log(a.boot_log.read_text(errors="replace")).to_dict()
     try:
-        prompts = load_prompts(a.prompt_file)
+        prompts = load_prompt_variants(a.prompt_file)
     except (OSError, UnicodeDecodeError) as exc:
         p.error(str(exc))
-    workload = Workload(prompts=prompts, max_tokens=a.max_tokens, path=a.path, model=a.model,
-                        continuous_usage=a.continuous_usage)
-    settings = CurveSettings(users=users, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
-                             spread_max_pct=a.spread_max, lag_p99_max_s=a.lag_p99_max_ms / 1e3)
-    result = run_curve(a.url, users, workload=workload, settings=settings, facts=facts,
+    settings = CurveRowSettings(max_tokens=a.max_tokens, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
+                                spread_max_pct=a.spread_max, path=a.path, model=a.model,
+                                continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3)
+    result = run_curve(a.url, users, workload=workload_for(settings, prompts),
+                       settings=run_settings_for(settings, users), facts=facts,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(curve_table(result["rows"]))
     print(knee_sentence(result["knee"]))

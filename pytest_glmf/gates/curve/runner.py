@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import CPU_MAX_FRAC, LAG_P99_MAX_S, client_check, memory_check, seat_check
+from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_check
 from pytest_glmf.gates.curve.records import (
     combine_runs,
     merged_events,
@@ -27,6 +28,7 @@ from pytest_glmf.gates.curve.records import (
     run_metrics,
     token_count_check,
 )
+from pytest_glmf.gates.curve.spec import DEFAULTS
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
@@ -38,12 +40,12 @@ class Workload:
     line so no two requests (in a run or across runs) share a cacheable prefix beyond the template."""
 
     prompts: list[str]
-    max_tokens: int = 384
-    path: str = "/v1/chat/completions"
-    model: str | None = None
+    max_tokens: int = DEFAULTS.max_tokens
+    path: str = DEFAULTS.path
+    model: str | None = DEFAULTS.model
     system: str | None = None
     extra_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True, "temperature": 0.0})
-    continuous_usage: bool = False       # vLLM: usage on every chunk, makes chunk counts exact
+    continuous_usage: bool = DEFAULTS.continuous_usage   # vLLM: usage on every chunk, makes chunk counts exact
     api_key: str | None = None
 
     def body(self, tag: str, user: int, variant: int) -> dict[str, Any]:
@@ -66,16 +68,18 @@ class Workload:
 
 @dataclass
 class CurveSettings:
+    """How the runner measures (defaults: the gate's settings in spec.py, the client's timeouts)."""
+
     users: list[int]
-    runs: int = 3
-    warmup: bool = True
-    rate_per_s: float | None = None
+    runs: int = DEFAULTS.runs
+    warmup: bool = DEFAULTS.warmup
+    rate_per_s: float | None = DEFAULTS.rate_per_s
     flush_cache: bool = True
-    spread_max_pct: float = 5.0
-    lag_p99_max_s: float = LAG_P99_MAX_S
-    cpu_max_frac: float = CPU_MAX_FRAC
-    first_token_timeout_s: float = 600.0
-    between_tokens_timeout_s: float = 60.0
+    spread_max_pct: float = DEFAULTS.spread_max_pct
+    lag_p99_max_s: float = DEFAULTS.lag_p99_max_s
+    cpu_max_frac: float = DEFAULTS.cpu_max_frac
+    first_token_timeout_s: float = Timeouts.first_token_s
+    between_tokens_timeout_s: float = Timeouts.between_tokens_s
     metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
     lag_probe_s: float = 0.005
     kernel_stamps: bool = True            # kernel receive times where available (load_http)

@@ -7,15 +7,11 @@ from typing import Any
 from pytest_glmf.data import read_text as read_data_file
 
 
-def briefing_prompts() -> list[str]:
-    """The recipe's workload: a ~2,400-token briefing and a 400-word synthesis task, in variants that
-    rotate the briefing's sections (so no two variants share a prefix)."""
-    return prompts_from_text(read_data_file(None, "briefing.md"))
-
-
-def load_prompts(ref: str | Path | None) -> list[str]:
-    """Prompt variants from a file path, or from a file of the packaged fixtures by name
-    (e.g. "briefing_history_essay.md"); None: the recipe's briefing."""
+def load_prompt_variants(ref: str | Path | None = None) -> list[str]:
+    """The curve's prompts: variants of one briefing file that rotate its '## ' sections (so no two
+    share a prefix), the task paragraph last. `ref`: a path, or a packaged fixture by name (e.g.
+    "briefing_history_essay.md"); None: the recipe's workload, a ~2,400-token briefing and a
+    400-word synthesis task (pytest_glmf/data/briefing.md)."""
     return prompts_from_text(read_data_file(ref, "briefing.md"))
 
 

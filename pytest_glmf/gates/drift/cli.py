@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.drift.adapters import ScoringError, make_adapter
-from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import (
-    DEFAULT_K,
-    DEFAULT_MAX_TOKENS,
     DriftFileError,
     check_reference,
     compare,
@@ -20,6 +18,7 @@ from pytest_glmf.gates.drift.reference import (
     score_candidate,
     sim_template,
 )
+from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from pytest_glmf.gates.drift.table import noise_text, render_table
 
@@ -67,8 +66,8 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--url", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--prompts", type=int, default=None, help="first N prompts of the set (default: all 40)")
-    r.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
-    r.add_argument("--k", type=int, default=DEFAULT_K, help="top-k logprobs kept per position")
+    r.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
+    r.add_argument("--k", type=int, default=DEFAULTS.k, help="top-k logprobs kept per position")
     r.add_argument("--prompt-file", default=None, help="a prompt set JSON (default: the packaged one)")
     r.add_argument("--concurrency", type=int, default=4, help="parallel greedy generations")
     s = sub.add_parser("score", help="phase 2: score the reference tokens on a candidate")
@@ -102,7 +101,7 @@ def cli(argv: list[str] | None = None) -> int:
         if a.cmd == "reference":
             adapter = make_adapter(a.url, a.engine)
             try:
-                ref = make_reference(adapter, load_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
+                ref = make_reference(adapter, load_chat_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
                                      k=a.k, concurrency=a.concurrency, provenance=_provenance(a, "oracle_lane"),
                                      run_self_check=not a.no_self_check,
                                      template=pick_template(adapter, sim_template() if a.template == "sim" else None))

@@ -18,14 +18,15 @@ class Prompt:
     cls: str = ""
 
 
-def load_prompts(path: str | Path | None = None, n: int | None = None) -> list[Prompt]:
-    """The drift prompt set (default: the packaged pytest_glmf/data/drift_prompts.json), first `n`."""
+def load_chat_prompts(path: str | Path | None = None, n: int | None = None) -> list[Prompt]:
+    """The drift prompt set as chat prompts with ids and classes (default: the packaged
+    pytest_glmf/data/drift_prompts.json), its first `n`."""
     text = read_data_file(path, "drift_prompts.json")
     data = json.loads(text)
     prompts = [Prompt(p["id"], p["messages"], p.get("class", "")) for p in data["prompts"]]
     if n is not None:
         if n < 1 or n > len(prompts):
-            raise ValueError(f"--prompts {n}: the prompt set has {len(prompts)} prompts")
+            raise ValueError(f"prompts {n}: the prompt set has {len(prompts)} prompts")
         prompts = prompts[:n]
     return prompts
 

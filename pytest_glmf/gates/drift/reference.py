@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_glmf.gates.drift.adapters import DriftAdapter, ScoringError
 from pytest_glmf.gates.drift.prompts import Prompt, content_hash, prompt_set_hash, tokenizer_fingerprint
+from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -36,8 +37,6 @@ from pytest_glmf.gates.drift.stats import (
 SCHEMA = 1
 REFERENCE_KIND = "glmf-drift-reference"
 CANDIDATE_KIND = "glmf-drift-candidate"
-DEFAULT_K = 20            # vLLM's default --max-logprobs cap; enough for the top-k KL
-DEFAULT_MAX_TOKENS = 128  # the recipe: 128 greedy tokens on 40 prompts
 
 
 class DriftFileError(ValueError):
@@ -64,8 +63,8 @@ def _score_all(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]
 Template = Callable[[list[dict[str, Any]]], list[int]]
 
 
-def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_tokens: int = DEFAULT_MAX_TOKENS,
-                   k: int = DEFAULT_K, concurrency: int = 4, provenance: dict[str, Any] | None = None,
+def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_tokens: int = DEFAULTS.max_tokens,
+                   k: int = DEFAULTS.k, concurrency: int = 4, provenance: dict[str, Any] | None = None,
                    run_self_check: bool = True, template: Template | None = None) -> dict[str, Any]:
     """`template` replaces the server's chat template (messages -> ids) for a server that cannot
     return templated ids; it is recorded in the provenance."""

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.tools.harness import TOOL_CHOICES, load_scenarios, run_harness
+from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 from pytest_glmf.gates.tools.table import render_summary
 
 
@@ -14,7 +15,7 @@ def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="glmf tools", description="Tool-call gate: parsed turns, leaks, schema-valid arguments.")
     ap.add_argument("--url", required=True, help="server base URL")
     ap.add_argument("--concurrency", type=int, default=1, help="turns in flight at once (default 1)")
-    ap.add_argument("--tool-choice", default="auto", choices=TOOL_CHOICES)
+    ap.add_argument("--tool-choice", default=DEFAULTS.tool_choice, choices=TOOL_CHOICES)
     ap.add_argument("--strict", action="store_true", help='add "strict": true to every function')
     ap.add_argument("--scenarios", help="YAML file of scenarios (default: the packaged set)")
     ap.add_argument("--no-stream-check", action="store_true", help="skip the streamed request of each turn")

@@ -38,13 +38,13 @@ import yaml
 
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
+from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
 # call object a Hermes-style model prints when the parser misses it.
 LEAK_PATTERNS = [re.compile(p) for p in (r"<tool_call>", r"</tool_call>", r"<arg_key>", r"</arg_key>",
                                          r"<arg_value>", r"</arg_value>", r'\{\s*"name"\s*:',
                                          r"<function=", r"\[TOOL_CALLS\]", r"<\|python_tag\|>")]
-TOOL_CHOICES = ("auto", "required", "named")
 
 
 @dataclass
@@ -288,8 +288,8 @@ def summarize(results: list[TurnResult], skipped: dict[str, str]) -> dict[str, A
             "bad_turns": [f"{r.scenario}#{r.repeat}" for r in results if not r.ok], "skipped": skipped}
 
 
-def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1, tool_choice: str = "auto",
-                strict: bool = False, model: str | None = None, check_stream: bool = True) -> dict[str, Any]:
+def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1,
+                tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None, check_stream: bool = True) -> dict[str, Any]:
     """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise."""
     if tool_choice not in TOOL_CHOICES:
         raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")

@@ -14,7 +14,7 @@ import pytest
 from pytest_glmf.config.lanes import builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import briefing_prompts, count_tokens, fit_prompts
+from pytest_glmf.gates.curve.workload import count_tokens, fit_prompts, load_prompt_variants
 from pytest_glmf.launch import launch_lane
 
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_curve.py"))
@@ -34,7 +34,7 @@ def seven_seat_sim(tmp_path_factory):
 def test_curve_on_the_sim_flags_clients_sharing_seats(seven_seat_sim):
     facts = seven_seat_sim.boot_facts.to_dict()
     assert facts["max_running_requests"] == 7
-    workload = Workload(prompts=briefing_prompts(), max_tokens=24)
+    workload = Workload(prompts=load_prompt_variants(), max_tokens=24)
     settings = CurveSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, metrics_sample_s=0.05)
     one, eight = run_rows(seven_seat_sim.base_url, workload, settings, facts)
     for row in (one, eight):
@@ -90,14 +90,14 @@ def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
     from pathlib import Path
 
     from pytest_glmf.config.lanes import LaneConfig
-    from pytest_glmf.gates.curve.workload import briefing_prompts
+    from pytest_glmf.gates.curve.workload import load_prompt_variants
     from pytest_glmf.launch import launch_lane
 
     lane = LaneConfig(name="fit", launcher="sim", model="m", time_scale=0.01, boot_timeout_s=60)
     with tempfile.TemporaryDirectory() as tmp:
         server = launch_lane(lane, Path(tmp), "fit")
         try:
-            prompts = briefing_prompts()[:2]
+            prompts = load_prompt_variants()[:2]
             full = [count_tokens(server.base_url, p) for p in prompts]
             assert all(n > 3000 for n in full)            # the sim's tokenizer is finer than a real one
             fitted, counts = fit_prompts(server.base_url, prompts, 2400)

@@ -9,7 +9,7 @@ from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_chec
 from pytest_glmf.gates.curve.http import decode_reads
 from pytest_glmf.gates.curve.records import combine_runs, knee, percentile, record_from_lines, spread_pct
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import briefing_prompts, load_prompts
+from pytest_glmf.gates.curve.workload import load_prompt_variants
 
 
 def sse(obj) -> bytes:
@@ -115,7 +115,7 @@ def test_client_check_thresholds():
 
 
 def test_briefing_variants_are_recipe_sized_and_distinct():
-    prompts = briefing_prompts()
+    prompts = load_prompt_variants()
     assert len(prompts) >= 4 and len(set(prompts)) == len(prompts)
     for p in prompts:
         assert 2000 <= len(p) // 4 <= 3000          # ~2,400 tokens at ~4 characters per token
@@ -135,10 +135,10 @@ def test_curve_table_pins_the_recipe_columns():
 
 
 def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
-    essay = load_prompts("briefing_history_essay.md")      # the daily lane's single-stream row
+    essay = load_prompt_variants("briefing_history_essay.md")      # the daily lane's single-stream row
     assert len(essay) == 1 and "essay" in essay[0]
     own = tmp_path / "mine.txt"
     own.write_text("just one prompt")
-    assert load_prompts(str(own)) == ["just one prompt"]
+    assert load_prompt_variants(str(own)) == ["just one prompt"]
     with pytest.raises(FileNotFoundError, match="nor a packaged fixture"):
-        load_prompts("no-such-briefing.md")
+        load_prompt_variants("no-such-briefing.md")

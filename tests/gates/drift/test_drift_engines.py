@@ -15,7 +15,7 @@ import pytest
 
 from pytest_glmf.gates.drift.adapters import ScoringError, SGLangAdapter, VLLMAdapter, detect_engine, make_adapter
 from pytest_glmf.gates.drift.cli import cli as drift_cli
-from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import (
     DriftFileError,
     check_reference,
@@ -329,8 +329,8 @@ def test_mismatches_are_refused_with_a_clear_message(toy, tmp_path, capsys):
     # another prompt set
     data = json.loads(ref.read_text())
     with pytest.raises(DriftFileError, match="made from another prompt set"):
-        check_reference(data, load_prompts(None, 4))
-    check_reference(data, load_prompts(None, 3))
+        check_reference(data, load_chat_prompts(None, 4))
+    check_reference(data, load_chat_prompts(None, 3))
     # a candidate scored against another reference
     cand = tmp_path / "c.json"
     assert drift_cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(cand)]) == 0
@@ -354,7 +354,7 @@ def test_a_server_that_cannot_template_is_refused_unless_a_client_template_is_gi
     with pytest.raises(ScoringError, match="cannot get chat-templated token ids from the server"):
         adapter.chat_ids(MSGS)
     assert pick_template(adapter, None) is None
-    ref = make_reference(adapter, load_prompts(None, 2), max_tokens=3, k=2,
+    ref = make_reference(adapter, load_chat_prompts(None, 2), max_tokens=3, k=2,
                                template=pick_template(adapter, toy_template))
     assert ref["provenance"]["chat_template"] == "client: toy_template"
     assert ref["prompts"][0]["prompt_ids"] == toy_template(ref["prompts"][0]["messages"])

@@ -9,7 +9,7 @@ import pytest
 from test_drift_engines import ToyServer  # the toy engine servers (same directory)
 
 from pytest_glmf.gates.drift.adapters import make_adapter
-from pytest_glmf.gates.drift.prompts import load_prompts
+from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import make_reference, score_candidate
 from pytest_glmf.gates.drift.table import render_table as drift_table
 
@@ -82,7 +82,7 @@ lanes:
 def test_not_worse_than_fails_when_the_paired_ci_is_above_zero(pytester, toys, tmp_path):
     oracle, good, bad = toys("sglang"), toys("sglang", noise=0.2), toys("sglang", noise=1.5)
     adapter = make_adapter(oracle.url)
-    ref = make_reference(adapter, load_prompts(None, 8), max_tokens=8, k=5)
+    ref = make_reference(adapter, load_chat_prompts(None, 8), max_tokens=8, k=5)
     adapter.close()
     (tmp_path / "ref.json").write_text(json.dumps(ref))
     adapter = make_adapter(good.url)
@@ -108,7 +108,7 @@ lanes:
 def test_a_stored_reference_from_another_prompt_set_is_refused(pytester, toys, tmp_path):
     oracle = toys("sglang")
     adapter = make_adapter(oracle.url)
-    ref = make_reference(adapter, load_prompts(None, 3), max_tokens=4, k=3, run_self_check=False)
+    ref = make_reference(adapter, load_chat_prompts(None, 3), max_tokens=4, k=3, run_self_check=False)
     adapter.close()
     (tmp_path / "ref.json").write_text(json.dumps(ref))
     result = _run(pytester, oracle.url, f"""schema: 1

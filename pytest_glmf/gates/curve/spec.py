@@ -1,0 +1,77 @@
+"""The curve gate's declaration: its metrics, its settings (the only home of their defaults) and its rows.
+
+    curve:
+      settings: {max_tokens: 384, runs: 3, prompt_tokens: 2400}    # every row
+      rows:
+        - {users: 48, per_user_tok_s: {min: 45}, ttft_p95_s: {max: 0.9}}
+        - {users: 96, aggregate_tok_s: {min: 3065}, allow_queueing: true, settings: {runs: 5}}
+
+A row's own `settings:` override the lane's for that row. The runner (`runner.CurveSettings`,
+`runner.Workload`), the checks and `glmf curve` take their defaults from `DEFAULTS` below.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.spec import GateSpec, Metric, setting
+
+METRICS = [
+    Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate"),
+    Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)"),
+    Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time"),
+    Metric("ttft_p50_s", "lower", "s", doc="time to first token, median"),
+    Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile"),
+    Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile"),
+    Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers"),
+]
+
+
+@dataclass(frozen=True)
+class CurveRowSettings:
+    """What each row sends and how it is measured (`curve.settings`, a row's `settings:` on top)."""
+
+    max_tokens: int = setting(384, min=1, doc="output tokens per request (ignore_eos: each produces them all)")
+    runs: int = setting(3, min=1, doc="measured runs per row, after the warm pass")
+    warmup: bool = setting(True, doc="one discarded pass per batch shape first (the first hit is autotune)")
+    rate_per_s: float | None = setting(None, above=0, doc="open loop: requests arrive at this rate, not all at once")
+    spread_max_pct: float = setting(5.0, min=0, doc="a row whose runs spread more than this is flagged")
+    path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
+    model: str | None = setting(None, doc="model name sent with each request (None: 'default')")
+    continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
+    prompt_file: str | None = setting(None, doc="a briefing with '## ' sections: a path or a packaged fixture "
+                                                 "name (None: the recipe's briefing.md)")
+    prompt_tokens: int | None = setting(None, min=1, doc="trim each prompt's body to this many tokens of the "
+                                                         "server's own tokenizer (/tokenize); the task is kept")
+    first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
+    between_tokens_timeout_s: float | None = setting(None, above=0,
+                                                     doc="None: the lane's timeouts.between_tokens_s")
+    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check: event-loop lag p99 above this marks a "
+                                                       "run client-bound (the client, not the server, set the pace)")
+    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check: CPU share of the one core the "
+                                                            "event loop runs on above this marks a run client-bound")
+
+
+DEFAULTS = CurveRowSettings()
+
+
+def _check_rows(spec: GateSpec, where: str, rows: Any) -> None:
+    if not isinstance(rows, list):
+        raise ConfigError(f"{where}: must be a list of rows like {{users: 48, per_user_tok_s: {{min: 45}}}}")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ConfigError(f"{where}[{i}]: must be a mapping with users and metric bounds")
+        users = row.get("users")
+        if isinstance(users, bool) or not isinstance(users, int) or users < 1:
+            raise ConfigError(f"{where}[{i}]: users must be a positive integer, got {users!r}")
+        at = f"{where}[{i}] (users={users})"
+        spec.check_metrics(at, row, ("users", "allow_queueing", "settings"))
+        if not isinstance(row.get("allow_queueing", False), bool):
+            raise ConfigError(f"{at}.allow_queueing: expected true or false, got {row['allow_queueing']!r}")
+        if "settings" in row:
+            spec.build(row["settings"], f"{at}.settings")
+
+
+SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check_rows},
+                        doc="concurrency curve: per-user and aggregate tok/s, TTFT per users row")

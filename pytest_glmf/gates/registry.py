@@ -1,0 +1,26 @@
+"""The gates, by name. The thresholds loader, the verdict helpers, the baseline comparison and the
+`glmf_gate` marker ask this registry; a new gate joins by adding its `spec.SPEC` here."""
+from __future__ import annotations
+
+from pytest_glmf.gates.acceptance.spec import SPEC as ACCEPTANCE
+from pytest_glmf.gates.boot.spec import SPEC as BOOT
+from pytest_glmf.gates.curve.spec import SPEC as CURVE
+from pytest_glmf.gates.drift.spec import SPEC as DRIFT
+from pytest_glmf.gates.spec import GateSpec
+from pytest_glmf.gates.tools.spec import SPEC as TOOLS
+
+GATES: dict[str, GateSpec] = {spec.name: spec for spec in (BOOT, CURVE, DRIFT, ACCEPTANCE, TOOLS)}
+
+
+def gate_spec(name: str) -> GateSpec:
+    """The declaration of gate `name`; KeyError naming the known gates."""
+    try:
+        return GATES[name]
+    except KeyError:
+        raise KeyError(f"unknown gate {name!r}; known gates: {', '.join(GATES)}") from None
+
+
+def metric_directions(name: str) -> dict[str, str]:
+    """metric -> "higher" | "lower" (which way is better) for gate `name`; {} for an unknown gate."""
+    spec = GATES.get(name)
+    return spec.directions() if spec is not None else {}

@@ -1,0 +1,299 @@
+"""What a gate declares next to its code, and how a thresholds-file section is checked against it.
+
+Each gate (`gates/<gate>/spec.py`) declares a `GateSpec`:
+  * its metrics: the direction that is better, the unit, and the range a measurement can take
+    (a fraction lies in [0, 1], a latency or a count is never negative);
+  * its settings: a frozen dataclass whose field defaults are the gate's only defaults (the
+    suite, the CLI and the measurement code read them from there);
+  * the other keys its section may hold (`rows`, `classes`, ...), each with a validator.
+
+`config/thresholds.py` asks the registry (`gates/registry.py`) for the specs and checks every
+section with `GateSpec.check_section` when the file is read, so a typo, a wrong type, `min > max`
+or a bound no measurement can meet fails before any server boots, naming file, lane, gate and key
+(`glmf thresholds FILE` runs the same code and prints the same line). This module imports
+nothing heavy: the plugin loads it for every pytest run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pytest_glmf.config.yamlfile import ConfigError, allowed
+
+# What a unit means to a reader, for the error that names an impossible bound.
+UNIT_TEXT = {
+    "fraction": "a fraction",
+    "s": "a time in seconds",
+    "tok/s": "tokens per second",
+    "%": "a percentage",
+    "count": "a count",
+    "tokens": "a number of tokens",
+    "GiB": "a size in GiB",
+    "nats": "a log-probability difference in nats",
+    "tokens/step": "tokens per verify step",
+}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a gate measures and a thresholds file may bound with {min: X} and/or {max: X}."""
+
+    name: str
+    direction: Literal["higher", "lower"]   # which way is better (baseline comparisons, hints)
+    unit: str                               # a key of UNIT_TEXT
+    lo: float | None = 0.0                  # the range any measurement lies in (None: unbounded)
+    hi: float | None = None
+    doc: str = ""
+
+    def describe(self) -> str:
+        what = UNIT_TEXT.get(self.unit, self.unit)
+        if self.lo is not None and self.hi is not None:
+            return f"{what} in [{_num(self.lo)}, {_num(self.hi)}]"
+        if self.lo is not None:
+            return f"{what}, >= {_num(self.lo)}"
+        if self.hi is not None:
+            return f"{what}, <= {_num(self.hi)}"
+        return what
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+# ---------------------------------------------------------------------------- bounds
+
+
+def check_bound(where: str, metric: Metric, bound: Any) -> None:
+    """A bound is {min: X} and/or {max: X}, numbers, min <= max, inside what the metric can measure."""
+    name = metric.name
+    if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"}:
+        raise ConfigError(f"{where}: {name}: a bound is {{min: X}} and/or {{max: X}}, got {bound!r}")
+    for k, x in bound.items():
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
+            raise ConfigError(f"{where}: {name}: {k} must be a number, got {x!r}")
+    lo, hi = bound.get("min"), bound.get("max")
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"{where}: {name}: min {_num(lo)} > max {_num(hi)}: no measurement can meet both")
+    for k, x in bound.items():
+        below = metric.lo is not None and x < metric.lo
+        above = metric.hi is not None and x > metric.hi
+        if not (below or above):
+            continue
+        # a min above the range (or a max below it) can never be met; the other side gates nothing
+        never = (k == "min" and above) or (k == "max" and below)
+        consequence = "can never be met" if never else "gates nothing"
+        raise ConfigError(f"{where}: {name}: {k} {_num(x)} {consequence}: {name} is {metric.describe()}")
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+def setting(default: Any = dataclasses.MISSING, *, min: float | None = None, max: float | None = None,
+            above: float | None = None, doc: str = "") -> Any:
+    """A settings field: its default (none given: the key is required), the range a value must lie in (`above`: strictly greater),
+    and one line for users. Used inside the gates' settings dataclasses."""
+    return field(default=default, metadata={"min": min, "max": max, "above": above, "doc": doc})
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _range_text(meta: Mapping[str, Any]) -> str:
+    parts = []
+    if meta.get("above") is not None:
+        parts.append(f"> {_num(meta['above'])}")
+    if meta.get("min") is not None:
+        parts.append(f">= {_num(meta['min'])}")
+    if meta.get("max") is not None:
+        parts.append(f"<= {_num(meta['max'])}")
+    return " and ".join(parts)
+
+
+def describe_type(tp: Any, meta: Mapping[str, Any] | None = None) -> str:
+    """What a settings value must be, in the words of an error message."""
+    tp, _ = _unwrap_optional(tp)
+    rng = _range_text(meta or {})
+    rng = f" {rng}" if rng else ""
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return f"an integer{rng}"
+    if tp is float:
+        return f"a number{rng}"
+    if tp is str:
+        return "a non-empty string"
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        inner = typing.get_args(tp)[0]
+        return "a list of strings" if inner is str else f"a list, each {describe_type(inner)}"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping with keys " + ", ".join(f.name for f in dataclasses.fields(tp))
+    return str(tp)
+
+
+def _convert(where: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> Any:
+    """`value` as `tp` (ints are numbers too), or ConfigError naming what is expected."""
+    tp, optional = _unwrap_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{where}: expected {describe_type(tp, meta)}, got null")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected {describe_type(tp)}, got {value!r}")
+        return build_settings(tp, value, where)
+    ok, raw = True, value
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str) and bool(value.strip())
+    elif typing.get_origin(tp) is Literal:
+        ok = value in typing.get_args(tp)
+    elif typing.get_origin(tp) is list:
+        inner = typing.get_args(tp)[0]
+        if not isinstance(value, list):
+            ok = False
+        else:
+            value = [_convert(f"{where}[{i}]", x, inner, {}) for i, x in enumerate(value)]
+    if ok and isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi, above = meta.get("min"), meta.get("max"), meta.get("above")
+        ok = (lo is None or value >= lo) and (hi is None or value <= hi) and (above is None or value > above)
+    if not ok:
+        raise ConfigError(f"{where}: expected {describe_type(tp, meta)}, got {raw!r}")
+    return value
+
+
+def build_settings(cls: type, data: Mapping[str, Any] | None, where: str) -> Any:
+    """An instance of the settings dataclass `cls` from a thresholds-file mapping: unknown keys,
+    wrong types and values out of range are a ConfigError naming `where` and the key."""
+    data = dict(data or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {allowed(fields) or '(none)'}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        kwargs[key] = _convert(f"{where}.{key}", value, hints[key], fields[key].metadata)
+    missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}: {missing[0]} is required ({describe_type(hints[missing[0]])})")
+    return cls(**kwargs)
+
+
+def settings_keys(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+# ---------------------------------------------------------------------------- baseline tolerances
+
+
+@dataclass(frozen=True)
+class MetricTolerance:
+    rel_pct: float | None = setting(None, min=0, doc="allowed change in percent of the baseline")
+    abs: float | None = setting(None, min=0, doc="allowed change in the metric's units")
+
+
+def check_baseline(where: str, spec: "GateSpec", value: Any) -> None:
+    """`baseline: {rel_pct: 5, abs: 0, metrics: {METRIC: {rel_pct, abs}}}` (results/baseline.py reads it)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: must be a mapping like {{rel_pct: 5, metrics: {{METRIC: {{rel_pct: 10}}}}}}")
+    for key in value:
+        if key not in ("rel_pct", "abs", "metrics"):
+            raise ConfigError(f"{where}: unknown key {key!r}; allowed: abs, metrics, rel_pct")
+    build_settings(MetricTolerance, {k: v for k, v in value.items() if k != "metrics"}, where)
+    per = value.get("metrics")
+    if per is None:
+        return
+    if not isinstance(per, Mapping):
+        raise ConfigError(f"{where}.metrics: must be a mapping of metric -> {{rel_pct: X, abs: Y}}")
+    for metric, tol in per.items():
+        if metric not in spec.metrics:
+            raise ConfigError(f"{where}.metrics: unknown metric {metric!r}; allowed: {allowed(spec.metrics)}")
+        if not isinstance(tol, Mapping):
+            raise ConfigError(f"{where}.metrics.{metric}: must be a mapping like {{rel_pct: 10, abs: 0.05}}")
+        build_settings(MetricTolerance, tol, f"{where}.metrics.{metric}")
+
+
+# ---------------------------------------------------------------------------- the gate
+
+
+SectionCheck = Callable[["GateSpec", str, Any], None]
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """A gate's declaration: metrics, settings dataclass, and the other keys of its section."""
+
+    name: str
+    metrics: Mapping[str, Metric]
+    settings: type                                            # a frozen dataclass with defaults
+    keys: Mapping[str, SectionCheck] = field(default_factory=dict)   # section keys besides metrics
+    doc: str = ""
+
+    @classmethod
+    def declare(cls, name: str, metrics: list[Metric], settings: type,
+                keys: Mapping[str, SectionCheck] | None = None, doc: str = "") -> "GateSpec":
+        return cls(name, {m.name: m for m in metrics}, settings, dict(keys or {}), doc)
+
+    @property
+    def section_keys(self) -> tuple[str, ...]:
+        """Keys a section may hold besides metric bounds."""
+        return ("settings", "baseline", *self.keys)
+
+    def directions(self) -> dict[str, str]:
+        return {m.name: m.direction for m in self.metrics.values()}
+
+    def defaults(self) -> Any:
+        return self.settings()
+
+    def check_metrics(self, where: str, mapping: Mapping[str, Any], other_keys: tuple[str, ...]) -> None:
+        """Every key is a metric with a valid bound or one of `other_keys`."""
+        for key, value in mapping.items():
+            if key in self.metrics:
+                check_bound(where, self.metrics[key], value)
+            elif key not in other_keys:
+                others = f"; other keys: {allowed(other_keys)}" if other_keys else ""
+                raise ConfigError(f"{where}: unknown key {key!r}; allowed metrics: {allowed(self.metrics)}{others}")
+
+    def check_section(self, where: str, section: Any) -> None:
+        """The whole section of one lane: bounds, settings, baseline tolerances, the gate's own keys."""
+        if not isinstance(section, dict):
+            raise ConfigError(f"{where}: must be a mapping of metric bounds and settings")
+        self.check_metrics(where, section, self.section_keys)
+        if "settings" in section:
+            self.build(section["settings"], f"{where}.settings")
+        if "baseline" in section:
+            check_baseline(f"{where}.baseline", self, section["baseline"])
+        for key, check in self.keys.items():
+            if key in section:
+                check(self, f"{where}.{key}", section[key])
+
+    def build(self, data: Any, where: str, overrides: Any = None) -> Any:
+        """The settings object of a section (`overrides`: e.g. a curve row's own `settings:`)."""
+        for what, mapping in (("", data), (" (override)", overrides)):
+            if mapping is not None and not isinstance(mapping, Mapping):
+                raise ConfigError(f"{where}{what}: must be a mapping of setting -> value")
+        merged = {**(data or {}), **(overrides or {})}
+        return build_settings(self.settings, merged, where)
+
+    def bounds(self, mapping: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """The metric bounds of a section (or a row, or a class), without its other keys."""
+        return {k: dict(v) for k, v in mapping.items() if k in self.metrics}
