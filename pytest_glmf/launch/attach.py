@@ -1,5 +1,6 @@
 """The attach launcher: a server somebody else runs (`--glmf-url`, or `url` + `boot_log` in the
-lane). Nothing is started or stopped; the server must answer within the connect timeout."""
+lane). Nothing is started or stopped; the server must answer within the connect timeout (the
+readiness rule of `readiness.py`, for a server past its boot)."""
 from __future__ import annotations
 
 import time
@@ -8,6 +9,7 @@ from pathlib import Path
 import httpx
 
 from pytest_glmf.config.lanes import LaneConfig
+from pytest_glmf.launch import readiness
 from pytest_glmf.launch.base import BootError, Server
 
 name = "attach"
@@ -19,18 +21,14 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
     base_url = lane.url.rstrip("/")
     wait_s = lane.timeouts.get("connect_s", 10.0)
     deadline = time.monotonic() + wait_s
-    last = "no answer"
     # one probe never outlasts the whole wait: a port that accepts and never answers must not
     # stall the session beyond connect_s
-    with httpx.Client(timeout=httpx.Timeout(min(5.0, wait_s))) as client:
+    with httpx.Client(timeout=httpx.Timeout(min(readiness.PROBE_TIMEOUT_S, wait_s))) as client:
         while True:
-            try:
-                codes = {p: client.get(base_url + p).status_code for p in ("/health", "/v1/models")}
-                if any(code == 200 for code in codes.values()):
-                    break
-                last = ", ".join(f"GET {p} -> {c}" for p, c in codes.items())
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
+            # booted by someone else: past its ready line, so its port must answer (readiness.py)
+            ready, last = readiness.probe(client, base_url, ready_line_seen=True)
+            if ready:
+                break
             if time.monotonic() > deadline:
                 raise BootError(f"lane {lane.name!r} (attach launcher): {base_url} is not serving "
                                 f"(waited {wait_s:g} s; {last})")

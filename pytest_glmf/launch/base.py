@@ -16,6 +16,19 @@ if TYPE_CHECKING:
     from pytest_glmf.gates.boot.parse import BootFacts
 
 
+# How much of a server's log a failure shows: a boot error and a "server gone" message alike
+# (enough for a Python traceback with its cause, short enough to read in a CI log).
+LOG_TAIL_LINES = 40
+
+
+def log_tail_lines(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
+    """The last `n` lines of a log file ([] when it cannot be read)."""
+    try:
+        return Path(path).read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
 class BootError(RuntimeError):
     """The server did not become ready. The message is the sentence a user reads: what happened,
     the last lines of the boot log and the parsed `problems`."""

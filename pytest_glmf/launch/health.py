@@ -20,10 +20,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_glmf.launch.base import LOG_TAIL_LINES
+
 if TYPE_CHECKING:
     from pytest_glmf.launch.base import Server
 
-LOG_TAIL_LINES = 25
 DEFAULT_GATE_S = 3600.0      # one gate test (a whole curve row with its runs) within an hour
 
 

@@ -2,11 +2,11 @@
 
 argv is a list (never a shell), the child gets its own process group so stop() reaches every
 worker it forks, stdout+stderr stream to a log file under the results dir, and readiness is the
-engine's ready line and/or its health endpoints within `boot_timeout_s`.
+one rule of `readiness.py` within `boot_timeout_s`. From its start the server is in the cleanup
+registry (`cleanup.py`): a SIGTERM or an exit mid-boot stops it too.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import os
 import signal
@@ -23,14 +23,14 @@ from typing import IO
 import httpx
 
 from pytest_glmf.config.lanes import LaneConfig, build_server_argv
-from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.launch import cleanup, readiness
+from pytest_glmf.launch.base import BootError, Server, log_tail_lines
 from pytest_glmf.results.redact import Redactor
 
 name = "process"
 
-SGLANG_READY_LINE = "The server is fired up and ready to roll!"
 STOP_GRACE_S = 15.0
-LOG_TAIL_LINES = 40
+URGENT_GRACE_S = 5.0     # on SIGTERM, or when a boot failed: CI's SIGKILL may follow soon
 
 
 def free_port() -> int:
@@ -81,13 +81,6 @@ def run_on_free_port(lane: LaneConfig, make_argv: Callable[[LaneConfig], list[st
     raise AssertionError("unreachable")
 
 
-def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()[-n:]
-    except OSError:
-        return []
-
-
 def boot_problems(text: str) -> list[str]:
     """Problems the boot-log parser finds; never lets a parser bug hide the real boot failure."""
     try:
@@ -109,55 +102,43 @@ def boot_error(lane: LaneConfig, launcher: str, what: str, argv: list[str] | Non
         if problems:
             lines.append("problems found in the boot log:")
             lines += [f"  - {p}" for p in problems]
-        tail = log_tail(log_path)
+        tail = log_tail_lines(log_path)
         lines.append(f"last {len(tail)} log lines:" if tail else "the boot log is empty")
         lines += [f"  | {line}" for line in tail]
     return BootError("\n".join(lines))
-
-
-def http_ready(base_url: str, engine: str, client: httpx.Client) -> bool:
-    """/health and /v1/models both 200. Not /health_generate: a readiness probe must not be a
-    generation request (it would be the engine's "first request", count toward its batch-shape
-    autotune, and trip first-request crashes before the tests see them). SGLang's real readiness
-    is its ready line, printed after its own warmup generation; this is the fallback."""
-    try:
-        return all(client.get(base_url + p).status_code == 200 for p in ("/health", "/v1/models"))
-    except httpx.HTTPError:
-        return False
 
 
 def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, log_path: Path,
                argv: list[str], launcher: str) -> None:
     deadline = time.monotonic() + lane.boot_timeout_s
     next_http = 0.0
+    answers = ""
+    line = readiness.ready_line(lane.engine)
+    seen = False
     scanned = 0  # bytes of the log already searched for the ready line (boot logs reach megabytes)
-    overlap = len(SGLANG_READY_LINE)
-    with httpx.Client(timeout=httpx.Timeout(5.0)) as client, open(log_path, "rb") as log:
+    overlap = len(line or "")
+    with httpx.Client(timeout=httpx.Timeout(readiness.PROBE_TIMEOUT_S)) as client, open(log_path, "rb") as log:
         while True:
             if proc.poll() is not None:
                 error = boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
                                    argv, log_path)
                 raise PortTaken(str(error)) if _bind_failed(log_path) else error
-            log.seek(max(0, scanned - overlap))
-            chunk = log.read()
-            scanned = max(scanned, log.tell())
-            if SGLANG_READY_LINE.encode() in chunk:
-                return
+            if line is not None and not seen:
+                log.seek(max(0, scanned - overlap))
+                chunk = log.read()
+                scanned = max(scanned, log.tell())
+                seen = line.encode() in chunk
             now = time.monotonic()
-            if now >= next_http:
-                if http_ready(base_url, lane.engine, client):
+            if seen or now >= next_http:
+                ready, answers = readiness.probe(client, base_url, seen)
+                if ready:
                     return
                 next_http = now + 0.5
             if now > deadline:
+                why = f"its ready line was logged, but {answers}" if seen else "no ready line, health endpoints not 200"
                 raise boot_error(lane, launcher, f"the server was not ready within boot_timeout_s="
-                                 f"{lane.boot_timeout_s:g} s (no ready line, health endpoints not 200)",
-                                 argv, log_path)
+                                 f"{lane.boot_timeout_s:g} s ({why})", argv, log_path)
             time.sleep(0.1)
-
-
-# Every server this process started and has not stopped yet, booting ones included: a SIGTERM
-# handler (which must not return into a half-done boot) stops them all with `stop_all`.
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], "IO[bytes] | LogPump"]] = {}
 
 
 def _die_with_parent() -> None:
@@ -170,14 +151,8 @@ def _die_with_parent() -> None:
             pass
 
 
-def stop_all(grace_s: float = 5.0) -> None:
-    for proc, log in list(_LIVE.values()):
-        stop_process(proc, log, grace_s)  # type: ignore[arg-type]
-
-
-def stop_process(proc: subprocess.Popen[bytes], log: IO[bytes], grace_s: float = STOP_GRACE_S) -> None:
+def stop_process(proc: subprocess.Popen[bytes], log: "IO[bytes] | LogPump", grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM to the whole process group, SIGKILL after the grace period."""
-    _LIVE.pop(proc.pid, None)
     try:
         if proc.poll() is None:
             try:
@@ -252,20 +227,22 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
         raise boot_error(lane, launcher, f"cannot start the server: {exc}", argv, None) from None
     # The server's output reaches the log file through the redactor: tokens in its env or flags
     # never land on disk, in a boot error or in a failure's log tail.
-    log = LogPump(proc, log, Redactor.from_environment(lane.env, argv))  # type: ignore[assignment]
-    _LIVE[proc.pid] = (proc, log)
+    pump = LogPump(proc, log, Redactor.from_environment(lane.env, argv))
+    # From here until stop(): a SIGTERM or an exit (mid-boot too) stops the server.
+    forget = cleanup.register(f"{launcher} server of lane {lane.name!r} (pid {proc.pid})",
+                              lambda urgent: stop_process(proc, pump, URGENT_GRACE_S if urgent else STOP_GRACE_S))
     base_url = f"http://127.0.0.1:{lane.port}"
     try:
         wait_ready(proc, base_url, lane, log_path, argv, launcher)
     except BaseException:
-        stop_process(proc, log, grace_s=5.0)
+        forget()
+        stop_process(proc, pump, grace_s=URGENT_GRACE_S)
         raise
 
     def stop() -> None:
-        atexit.unregister(stop)
-        stop_process(proc, log)
+        forget()
+        stop_process(proc, pump)
 
-    atexit.register(stop)  # an interrupted session must not leave a server running
     provenance = {"launcher": launcher, "argv": argv, "pid": proc.pid, "port": lane.port,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

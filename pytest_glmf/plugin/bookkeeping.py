@@ -58,9 +58,7 @@ def ledger_line(state: "GlmfSession", what: str, cause: str) -> None:
     from pytest_glmf.results import ledger
     from pytest_glmf.results.redact import Redactor
 
-    lane = state.settings.lane
-    if lane is None:
-        return
+    lane = state.lane
     argv = (state.server.provenance.get("argv") if state.server is not None else None) or [*lane.extra]
     redact = Redactor.from_environment(lane.env)
     ledger.append(state.settings.results_dir, lane=lane.name, image=lane.image, what=what,
@@ -89,10 +87,8 @@ def checkpoint(state: "GlmfSession") -> None:
     killed without any chance to clean up still leaves a readable, incomplete file."""
     from pytest_glmf.results.recorder import RUNNING, SessionRecorder
 
-    if state.settings.lane is None:
-        return
-    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.settings.lane.name)
-    recorder.write(lane=state.settings.lane.to_dict(), provenance=_provenance(state),
+    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
+    recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state),
                    extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
 
 
@@ -101,14 +97,14 @@ def write_results(state: "GlmfSession", reasons: list[str] = ()) -> None:
     the session did not run to its end (empty when it did)."""
     from pytest_glmf.results.recorder import SessionRecorder
 
-    if state.settings.lane is None or "result_file" in state.extra:
+    if "result_file" in state.extra:
         return
     if state.boot_error is not None:
         reasons = [f"the server did not boot: {state.boot_error.splitlines()[0]}", *reasons]
     state.note_if_exited()
     incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
-    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.settings.lane.name)
-    out = recorder.write(lane=state.settings.lane.to_dict(), provenance=_provenance(state),
+    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
+    out = recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state),
                          extra={"incomplete": incomplete})
     if out is not None:
         state.extra["result_file"] = out
@@ -120,13 +116,12 @@ def recover_killed(state: "GlmfSession") -> None:
     from pytest_glmf.results import ledger
     from pytest_glmf.results import recorder as results
 
-    assert state.settings.lane is not None
     for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
         ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
                       what="killed", flags=[*(lane.get("extra") or [])],
                       cause=f"session {sid} was killed before it ended; partial results: {out}")
         state.extra.setdefault("recovered", []).append(str(out))
-    results.mark_owner(state.settings.results_dir, state.session_id, state.settings.lane.to_dict())
+    results.mark_owner(state.settings.results_dir, state.session_id, state.lane.to_dict())
 
 
 def finish_session(state: "GlmfSession", exitstatus: int) -> None:
@@ -157,9 +152,9 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         for metric, value in baseline.numeric_metrics(gate, data).items():
             item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
     doc = state.baseline_doc()
-    if doc is None or not captured or state.settings.lane is None:
+    if doc is None or not captured:
         return
-    lane_name, thresholds = state.settings.lane.name, state.thresholds
+    lane_name, thresholds = state.lane.name, state.thresholds
 
     def tolerance_for(gate: str) -> Any:
         return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
@@ -171,9 +166,8 @@ def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
     """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
     import shutil
 
-    assert state.settings.lane is not None
     out = state.extra.get("result_file")
-    target = state.settings.baseline or state.settings.results_dir / f"{state.settings.lane.name}-baseline.json"
+    target = state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json"
     if exitstatus != pytest.ExitCode.OK or out is None:
         why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
         state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"

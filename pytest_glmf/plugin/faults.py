@@ -40,9 +40,8 @@ def before_test(item: pytest.Item, state: "GlmfSession") -> None:
     """Setup of a test on the server: tag it as a glmf test, start capturing what it records,
     and skip or fail it when the server is gone."""
     __tracebackhide__ = True
-    item.user_properties.append(("glmf_test", state.settings.lane.name if state.settings.lane else "-"))
-    if state.settings.lane is not None:
-        state.get_recorder().capture = []   # what this test records (also in its fixtures)
+    item.user_properties.append(("glmf_test", state.lane.name))
+    state.get_recorder().capture = []   # what this test records (also in its fixtures)
     if state.gone is not None:
         pytest.skip(f"glmf: {state.gone.splitlines()[0]}; not run")
     fail_if_gone(item, state, "after the previous test and before this one")
@@ -51,8 +50,8 @@ def before_test(item: pytest.Item, state: "GlmfSession") -> None:
 def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, Any]:
     """The body of the `pytest_runtest_call` wrapper (`yield from` it): the lane's gate time
     limit around the test, and a failure that names the broken server or request."""
-    lane = state.settings.lane
-    limit_s = lane.timeouts.get("gate_s", health.DEFAULT_GATE_S) if lane is not None else None
+    lane = state.lane
+    limit_s = lane.timeouts.get("gate_s", health.DEFAULT_GATE_S)
     try:
         with health.gate_timer(limit_s, f"test {item.nodeid}"):
             result = yield
@@ -68,7 +67,7 @@ def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, 
             if isinstance(exc, pytest.fail.Exception):  # keep the gate's own table below
                 message = f"{message}\n\nthe test's own failure:\n{str(exc)[:3000]}"
             raise pytest.fail.Exception(message, pytrace=False) from None
-        message = health.broken_request_message(exc, server, lane.name if lane else "?", item.config.rootpath)
+        message = health.broken_request_message(exc, server, lane.name, item.config.rootpath)
         if message is not None:
             mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}")
             raise pytest.fail.Exception(message, pytrace=False) from None   # the sentence says it all

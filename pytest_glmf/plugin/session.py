@@ -1,13 +1,27 @@
-"""Per-process session state: the selected lane, its server (launched once), the thresholds, the result recorder."""
+"""The session object: one per pytest process, created and registered with the plugin manager only
+when a lane is selected (the pytest-benchmark pattern). It holds the session's state (the lane,
+its server launched once, the thresholds, the result recorder) and every hook that needs a lane,
+so the plugin's entry point stays a few lines and no hook asks whether there is a session.
+
+Session model: one server per test session. Without xdist the session-scoped `glmf_server`
+fixture launches it on first use and stops it at the end. With xdist (`-n N`) the controller
+launches it before the workers start, hands its address to every worker through
+`pytest_configure_node`, and stops it after all workers are done; workers only attach.
+"""
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
-from pytest_glmf.plugin import bookkeeping as plugin_results
+from pytest_glmf.launch import cleanup
+from pytest_glmf.plugin import bookkeeping, faults
+from pytest_glmf.plugin.serial import serial_lock_path, server_lock
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -18,17 +32,25 @@ if TYPE_CHECKING:
 
 SERVER_EXITED = "the server exited before the end of the session"
 SESSION_KEY = pytest.StashKey["GlmfSession"]()
+PLUGIN_NAME = "glmf_session"
 
 
 def session_of(config: pytest.Config) -> "GlmfSession | None":
-    """This process's glmf session when a lane is selected, else None."""
-    session = config.stash.get(SESSION_KEY, None)
-    return session if session is not None and session.settings.lane is not None else None
+    """This process's glmf session, None when no lane is selected."""
+    return config.stash.get(SESSION_KEY, None)
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("dsession")
+
+
+def _uses_server(item: pytest.Item) -> bool:
+    return "glmf_server" in getattr(item, "fixturenames", ())
 
 
 @dataclass(eq=False)  # identity semantics: registered with the plugin manager
 class GlmfSession:
-    """Per-process session state, registered with the plugin manager as "glmf_session"."""
+    """Per-process session state and the hooks that use it (registered as "glmf_session")."""
 
     settings: Settings
     session_id: str
@@ -44,19 +66,42 @@ class GlmfSession:
     stopped: bool = False
     recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
     _baseline_doc: dict[str, Any] | None = None
+    _forget_cleanup: Any = None
+
+    @classmethod
+    def start(cls, config: pytest.Config, settings: "Settings", thresholds: Thresholds | None) -> "GlmfSession":
+        """The session of this process (an xdist worker's, or the owner's), registered with the
+        plugin manager; the owner's result file is written even when SIGTERM or an exit ends it."""
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            session = cls(settings, workerinput.get("glmf_session_id", "worker"), workerinput["workerid"],
+                          owner=False, thresholds=thresholds, remote_server=workerinput.get("glmf_server"),
+                          boot_error=workerinput.get("glmf_boot_error"))
+        else:
+            session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+            session = cls(settings, session_id, "main", owner=True, thresholds=thresholds)
+            session._forget_cleanup = cleanup.register(f"glmf session {session_id}", session.end_abruptly, first=True)
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, PLUGIN_NAME)
+        if config.args_source != pytest.Config.ArgsSource.ARGS:
+            # `pytest --glmf-lane batch` from any directory runs the ready-made suites shipped in the package
+            config.args = [str(resources.files("pytest_glmf.suites"))]
+        if _xdist_controller(config) and config.getoption("dist", "no") == "load":
+            config.option.dist = "loadgroup"  # keep glmf_serial tests together on one worker
+        return session
+
+    # ------------------------------------------------------------------------ state
 
     @property
     def lane(self) -> "LaneConfig":
-        assert self.settings.lane is not None
+        assert self.settings.lane is not None   # a session exists only when a lane is selected
         return self.settings.lane
 
     def get_recorder(self) -> "SessionRecorder":
         from pytest_glmf.results.recorder import SessionRecorder
 
         if self.recorder is None:
-            assert self.settings.lane is not None
-            self.recorder = SessionRecorder(self.settings.results_dir, self.session_id,
-                                            self.settings.lane.name, self.worker)
+            self.recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.lane.name, self.worker)
         return self.recorder
 
     def baseline_doc(self) -> dict[str, Any] | None:
@@ -77,14 +122,13 @@ class GlmfSession:
             if self.remote_server is not None:
                 self.server = server_from_dict(self.remote_server)
             else:
-                assert self.settings.lane is not None
                 try:
-                    self.server = launch_lane(self.settings.lane, self.settings.results_dir, self.session_id)
+                    self.server = launch_lane(self.lane, self.settings.results_dir, self.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     self.boot_error = f"{type(exc).__name__}: {exc}"
-                    plugin_results.ledger_line(self, "boot", self.boot_error)
+                    bookkeeping.ledger_line(self, "boot", self.boot_error)
                 else:
-                    plugin_results.enrich_provenance(self.server, self.settings.lane)
+                    bookkeeping.enrich_provenance(self.server, self.lane)
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
         return self.server
@@ -101,14 +145,107 @@ class GlmfSession:
             self.stopped = True
             self.server.stop()
 
+    def end_abruptly(self, urgent: bool) -> None:
+        """The process ends before the session did (SIGTERM: CI cancelled the job; or an exit):
+        what was recorded goes to the result file with the reason, then the server stops."""
+        reason = "terminated by SIGTERM" if urgent else "the process exited before the session ended"
+        try:
+            bookkeeping.write_results(self, [reason])
+        finally:
+            self.stop()
+
+    # ------------------------------------------------------------------------ hooks
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Finish the result files of killed earlier sessions; under xdist the controller launches
+        before the workers start (it owns the server)."""
+        if self.owner:
+            bookkeeping.recover_killed(self)
+        if not _xdist_controller(session.config):
+            return
+        try:
+            self.get_server()
+        except pytest.fail.Exception:
+            pass  # boot_error is handed to the workers; each test that needs the server fails with it
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:  # xdist hook: runs on the controller per worker
+        from pytest_glmf.launch import server_to_dict
+
+        node.workerinput["glmf_session_id"] = self.session_id
+        if self.server is not None:
+            node.workerinput["glmf_server"] = server_to_dict(self.server)
+        if self.boot_error is not None:
+            node.workerinput["glmf_boot_error"] = self.boot_error
+
+    def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
+        s, lane = self.settings, self.lane
+        where = (f"url={lane.url}" if lane.launcher == "attach"
+                 else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
+        thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
+        if self.thresholds is not None and not self.thresholds.has_lane(lane.name):
+            # a lane name the thresholds file does not know gates nothing: say so before the skips pile up
+            thresholds += f" (NO SECTION for lane {lane.name!r}: every gate skips)"
+        line = (f"glmf: lane={lane.name} launcher={lane.launcher} {where} thresholds={thresholds} "
+                f"baseline={s.baseline or '-'} results={s.results_dir}")
+        doc = self.baseline_doc()
+        warning = bookkeeping.baseline_warning(s, doc) if doc is not None else None
+        return line if warning is None else [line, warning]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        """xdist workers: glmf_serial tests hold the server alone, the others share it."""
+        if self.owner or not _uses_server(item):
+            return (yield)
+        with server_lock(serial_lock_path(self), exclusive=item.get_closest_marker("glmf_serial") is not None):
+            return (yield)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """A gone server: the first test to notice fails with the cause and the log tail, later tests
+        skip with a reason (never hang on a dead address, never pass silently)."""
+        if _uses_server(item):
+            faults.before_test(item, self)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """The lane's `timeouts.gate_s` bounds the test; a broken server turns the failure into one
+        sentence with the server's log tail (no retry anywhere); then what the test recorded is
+        judged against the baseline."""
+        if not _uses_server(item):
+            return (yield)
+        result = yield from faults.guard_call(item, self)
+        bookkeeping.judge_recorded(item, self)
+        return result
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect every process's reasons the session's results are incomplete (xdist: they
         arrive on the controller with the reports' user_properties)."""
         props = getattr(report, "user_properties", ())
         reasons = [v for k, v in props if k == "glmf_incomplete"]
         self.incomplete.extend(r for r in reasons if r not in self.incomplete)
-        if not self.owner or self.settings.lane is None or not any(k == "glmf_test" for k, _ in props):
+        if not self.owner or not any(k == "glmf_test" for k, _ in props):
             return
-        plugin_results.ledger_failure(self, report)
+        bookkeeping.ledger_failure(self, report)
         if report.when == "teardown" and not self.stopped:
-            plugin_results.checkpoint(self)
+            bookkeeping.checkpoint(self)
+
+    @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.owner:
+            return
+        try:
+            bookkeeping.finish_session(self, exitstatus)
+        finally:
+            self.stop()
+            serial_lock_path(self).unlink(missing_ok=True)  # the workers are gone: nobody holds it
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        """The recipe-style tables of everything measured, then where the files are."""
+        bookkeeping.write_summary(terminalreporter, self)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._forget_cleanup is not None:
+            self._forget_cleanup()
+        config.pluginmanager.unregister(self)

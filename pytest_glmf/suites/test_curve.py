@@ -39,8 +39,9 @@ def _curve_rows(config: pytest.Config) -> list[dict[str, Any]] | None:
     """The lane's curve rows at collection time (None: no lane selected). The thresholds file,
     settings included, was validated when the session was configured."""
     session = session_of(config)
-    if session is None or session.thresholds is None:
+    if session is None:
         return None
+    assert session.thresholds is not None   # loaded whenever a lane is selected
     return list(session.thresholds.for_gate(session.lane.name, "curve").get("rows") or [])
 
 

@@ -4,23 +4,20 @@
 port is published on 127.0.0.1 only, on a host port the engine picks (read back after start).
 `start` blocks until the server answers or raises BootError with a sentence, the log tail and the
 parsed problems; it never leaves a container behind (a failed *start* leaves a `created`
-container: it is removed too). Containers carry labels so that `cleanup_stale` can remove what a
-killed session left.
+container: it is removed too). From its creation the container is in the cleanup registry
+(launch/cleanup.py: SIGTERM and exit); containers carry labels so that `cleanup_stale` can remove
+what a SIGKILLed session left. Readiness is the one rule of launch/readiness.py.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import shlex
-import signal
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.launch import cleanup, readiness
 from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.docker.logs import LogStreamer
 from pytest_glmf.launch.docker.provenance import host_path_for, model_dir_provenance
@@ -41,7 +38,7 @@ from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one im
     server_argv,
     session_labels,
 )
-from pytest_glmf.launch.process import SGLANG_READY_LINE, boot_error, log_path_for
+from pytest_glmf.launch.process import boot_error, log_path_for
 
 if TYPE_CHECKING:
     import docker
@@ -49,8 +46,6 @@ if TYPE_CHECKING:
 
     from pytest_glmf.config.lanes import LaneConfig
 
-# The engine's own "ready" line; without one known, HTTP alone decides.
-READY_LINES = {"sglang": SGLANG_READY_LINE}
 GPU_DRIVER_REFUSAL = "could not select device driver"
 
 
@@ -100,26 +95,6 @@ def _host_port(container: "Container", port: int) -> int | None:
     return None
 
 
-def _answers(http: Any, url: str) -> bool:
-    import httpx
-
-    try:
-        return bool(http.get(url).status_code == 200)
-    except httpx.HTTPError:
-        return False         # not listening yet (docker-proxy accepts, then resets)
-
-
-def http_ready(http: Any, base_url: str, engine: str, ready_line_seen: bool) -> bool:
-    """As the process launcher: SGLang is ready when /health_generate (a real one-token
-    generation) answers, or its ready line is logged; others when /health and /v1/models answer.
-    The ready line alone is not enough here: the published port must answer too."""
-    if engine in READY_LINES:
-        if ready_line_seen and _answers(http, base_url + "/health"):
-            return True
-        return _answers(http, base_url + "/health_generate")
-    return all(_answers(http, base_url + path) for path in ("/health", "/v1/models"))
-
-
 def _remove(container: "Container", stop_timeout_s: float) -> None:
     import docker.errors
 
@@ -164,35 +139,6 @@ def local_socket_problem(host: str | None = None) -> str | None:
         except OSError as exc:
             return f"cannot connect to {path}: {exc.strerror or exc}"
     return None
-
-
-@contextmanager
-def _removing_on_sigterm(remove: Callable[[], None]) -> Iterator[None]:
-    """While booting, SIGTERM (how CI cancels a job) first removes the container, then does what
-    it did before (the plugin's handler, or dying). Without this nothing would: SIGTERM skips
-    `finally` and atexit, and the server is not the session's yet, so its stop() is not reachable."""
-    if threading.current_thread() is not threading.main_thread():
-        yield                            # signal handlers can only be set from the main thread
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_IGN:
-        yield
-        return
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-        remove()
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            os.kill(os.getpid(), signal.SIGTERM)   # default disposition: die as asked
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    finally:
-        if signal.getsignal(signal.SIGTERM) is on_sigterm:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 class DockerLauncher:
@@ -240,22 +186,26 @@ class DockerLauncher:
             if container is not None:
                 _remove(container, 2)
 
-        with _removing_on_sigterm(remove_created):
-            try:
-                # The session's start on this engine: first clear what killed sessions left (a GPU
-                # held by a forgotten server makes the next boot fail for reasons nobody can see).
-                stale = cleanup_stale(client, current_session=session_id)
-                created.append(self._create(client, spec, lane))
-                server = self._boot(client, created[0], spec, lane, Path(results_dir), session_id)
-                server.provenance["stale_containers_removed"] = stale
-                return server
-            except BaseException as exc:
-                # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call
-                # (interrupted inside the create call, it exists without us holding it: by name).
-                if created or not isinstance(exc, BootError):
-                    remove_created()
-                self.close()
-                raise
+        # While booting, SIGTERM (how CI cancels a job) or an exit removes the container: it is not
+        # the session's server yet, so nothing else could reach it.
+        forget = cleanup.register(f"docker container {spec['name']} (booting)", lambda urgent: remove_created())
+        try:
+            # The session's start on this engine: first clear what killed sessions left (a GPU
+            # held by a forgotten server makes the next boot fail for reasons nobody can see).
+            stale = cleanup_stale(client, current_session=session_id)
+            created.append(self._create(client, spec, lane))
+            server = self._boot(client, created[0], spec, lane, Path(results_dir), session_id)
+            server.provenance["stale_containers_removed"] = stale
+            return server
+        except BaseException as exc:
+            # Boot failure, Ctrl-C, or a bug here: the container must not outlive this call
+            # (interrupted inside the create call, it exists without us holding it: by name).
+            if created or not isinstance(exc, BootError):
+                remove_created()
+            self.close()
+            raise
+        finally:
+            forget()
 
     def _create(self, client: "docker.DockerClient", spec: dict[str, Any], lane: "LaneConfig") -> "Container":
         import docker.errors
@@ -299,13 +249,13 @@ class DockerLauncher:
 
         from pytest_glmf.results.redact import Redactor
 
-        streamer = LogStreamer(container, log_path, watch=READY_LINES.get(lane.engine),
+        streamer = LogStreamer(container, log_path, watch=readiness.ready_line(lane.engine),
                                redactor=Redactor.from_environment(lane.env, argv))
         streamer.start()
         (container_port,) = [int(p.split("/")[0]) for p in spec["ports"]]
         t0 = time.monotonic()
         base_url = None
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as http:
+        with httpx.Client(timeout=httpx.Timeout(readiness.PROBE_TIMEOUT_S, connect=2.0)) as http:
             while True:
                 container.reload()
                 elapsed_s = time.monotonic() - t0
@@ -319,7 +269,7 @@ class DockerLauncher:
                     host_port = _host_port(container, container_port)
                     if host_port is not None:
                         base_url = f"http://127.0.0.1:{host_port}"
-                if base_url and http_ready(http, base_url, lane.engine, streamer.seen):
+                if base_url and readiness.is_ready(http, base_url, streamer.seen):
                     break
                 if elapsed_s > lane.boot_timeout_s:
                     said = "its log says ready, but " if streamer.seen else ""
@@ -332,7 +282,7 @@ class DockerLauncher:
         boot_s = time.monotonic() - t0
 
         def stop() -> None:
-            atexit.unregister(stop)
+            forget()
             try:
                 _remove(container, self.stop_timeout_s)
             finally:
@@ -346,7 +296,8 @@ class DockerLauncher:
                 return False
             return container.status == "running"
 
-        atexit.register(stop)  # an interrupted session must not leave a container running
+        # an interrupted session (SIGTERM, exit) must not leave a container running
+        forget = cleanup.register(f"docker container {container.name}", lambda urgent: stop())
         provenance = self._provenance(client, container, spec, lane, base_url=base_url,
                                       container_port=container_port, boot_s=round(boot_s, 3))
         return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,

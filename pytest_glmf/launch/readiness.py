@@ -1,0 +1,64 @@
+"""When a server is ready for the tests: one rule for every launcher (process, sim, docker, attach).
+
+Readiness never asks for a generation of its own: `/health_generate` is never called. It is a real
+generation (SGLang's `http_server.py` sends a 1-token request), which would be the engine's first
+request from us, count toward its batch-shape autotune, and trip first-request crashes (the
+recipe's GLM-5.3 NextN crash, sglang#37548) during boot instead of in a test that names them.
+
+The rule (`is_ready`):
+  * the engine's ready line is in its log and its port answers `GET /v1/models` (any HTTP answer
+    below 500: with `--api-key` it is 401, which still proves the server listens). SGLang prints
+    "The server is fired up and ready to roll!" in `_wait_and_warmup` after its own warmup
+    generation (`entrypoints/http_server.py`, 0.5.x). The port check matters for containers:
+    docker-proxy accepts connections before the server listens.
+  * without a ready line (vLLM prints none that its released code confirms; SGLang run with
+    `--log-level warning` hides it): `GET /health` and `GET /v1/models` both 200. SGLang's
+    `/health` shares its handler with `/health_generate` and answers 503 until its own warmup has
+    set the server Up, so even there the probe is never the engine's first generation.
+  * an attached server (`--glmf-url`) was booted by someone else: it counts as past its ready line,
+    so its port must answer.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
+
+READY_LINES = {"sglang": "The server is fired up and ready to roll!"}
+PROBE_TIMEOUT_S = 5.0
+
+
+def ready_line(engine: str) -> str | None:
+    """The line the engine logs when it is ready, None when it has none to watch for."""
+    return READY_LINES.get(engine)
+
+
+def _status(client: "httpx.Client", url: str) -> tuple[int | None, str]:
+    import httpx
+
+    try:
+        code = client.get(url).status_code
+    except httpx.HTTPError as exc:      # not listening yet (or docker-proxy accepted, then reset)
+        return None, f"{type(exc).__name__}: {exc}"
+    return code, str(code)
+
+
+def probe(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> tuple[bool, str]:
+    """(ready, what was seen) by the rule above; `what` names each endpoint's answer."""
+    if ready_line_seen:
+        code, seen = _status(client, base_url + "/v1/models")
+        return code is not None and code < 500, f"GET /v1/models -> {seen}" if code is not None else seen
+    seen = []
+    for path in ("/health", "/v1/models"):
+        code, text = _status(client, base_url + path)
+        if code is None:
+            return False, text               # nothing answers: the error says it all
+        seen.append(f"GET {path} -> {text}")
+        if code != 200:
+            return False, ", ".join(seen)
+    return True, ", ".join(seen)
+
+
+def is_ready(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> bool:
+    return probe(client, base_url, ready_line_seen)[0]
