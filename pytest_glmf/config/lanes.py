@@ -20,6 +20,11 @@ from pytest_glmf.config.yamlfile import ConfigError, expand_env, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 
 ENGINES = ("sglang", "vllm")
+# SGLang's spelling of the decode CUDA-graph batch-size cap since the nightly the recipe pins:
+# 0.5.23 has only --cuda-graph-max-bs-decode / --cuda-graph-max-bs-prefill
+# (sglang/srt/arg_groups/fields/exec_.py), and the old --cuda-graph-max-bs is an ambiguous prefix
+# there (exit 2). A lane for an older image sets cuda_graph_max_bs_flag: --cuda-graph-max-bs.
+SGLANG_CUDA_GRAPH_MAX_BS_FLAG = "--cuda-graph-max-bs-decode"
 LAUNCHERS = ("docker", "process", "sim", "attach")
 TIMEOUT_KEYS = ("connect_s", "first_token_s", "between_tokens_s", "gate_s")
 
@@ -37,7 +42,7 @@ class LaneConfig:
     mem: float | None = None               # --mem-fraction-static / --gpu-memory-utilization
     ctx: int | None = None                 # --context-length / --max-model-len
     maxbs: int | None = None               # cuda graph max batch size
-    cuda_graph_max_bs_flag: str = "--cuda-graph-max-bs"  # renamed --cuda-graph-max-bs-decode on newer SGLang
+    cuda_graph_max_bs_flag: str | None = None  # None: the engine's current spelling (SGLANG_CUDA_GRAPH_MAX_BS_FLAG)
     extra: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     port: int | None = None                # None: pick a free port
@@ -366,8 +371,8 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
             argv += ["--gpu-memory-utilization", f"{lane.mem:g}"]
         if lane.ctx is not None:
             argv += ["--max-model-len", str(lane.ctx)]
-        if lane.maxbs is not None and lane.cuda_graph_max_bs_flag != "--cuda-graph-max-bs":
-            # vLLM has no --cuda-graph-max-bs; a lane names its spelling (e.g. --max-cudagraph-capture-size)
+        if lane.maxbs is not None and lane.cuda_graph_max_bs_flag is not None:
+            # vLLM has no such flag by default; a lane names its spelling (e.g. --max-cudagraph-capture-size)
             argv += [lane.cuda_graph_max_bs_flag, str(lane.maxbs)]
         return _extra_wins(argv, lane.extra)
     argv = [lane.executable, "-m", "sglang.launch_server", "--model-path", lane.model or ""]
@@ -382,7 +387,7 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
     if lane.ctx is not None:
         argv += ["--context-length", str(lane.ctx)]
     if lane.maxbs is not None:
-        argv += [lane.cuda_graph_max_bs_flag, str(lane.maxbs)]
+        argv += [lane.cuda_graph_max_bs_flag or SGLANG_CUDA_GRAPH_MAX_BS_FLAG, str(lane.maxbs)]
     argv += ["--host", "127.0.0.1", "--port", port]
     return _extra_wins(argv, lane.extra)
 

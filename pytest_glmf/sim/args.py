@@ -1,7 +1,8 @@
 """Command line of the simulator: the SGLang flags the launcher builds, plus sim-only knobs.
 
 `parse_args(argv) -> SimConfig`. Unknown flags fail the way SGLang's argparse fails
-(`error: unrecognized arguments: --foo`, exit code 2). SGLang-only flags the simulator has no use
+(`error: unrecognized arguments: --foo`, exit code 2), and like SGLang's parser (argparse's default
+`allow_abbrev`) a unique prefix is accepted and a shared one is `ambiguous option` (exit 2). SGLang-only flags the simulator has no use
 for are still accepted (and echoed in the server_args dump) so a real lane's command line runs
 unchanged. The host must be a loopback address: the simulator never listens beyond this machine.
 
@@ -32,8 +33,7 @@ def _bool_flag(ap: argparse.ArgumentParser, name: str, help_text: str = "") -> N
 
 def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog=prog, description="SGLang-compatible simulator of the recipe's GB300 (GLM-5.3-Flash).",
-        allow_abbrev=False)
+        prog=prog, description="SGLang-compatible simulator of the recipe's GB300 (GLM-5.3-Flash).")
     g = ap.add_argument_group("SGLang flags")
     g.add_argument("--model-path", "--model", dest="model_path", default="/models/GLM-5.3-Flash-NVFP4")
     g.add_argument("--tokenizer-path", default=None)
@@ -49,11 +49,14 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--speculative-num-steps", type=int, default=None)
     g.add_argument("--speculative-eagle-topk", type=int, default=None)
     g.add_argument("--speculative-draft-attention-backend", default=None)
-    g.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])
+    g.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])
     g.add_argument("--mem-fraction-static", type=float, default=None)
     g.add_argument("--context-length", type=int, default=None)
-    g.add_argument("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
-    g.add_argument("--cuda-graph-bs", type=int, nargs="+", default=None)
+    # SGLang 0.5.23 (sglang/srt/arg_groups/fields/exec_.py) and the recipe's nightly: the old
+    # --cuda-graph-max-bs is an ambiguous prefix of these two, as it is here (allow_abbrev)
+    g.add_argument("--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
+    g.add_argument("--cuda-graph-max-bs-prefill", type=int, default=None)
+    g.add_argument("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
     _bool_flag(g, "--disable-cuda-graph")
     g.add_argument("--max-running-requests", type=int, default=None)
     g.add_argument("--max-total-tokens", type=int, default=None)
@@ -62,7 +65,7 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--max-mamba-cache-size", type=int, default=None)
     g.add_argument("--mamba-ssm-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     g.add_argument("--mamba-full-memory-ratio", type=float, default=0.9)
-    g.add_argument("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy", dest="mamba_scheduler_strategy",
+    g.add_argument("--mamba-radix-cache-strategy", dest="mamba_scheduler_strategy",
                    default="extra_buffer", choices=["no_buffer", "extra_buffer", "extra_buffer_lazy"])
     g.add_argument("--linear-attn-decode-backend", default=None)
     g.add_argument("--linear-attn-prefill-backend", default=None)
@@ -75,8 +78,8 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     _bool_flag(g, "--disable-radix-cache")
     _bool_flag(g, "--enable-mixed-chunk")
     _bool_flag(g, "--log-requests")
-    g.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
-    g.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
+    g.add_argument("--tp-size", dest="tp_size", type=int, default=1)   # --tp: a unique prefix, as in SGLang
+    g.add_argument("--dp-size", dest="dp_size", type=int, default=1)
     g.add_argument("--ep-size", type=int, default=1)
     g.add_argument("--dtype", default="auto")
     g.add_argument("--quantization", default=None)

@@ -13,12 +13,12 @@ from pytest_glmf.sim import logits
 from pytest_glmf.sim.process import SimProcess
 
 BATCH = ["--model-path", "/models/GLM-5.3-Flash-NVFP4", "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.90",
-         "--context-length", "131072", "--cuda-graph-max-bs", "128", "--max-mamba-cache-size", "640",
+         "--context-length", "131072", "--cuda-graph-max-bs-decode", "128", "--max-mamba-cache-size", "640",
          "--mamba-ssm-dtype", "bfloat16", "--tool-call-parser", "glm47", "--enable-metrics"]
 DAILY = ["--model-path", "/models/GLM-5.3-Flash-NVFP4", "--speculative-algorithm", "DFLASH",
          "--speculative-draft-model-path", "/models/GLM-5.3-Flash-DFlash2", "--speculative-dflash-block-size", "7",
          "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.85", "--context-length", "1048576",
-         "--cuda-graph-max-bs", "16", "--max-mamba-cache-size", "48"]
+         "--cuda-graph-max-bs-decode", "16", "--max-mamba-cache-size", "48"]
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from pytest_glmf.sim.probe import briefing, run_users, summarize
 from pytest_glmf.sim.process import SimProcess
 
 BATCH = ["--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.90", "--context-length", "131072",
-         "--cuda-graph-max-bs", "128", "--max-mamba-cache-size", "640", "--mamba-ssm-dtype", "bfloat16"]
+         "--cuda-graph-max-bs-decode", "128", "--max-mamba-cache-size", "640", "--mamba-ssm-dtype", "bfloat16"]
 DAILY = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "7", "--kv-cache-dtype", "fp8_e4m3",
-         "--mem-fraction-static", "0.85", "--context-length", "1048576", "--cuda-graph-max-bs", "16"]
+         "--mem-fraction-static", "0.85", "--context-length", "1048576", "--cuda-graph-max-bs-decode", "16"]
 PROMPT = briefing(2400)
 
 

@@ -16,9 +16,9 @@ from pytest_glmf.sim.faults import Faults
 from pytest_glmf.sim.memory import BootOOM, plan
 
 DAILY = ("--speculative-algorithm DFLASH --speculative-draft-model-path /models/GLM-5.3-Flash-DFlash2 "
-         "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --context-length 1048576 --cuda-graph-max-bs 16 "
+         "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --context-length 1048576 --cuda-graph-max-bs-decode 16 "
          "--speculative-dflash-block-size 7")
-BATCH = ("--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.90 --context-length 131072 --cuda-graph-max-bs 128 "
+BATCH = ("--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.90 --context-length 131072 --cuda-graph-max-bs-decode 128 "
          "--mamba-ssm-dtype bfloat16 --linear-attn-decode-backend triton")
 
 # config -> (seats, KV tokens in the recipe, tolerance, state GB in the recipe or None)
@@ -266,6 +266,16 @@ def test_unknown_flag_is_named(capsys):
 
     assert cli(["--max-mamba-cache-size", "48", "--frobnicate", "3"]) == 2
     assert "unrecognized arguments: --frobnicate 3" in capsys.readouterr().err
+
+
+def test_the_old_cuda_graph_flag_is_ambiguous_as_in_sglang(capsys):
+    """SGLang 0.5.23 (and the recipe's nightly) renamed it; its parser says exactly this (exit 2),
+    tests/contract/test_command_lines.py pins the same verdict from SGLang's own parser."""
+    from pytest_glmf.sim.__main__ import cli
+
+    assert cli(["--cuda-graph-max-bs", "16"]) == 2
+    assert ("error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+            "--cuda-graph-max-bs-prefill") in capsys.readouterr().err
 
 
 def test_only_loopback_hosts(capsys):
