@@ -1,4 +1,4 @@
-"""The built-in SGLang-compatible simulator of the recipe's GB300 (DESIGN.md section 7).
+"""The built-in SGLang-compatible simulator of the recipe's GB300 (docs/architecture.md section 7).
 
 `python -m pytest_glmf.sim [SGLang flags] [--time-scale X] [--checkpoint ...] [--fault ...]` prints an
 SGLang-format boot log and serves the SGLang HTTP surface on 127.0.0.1. Modules, one concern each:

@@ -1,4 +1,4 @@
-"""The boot log, in SGLang's formats (engines.md section 1), derived from the flags and the plan.
+"""The boot log, in SGLang's formats (docs/engines.md section 1), derived from the flags and the plan.
 
 Lines carry SGLang's prefixes: `[YYYY-MM-DD HH:MM:SS TP0] ...` for the scheduler rank and
 `[YYYY-MM-DD HH:MM:SS] ...` for the HTTP process. With `--kv-cache-dtype fp8_e4m3` this hybrid

@@ -1,5 +1,5 @@
 """A thin plugin: the entry module adds options, markers and fixtures; every hook that needs a lane is
-a method of the session object, registered only when a lane is selected (STYLE.md, after
+a method of the session object, registered only when a lane is selected (docs/style.md, after
 pytest-benchmark's BenchmarkSession)."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """GGUF -> float32 safetensors model dir with a tool-aware chat template (run by ./setup).
 
-Why each choice (source: ../shared/research/real_engine.md section 1):
+Why each choice (source: docs/real-engine.md section 1):
 - transformers 5.x keeps GGUF weights packed unless `GgufConfig(dequantize=True)`; packed weights
   are "not serializable". `accelerate` must be installed for the GGUF loader.
 - float32, not bf16: the GGUF is Q4_1, whose dequantized values are exact in float32. The oracle

@@ -125,7 +125,7 @@ def test_boot_facts_from_real_vllm_log(oracle: Any, oracle_client: Client, real_
 
 
 def test_prompt_logprobs_shape_for_teacher_forcing(oracle_client: Client) -> None:
-    """Token-id prompt + prompt_logprobs: the scoring call drift relies on (DESIGN.md section 6)."""
+    """Token-id prompt + prompt_logprobs: the scoring call drift relies on (docs/architecture.md section 6)."""
     model = served_model(oracle_client)
     r = oracle_client.post_json("/v1/completions", {
         "model": model, "prompt": FRANCE_IDS, "max_tokens": 1, "temperature": 0,

@@ -51,7 +51,7 @@ VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SOURCE_SGLANG = "sglang /generate meta_info (per request)"
 SOURCE_VLLM = "vllm /metrics spec_decode counters (delta around each request)"
 
-# meta_info counter pairs (accepted, drafted), newest naming first (engines.md section 3).
+# meta_info counter pairs (accepted, drafted), newest naming first (docs/engines.md section 3).
 SGLANG_COUNTER_PAIRS = (("spec_accept_token_num", "spec_draft_token_num"),
                         ("spec_num_correct_drafts", "spec_num_proposed_drafts"),
                         ("spec_accepted_drafts", "spec_proposed_drafts"))

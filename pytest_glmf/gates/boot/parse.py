@@ -1,6 +1,6 @@
-"""Boot log -> BootFacts, for SGLang and vLLM. Contract: DESIGN.md section 5.
+"""Boot log -> BootFacts, for SGLang and vLLM. Contract: docs/architecture.md section 5.
 
-Log formats drift between engine versions (engines.md sections 1, 2, 7), so every fact is read from
+Log formats drift between engine versions (docs/engines.md sections 1, 2, 7), so every fact is read from
 `key=value` / `key: value` fragments of a line, never from a whole-line pattern. Per-rank lines
 (SGLang `[ts TP3]`, vLLM `(Worker_TP1 pid=..)`) are copies of one fact: a fact is taken from the
 primary rank (TP0 / DP0 / rank=0 / no rank) when it printed one, else from the first rank that did.

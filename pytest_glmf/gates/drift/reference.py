@@ -54,7 +54,7 @@ def reference_hash(ref: dict[str, Any]) -> str:
 
 
 def _score_all(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]]], k: int) -> list[PromptScores]:
-    # Sequential on purpose: batching changes numerics on real engines (real_engine.md 2(c): bf16
+    # Sequential on purpose: batching changes numerics on real engines (docs/real-engine.md 2(c): bf16
     # logprobs move by up to 0.1 nats between alone and batched), which would break the exact
     # self-check. Scoring is prefill-only and cheap next to generation.
     return [adapter.score(p, o, k) for p, o in items]
@@ -197,7 +197,7 @@ def _cand_scores(ref: dict[str, Any], cand: dict[str, Any], source: str) -> list
 
 def compare(ref: dict[str, Any], cands: Sequence[dict[str, Any]], *, sources: Sequence[str] | None = None,
             n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Reference + candidate files -> the statistics (contract keys of DESIGN.md section 5)."""
+    """Reference + candidate files -> the statistics (contract keys of docs/architecture.md section 5)."""
     check_reference(ref)
     sources = list(sources or [c.get("label", f"candidate {i}") for i, c in enumerate(cands)])
     tokens, oracle = _ref_arrays(ref)

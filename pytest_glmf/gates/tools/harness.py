@@ -1,7 +1,7 @@
 """Tool-call gate: agent-style turns through /v1/chat/completions, checked the way users get hurt.
 
 The recipe's bar is "Hermes harness 10/10 tool turns, tool calls parsed". The failures users see
-(engines.md section 6): tool markup (`<tool_call>`, `<arg_key>`, `{"name":`) left in `content`
+(docs/engines.md section 6): tool markup (`<tool_call>`, `<arg_key>`, `{"name":`) left in `content`
 with `tool_calls: null` when no parser is configured or the model drifts from the format, and
 parsers that silently return `arguments: "{}"` (vllm#49248). Per turn (pytest_glmf/data/tool_scenarios.yaml)
 this module checks, non-streamed and streamed:
@@ -19,7 +19,7 @@ this module checks, non-streamed and streamed:
 `tool_choice` is per run: `auto` (the default), `required` (turns that want no call are skipped:
 the server is told to call), or `named` (each turn names its first expected tool; turns that want
 no call or several calls are skipped). `strict=True` adds `"strict": true` to every function,
-which makes vLLM enforce the parameter schema (real_engine.md 2(d)) for small models.
+which makes vLLM enforce the parameter schema (docs/real-engine.md 2(d)) for small models.
 Under concurrency the turns are repeated until N are in flight, so "parsed N of N" counts all of them.
 """
 from __future__ import annotations

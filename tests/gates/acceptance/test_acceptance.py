@@ -1,8 +1,8 @@
 """The acceptance probe against small real HTTP servers that answer in the documented shapes.
 
-SGLang shape (engines.md section 3): streamed native /generate whose chunks carry `meta_info`
+SGLang shape (docs/engines.md section 3): streamed native /generate whose chunks carry `meta_info`
 (`completion_tokens`, `spec_verify_ct`, `spec_accept_rate`, `spec_accept_length` and accepted/drafted
-counters). vLLM shape (engines.md section 4, real_engine.md 2(e)): `/metrics` counters
+counters). vLLM shape (docs/engines.md section 4, docs/real-engine.md 2(e)): `/metrics` counters
 `vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total` with engine/model labels.
 The stub knows the fixture prompts, gives each class a configured acceptance, and fills every
 verify step with a block of 6 drafted tokens (DFlash2 block 7 minus the target's own token).

@@ -128,7 +128,7 @@ def test_engine_version():
 
 
 # ---------------------------------------------------------------------------------------------
-# Synthetic logs for the recipe's lines (engines.md section 1 formats; the recipe's numbers).
+# Synthetic logs for the recipe's lines (docs/engines.md section 1 formats; the recipe's numbers).
 
 CAP_LINE = ("max_running_requests is capped to 7 by the mamba state cache (max_mamba_cache_size=38, "
             "5 state slots per request). To raise it: increase --mamba-full-memory-ratio or "

@@ -1,5 +1,5 @@
 """Drift adapters and the two phases against tiny real HTTP servers that answer in the engines'
-documented JSON shapes (engines.md 3 for SGLang, real_engine.md 2(a) for vLLM 0.32 on this CPU).
+documented JSON shapes (docs/engines.md 3 for SGLang, docs/real-engine.md 2(a) for vLLM 0.32 on this CPU).
 
 The toy "model" is a deterministic function context -> log-softmax over 48 tokens; a candidate is
 the same function with noise added to the logits, so every expected number is computed directly.

@@ -1,5 +1,5 @@
 """The tool-call harness against a small real HTTP server that returns the exact shapes of
-engines.md sections 5-6: parsed `tool_calls` (non-streamed, and streamed as deltas per index),
+docs/engines.md sections 5-6: parsed `tool_calls` (non-streamed, and streamed as deltas per index),
 GLM markup leaked into `content` with `tool_calls: null`, silent `arguments: "{}"`, arguments that
 break the schema, a call where none is wanted, and a streamed answer that differs."""
 from __future__ import annotations
