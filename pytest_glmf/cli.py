@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
+    "init": ("pytest_glmf.starter", "write the example lanes, test file, CI workflows and thresholds into a directory"),
 }
 
 
