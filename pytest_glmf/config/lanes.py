@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.config.yamlfile import ConfigError, expand_env, read_yaml
+from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 
 ENGINES = ("sglang", "vllm")
@@ -241,7 +241,7 @@ def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a mapping of keys (allowed: {_allowed(_LANE_KEYS)})")
     values: dict[str, Any] = {}
-    for key, v in expand_env(raw).items():
+    for key, v in raw.items():   # ${VAR} was expanded when the file was read
         if key not in _LANE_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r}; allowed: {_allowed(_LANE_KEYS)}")
         if v is None and key in ("engine", "launcher", "cuda_graph_max_bs_flag", "executable",

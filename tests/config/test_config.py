@@ -217,16 +217,6 @@ def test_thresholds_yaml_error_names_line(tmp_path: Path) -> None:
     assert error(load_thresholds, path).startswith(f"{path}:5: invalid YAML: ")
 
 
-def test_env_references_expand_and_unset_ones_stay_visible(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("GLMF_TEST_DIR", "/opt/engine")
-    monkeypatch.delenv("GLMF_TEST_UNSET", raising=False)
-    path = write(tmp_path, "lanes:\n  r: {launcher: process, executable: '${GLMF_TEST_DIR}/bin/python', "
-                           "model: '${GLMF_TEST_UNSET}/m', env: {HOME_DIR: '${GLMF_TEST_DIR}'}}\n")
-    lane = load_lanes(path)["r"]
-    assert (lane.executable, lane.model, lane.env) == ("/opt/engine/bin/python", "${GLMF_TEST_UNSET}/m",
-                                                       {"HOME_DIR": "/opt/engine"})
-
-
 def test_flags_in_extra_win_over_fields() -> None:
     lane = LaneConfig(name="x", engine="vllm", model="/m", spec="ngram", ctx=2048,
                       extra=["--speculative-config", '{"method":"ngram","num_speculative_tokens":4}',

@@ -39,8 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pytest_glmf.config.yamlfile import parse_yaml
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
@@ -68,8 +67,7 @@ class PromptClass:
 
 def load_prompt_classes(path: str | Path | None = None) -> list[PromptClass]:
     """The prompt classes from a YAML file (None: the packaged pytest_glmf/data/prompt_classes.yaml)."""
-    text = read_data_file(path, "prompt_classes.yaml")
-    data = yaml.safe_load(text)
+    data = parse_yaml(read_data_file(path, "prompt_classes.yaml"), str(path or "pytest_glmf/data/prompt_classes.yaml"))
     out = []
     for c in data["classes"]:
         chats = [[{"role": "user", "content": p}] if isinstance(p, str) else list(p["messages"])

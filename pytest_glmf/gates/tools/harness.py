@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from pytest_glmf.config.yamlfile import parse_yaml
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
 from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
@@ -63,8 +63,7 @@ class Scenario:
 
 def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
     """Scenarios from a YAML file (None: the packaged pytest_glmf/data/tool_scenarios.yaml)."""
-    text = read_data_file(path, "tool_scenarios.yaml")
-    data = yaml.safe_load(text)
+    data = parse_yaml(read_data_file(path, "tool_scenarios.yaml"), str(path or "pytest_glmf/data/tool_scenarios.yaml"))
     tools = {name: {"type": "function", "function": {"name": name, **spec}} for name, spec in data["tools"].items()}
     out = []
     for s in data["scenarios"]:
