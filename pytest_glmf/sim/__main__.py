@@ -13,6 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from pytest_glmf.engine.logformats import render
 from pytest_glmf.sim import boot
 from pytest_glmf.sim.args import SimArgError, SimConfig, parse_args
 from pytest_glmf.sim.http import StreamCut
@@ -55,7 +56,8 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
     drafter = DRAFTER_GB if cfg.spec is not None else 0.0
     boot.print_until_weights(log, cfg, weights, drafter)
     if cfg.faults.boot_hang:
-        log.tp(f"Capture cuda graph begin. This can take up to several minutes. avail mem={cfg.gpu_mem_gib - weights:.2f} GB")
+        log.tp(render(cfg.log_format, "graph_begin", capture_name="target decode", backend="full", tokens_per_req=1,
+                      avail_gb=cfg.gpu_mem_gib - weights))
         while True:  # hangs like a stuck graph capture; the launcher's boot timeout has to catch it
             time.sleep(3600)
     if cfg.faults.boot_oom:

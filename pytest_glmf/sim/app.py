@@ -210,7 +210,7 @@ class SimApp:
         await send_json(send, {"model_path": self.cfg.model_path, "tokenizer_path": self.cfg.model_path,
                                "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
                                "has_image_understanding": False, "has_audio_understanding": False,
-                               "model_type": "glm5", "architectures": [boot.ARCHITECTURE]})
+                               "model_type": boot.MODEL_TYPE, "architectures": [boot.ARCHITECTURE]})
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, {"object": "list", "data": [{

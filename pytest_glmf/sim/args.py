@@ -16,6 +16,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.engine import logformats
 from pytest_glmf.sim import faults as faults_mod
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
@@ -113,6 +114,9 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
                         "simulator then falls behind its model instead (default 0; a lane's sim_args may set it)")
     s.add_argument("--boot-s", type=float, default=0.0,
                    help="extra seconds to wait (x time scale) before serving, like weight loading")
+    s.add_argument("--log-format", default=logformats.NIGHTLY, choices=logformats.GENERATIONS,
+                   help="which SGLang's boot-log lines to print: the recipe's pinned nightly (default) or the "
+                        "released 0.5.23 (pytest_glmf/engine/logformats.py has both)")
     s.add_argument("--fault", action="append", default=[],
                    help="inject a fault; repeatable: " + ", ".join(faults_mod.FAULT_FORMS))
     return ap
@@ -153,7 +157,14 @@ class SimConfig:
     boot_s: float
     faults: faults_mod.Faults
     nice: int = 0
+    log_format: str = logformats.NIGHTLY
     server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
+
+
+def sim_only_keys() -> frozenset[str]:
+    """The simulator's own settings: never in the server_args dump or /server_info."""
+    group = next(g for g in build_parser()._action_groups if g.title == "simulator flags")
+    return frozenset(a.dest for a in group._group_actions)
 
 
 def checkpoint_from_path(path: str) -> str:
@@ -214,4 +225,4 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         perturb_shared_sigma=ns.perturb_shared_sigma, perturb_own_sigma=ns.perturb_own_sigma,
         gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
         autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
-        faults=faults, server_args=server_args, nice=ns.nice)
+        faults=faults, server_args=server_args, nice=ns.nice, log_format=ns.log_format)

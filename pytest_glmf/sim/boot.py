@@ -1,10 +1,13 @@
 """The boot log, in SGLang's formats (docs/engines.md section 1), derived from the flags and the plan.
 
 Lines carry SGLang's prefixes: `[YYYY-MM-DD HH:MM:SS TP0] ...` for the scheduler rank and
-`[YYYY-MM-DD HH:MM:SS] ...` for the HTTP process. With `--kv-cache-dtype fp8_e4m3` this hybrid
-model prints two KV pools: the MLA pool stays `torch.bfloat16` and the DSA indexer pool is
-`torch.float8_e4m3fn` (the recipe's "FP8 KV is half true"). The summary line carries the
-effective `max_running_requests`; the server_args dump echoes the requested one.
+`[YYYY-MM-DD HH:MM:SS] ...` for the HTTP process. The messages come from
+`pytest_glmf.engine.logformats`, in the generation `--log-format` picks: `nightly-2026-09` (the
+recipe's image; with `--kv-cache-dtype fp8_e4m3` this hybrid DSA model prints two KV pools, the MLA
+pool `torch.bfloat16` and the indexer `torch.float8_e4m3fn`: the recipe's "FP8 KV is half true") or
+`0.5.23` (the released package's format strings: a `server_args={...}` dict, one DSA pool line,
+`Capture target decode CUDA graph end. bs=[...]`). The summary line carries the effective
+`max_running_requests`; the server_args dump echoes the requested one.
 """
 from __future__ import annotations
 
@@ -13,14 +16,18 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from pytest_glmf.sim.args import SimConfig
+from pytest_glmf.engine import logformats as lf
+from pytest_glmf.sim.args import SimConfig, sim_only_keys
 from pytest_glmf.sim.memory import MemoryPlan
 
 # ServerArgs keys the simulator adds; kept out of the dump like SGLang would.
-SIM_ONLY_KEYS = {"time_scale", "checkpoint", "perturb_shared_sigma", "perturb_own_sigma", "gpu_mem_gib", "seed",
-                 "tool_leak_rate", "autotune_s", "boot_s", "fault", "nice"}
+SIM_ONLY_KEYS = sim_only_keys()
 
-ARCHITECTURE = "Glm5ForCausalLM"
+# The recipe's GLM-5.3-Flash (linear attention + DSA) as SGLang 0.5.23 names it
+# (sglang/srt/models/glm5_next.py EntryClass; configs/glm5_next.py model_type "glm5_next").
+ARCHITECTURE = lf.GLM5_ARCHITECTURE
+MODEL_TYPE = "glm5_next"
+_TORCH_DTYPE = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
 
 
 class BootLog:
@@ -50,11 +57,8 @@ class BootLog:
             pass
 
 
-def _repr(value: Any) -> str:
-    return repr(value)
-
-
-def server_args_line(cfg: SimConfig) -> str:
+def server_args(cfg: SimConfig) -> dict[str, Any]:
+    """The arguments the dump shows (and /server_info echoes): flags as parsed, sim-only ones left out."""
     args = {k: v for k, v in cfg.server_args.items() if k not in SIM_ONLY_KEYS}
     args["speculative_algorithm"] = cfg.spec
     args["served_model_name"] = cfg.served_model_name
@@ -63,58 +67,80 @@ def server_args_line(cfg: SimConfig) -> str:
     args["chunked_prefill_size"] = cfg.chunked_prefill_size
     args["tokenizer_path"] = cfg.server_args.get("tokenizer_path") or cfg.model_path
     args["random_seed"] = cfg.server_args.get("random_seed") or cfg.seed
-    body = ", ".join(f"{k}={_repr(v)}" for k, v in args.items())
-    return f"server_args=ServerArgs({body})"
+    return args
+
+
+def server_args_line(cfg: SimConfig) -> str:
+    args = server_args(cfg)
+    if cfg.log_format == lf.NIGHTLY:
+        return lf.render(cfg.log_format, "server_args", args_kv=", ".join(f"{k}={v!r}" for k, v in args.items()))
+    return lf.render(cfg.log_format, "server_args", args_dict=args)
 
 
 def print_until_weights(log: BootLog, cfg: SimConfig, plan_weights_gb: float, drafter_gb: float) -> None:
+    g = cfg.log_format
     log.http(server_args_line(cfg))
-    log.http("Using default HuggingFace chat template with detected content format: string")
-    log.tp("Init torch distributed begin.")
-    log.tp("Init torch distributed ends. mem usage=0.00 GB")
-    log.tp(f"Load weight begin. avail mem={cfg.gpu_mem_gib:.2f} GB")
+    log.http(lf.render(g, "chat_template", content_format="string"))
+    if lf.has(g, "init_dist_begin"):
+        log.tp(lf.render(g, "init_dist_begin"))
+        log.tp(lf.render(g, "init_dist_end", usage_gb=0.0))
+    log.tp(lf.render(g, "load_weight_begin", avail_gb=cfg.gpu_mem_gib))
     avail = cfg.gpu_mem_gib - plan_weights_gb
-    log.tp(f"Load weight end. elapsed=23.18 s, type={ARCHITECTURE}, avail mem={avail:.2f} GB, "
-           f"mem usage={plan_weights_gb:.2f} GB.")
+    log.tp(lf.render(g, "load_weight_end", elapsed_s=23.18, arch=ARCHITECTURE, avail_gb=avail,
+                     usage_gb=plan_weights_gb))
     if cfg.spec is not None and drafter_gb:
-        log.tp(f"Load weight end. elapsed=1.42 s, type=DFlashDraftModel, avail mem={avail - drafter_gb:.2f} GB, "
-               f"mem usage={drafter_gb:.2f} GB.")
+        log.tp(lf.render(g, "load_weight_end", elapsed_s=1.42, arch="DFlashDraftModel",
+                         avail_gb=avail - drafter_gb, usage_gb=drafter_gb))
 
 
 def print_pools_and_graphs(log: BootLog, cfg: SimConfig, p: MemoryPlan) -> None:
-    kv_dtype = "torch.float8_e4m3fn" if p.kv_fp8 else "torch.bfloat16"
-    log.tp(f"Using KV cache dtype: {kv_dtype}")
-    mamba = (f"Mamba Cache is allocated. max_mamba_cache_size: {p.slots}, conv_state size: {p.conv_gb:.2f}GB, "
-             f"ssm_state size: {p.ssm_gb:.2f}GB ")
+    g = cfg.log_format
+    kv_dtype = _TORCH_DTYPE.get(cfg.kv_cache_dtype, "torch.bfloat16")
+    if lf.has(g, "kv_dtype"):
+        log.tp(lf.render(g, "kv_dtype", dtype="torch.float8_e4m3fn" if p.kv_fp8 else "torch.bfloat16"))
     if cfg.spec is not None:
-        mamba += (f"intermediate_ssm_state_cache size: {p.intermediate_ssm_gb:.2f}GB "
-                  f"intermediate_conv_window_cache size: {p.intermediate_conv_gb:.2f}GB ")
-    log.tp(mamba.rstrip())
-    # MLA pool stays bf16 (index_kpool excludes the only fp8-capable MLA backend, sglang#36830)
-    log.tp(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {p.kv_tokens}, KV size: {p.mla_gb:.2f} GB")
-    log.tp(f"KV Cache is allocated. dtype: {p.indexer_dtype}, #tokens: {p.kv_tokens}, KV size: {p.indexer_gb:.2f} GB")
-    log.tp(f"Memory pool end. avail mem={p.avail_after_pools_gb:.2f} GB")
+        log.tp(lf.render(g, "mamba_pool_spec", slots=p.slots, conv_gb=p.conv_gb, ssm_gb=p.ssm_gb,
+                         issm_gb=p.intermediate_ssm_gb, iconv_gb=p.intermediate_conv_gb))
+    else:
+        log.tp(lf.render(g, "mamba_pool", slots=p.slots, conv_gb=p.conv_gb, ssm_gb=p.ssm_gb))
+    if g == lf.NIGHTLY:
+        # MLA pool stays bf16 (index_kpool excludes the only fp8-capable MLA backend, sglang#36830)
+        log.tp(lf.render(g, "kv_pool", dtype="torch.bfloat16", tokens=p.kv_tokens, size_gb=p.mla_gb))
+        log.tp(lf.render(g, "kv_pool", dtype=p.indexer_dtype, tokens=p.kv_tokens, size_gb=p.indexer_gb))
+    else:
+        # one DSATokenToKVPool line: the pool's dtype is the resolved --kv-cache-dtype
+        # (sglang/srt/mem_cache/kv_cache_dtype.py), the size includes the indexer keys
+        log.tp(lf.render(g, "kv_pool", dtype=kv_dtype, tokens=p.kv_tokens, size_gb=p.mla_gb + p.indexer_gb))
+    log.tp(lf.render(g, "memory_pool_end", avail_gb=p.avail_after_pools_gb))
     if p.state_capped:
-        log.tp(f"max_running_requests is capped to {p.seats} by the mamba state cache "
-               f"(max_mamba_cache_size={p.slots}, {p.slots_per_request} state slots per request). To raise it: "
-               "increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
-               "--mamba-ssm-dtype bfloat16.")
-    log.tp("Tree cache initialized: source=default impl=MambaRadixCache hybrid_swa=False hybrid_ssm=True "
-           "hierarchical=False streaming_wrapped=False")
+        log.tp(lf.render(g, "mamba_cap", seats=p.seats, slots=p.slots, slots_per_request=p.slots_per_request))
+    if g == lf.NIGHTLY:
+        log.tp(lf.render(g, "tree_cache", source="default", impl="MambaRadixCache", swa=False, ssm=True))
+    else:
+        log.tp(lf.render(g, "tree_cache", source="default", impl="UnifiedRadixCache", swa=False, ssm=True,
+                         hicache=False))
     if not cfg.server_args.get("disable_cuda_graph") and p.cuda_graph_bs:
-        log.tp(f"Capture cuda graph begin. This can take up to several minutes. avail mem={p.avail_after_pools_gb:.2f} GB")
-        log.tp(f"Capture cuda graph bs {p.cuda_graph_bs}")
         elapsed = 2.0 + 0.35 * len(p.cuda_graph_bs) * (3 if cfg.spec else 1)
-        log.tp(f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={p.workspace_gb:.2f} GB. "
-               f"avail mem={p.avail_after_graphs_gb:.2f} GB.")
-    log.tp(f"max_total_num_tokens={p.kv_tokens}, chunked_prefill_size={cfg.chunked_prefill_size}, "
-           f"max_prefill_tokens={cfg.max_prefill_tokens}, max_running_requests={p.seats}, "
-           f"context_len={cfg.context_length}, available_gpu_mem={p.avail_after_graphs_gb:.2f} GB")
+        if g == lf.NIGHTLY:
+            log.tp(lf.render(g, "graph_begin", avail_gb=p.avail_after_pools_gb))
+            log.tp(lf.render(g, "graph_bs", bs=p.cuda_graph_bs))
+            log.tp(lf.render(g, "graph_end", elapsed_s=elapsed, usage_gb=p.workspace_gb,
+                             avail_gb=p.avail_after_graphs_gb))
+        else:
+            name = "target verify" if cfg.spec is not None else "target decode"
+            per_req = (cfg.num_draft_tokens or 0) + 1 if cfg.spec is not None else 1
+            log.tp(lf.render(g, "graph_begin", capture_name=name, backend="full", tokens_per_req=per_req,
+                             avail_gb=p.avail_after_pools_gb))
+            log.tp(lf.render(g, "graph_end", capture_name=name, bs=p.cuda_graph_bs, elapsed_s=elapsed,
+                             usage_gb=p.workspace_gb, avail_gb=p.avail_after_graphs_gb))
+    log.tp(lf.render(g, "summary", kv_tokens=p.kv_tokens, chunked_prefill_size=cfg.chunked_prefill_size,
+                     max_prefill_tokens=cfg.max_prefill_tokens, seats=p.seats, context_len=cfg.context_length,
+                     avail_gb=p.avail_after_graphs_gb))
 
 
 def print_scheduler_exception(log: BootLog, error_line: str, where: str = "init") -> None:
     """The traceback SGLang prints when the scheduler dies (sglang#4895 shape)."""
-    log.tp("Scheduler hit an exception: Traceback (most recent call last):")
+    log.tp(lf.render(lf.V0_5_23, "scheduler_exception", traceback="Traceback (most recent call last):"))
     if where == "init":
         frames = [
             ('/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2905, in run_scheduler_process',
@@ -134,7 +160,7 @@ def print_scheduler_exception(log: BootLog, error_line: str, where: str = "init"
         log.raw(f"    {code}")
     log.raw(error_line)
     log.raw("")
-    log.http("Received sigquit from a child process. It usually means the child failed.")
+    log.http(lf.render(lf.V0_5_23, "sigquit"))
 
 
 def print_http_ready(log: BootLog, host: str, port: int, pid: int) -> None:
@@ -142,4 +168,4 @@ def print_http_ready(log: BootLog, host: str, port: int, pid: int) -> None:
     log.http("INFO:     Waiting for application startup.")
     log.http("INFO:     Application startup complete.")
     log.http(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
-    log.http("The server is fired up and ready to roll!")
+    log.http(lf.render(lf.V0_5_23, "ready"))

@@ -10,36 +10,11 @@ from typing import Any
 
 import pytest
 
+from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
+from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, render_table
 
 pytestmark = pytest.mark.glmf_gate("boot")
-
-# Engines spell the same dtype several ways (torch names, recipe flags): compare normalized.
-_DTYPE_ALIASES = {"float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "fp8": "fp8_e4m3",
-                  "float8_e5m2": "fp8_e5m2", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
-                  "fp32": "float32", "float": "float32"}
-
-
-def normalize_dtype(dtype: Any) -> str:
-    name = str(dtype).strip().lower().removeprefix("torch.")
-    return _DTYPE_ALIASES.get(name, name)
-
-
-def cap_hint(cap_reason: str | None) -> str:
-    """The knob that raises the concurrency cap, from the reason the engine printed."""
-    if not cap_reason:
-        return "raise --max-running-requests (no cap reason in the boot log)"
-    if "raise" in cap_reason or "increase" in cap_reason:
-        return cap_reason  # the engine (or the parser) already named the knob
-    reason = cap_reason.lower()
-    if "mamba" in reason or "state" in reason:
-        knob = "raise --max-mamba-cache-size (or --mamba-ssm-dtype bfloat16 to halve the bytes per seat)"
-    elif "kv" in reason or "token" in reason or "memory" in reason:
-        knob = "raise --mem-fraction-static or lower --context-length (the KV pool limits seats)"
-    else:
-        knob = "raise --max-running-requests"
-    return f"{cap_reason}: {knob}"
-
 
 @pytest.fixture(scope="module", autouse=True)
 def boot_log_present(glmf_server) -> None:
@@ -72,7 +47,7 @@ def test_boot_log_has_no_problems(glmf_boot_facts, glmf_results, glmf_server, re
 def test_boot_facts_meet_thresholds(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lane):
     source = glmf_thresholds.source(glmf_lane.name, "boot")
     checks = checks_from_bounds("boot", glmf_boot_facts.to_dict(), boot_section, source=source,
-                                hints={"max_running_requests": cap_hint(glmf_boot_facts.cap_reason)})
+                                hints={"max_running_requests": seat_cap_hint(glmf_boot_facts.cap_reason)})
     if not checks:
         pytest.skip(f"no boot metric bounds in {source}")
     assert_checks(checks, f"boot facts of lane {glmf_lane.name!r}")
@@ -82,12 +57,12 @@ def test_kv_pool_dtypes(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lan
     expected = boot_section.get("kv_pool_dtypes")
     if expected is None:
         pytest.skip(f"no kv_pool_dtypes in {glmf_thresholds.source(glmf_lane.name, 'boot')}")
-    seen = [normalize_dtype(p.get("dtype")) for p in glmf_boot_facts.kv_pools]
-    want = sorted({normalize_dtype(d) for d in expected})
-    if sorted(set(seen)) != want:
+    bad = kv_pool_dtype_mismatch(glmf_boot_facts.kv_pools, glmf_boot_facts.kv_pool_layout, expected)
+    if bad:
         source = glmf_thresholds.source(glmf_lane.name, "boot")
-        rows = [["kv_pool_dtypes", ", ".join(seen) or "(no KV pool line in the boot log)", ", ".join(want),
-                 f"check --kv-cache-dtype ({glmf_lane.kv or 'not set'}) and the attention backend; ({source})"]]
+        rows = [["kv_pool_dtypes", bad["measured"], bad["expected"],
+                 f"{bad['layout']}; check --kv-cache-dtype ({glmf_lane.kv or 'not set'}) and the attention "
+                 f"backend; ({source})"]]
         pytest.fail(f"KV pool dtypes of lane {glmf_lane.name!r} differ from the thresholds\n"
                     + render_table(rows, ["metric", "measured", "expected", "note"]), pytrace=False)
 
@@ -101,7 +76,7 @@ def test_seats_cover_every_curve_row(glmf_boot_facts, glmf_thresholds, glmf_lane
         pytest.skip(f"no curve rows for lane {glmf_lane.name!r} in {glmf_thresholds.path}")
     seats = glmf_boot_facts.max_running_requests
     source = glmf_thresholds.source(glmf_lane.name, "curve")
-    hint = cap_hint(glmf_boot_facts.cap_reason)
+    hint = seat_cap_hint(glmf_boot_facts.cap_reason)
     failed = [[f"seats < users @ {u} users", str(seats), f">= {u}", f"{hint} ({source})"]
               for u in users if seats is None or seats < u]
     if failed:

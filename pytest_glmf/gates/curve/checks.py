@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.curve.records import percentile
 from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.verdict import Check, checks_from_bounds
@@ -83,17 +84,6 @@ def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max
             "cpu_frac": cpu_frac, "client_bound": bool(notes), "notes": notes}
 
 
-def seat_hint(seat: Mapping[str, Any]) -> str:
-    reason = seat.get("cap_reason")
-    if reason and "raise " in reason:   # the boot-log parser already names the knob
-        return reason
-    if reason and "mamba" in reason:
-        return f"{reason}: raise --max-mamba-cache-size"
-    if reason:
-        return f"{reason}: raise --max-running-requests or the memory it is derived from"
-    return "raise --max-running-requests"
-
-
 def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "") -> list[Check]:
     """Every verdict of one curve row: the metric bounds from thresholds.yaml, then the row's own
     validity (seats, KV fit, client health, token counts, spread), which fail the gate even when
@@ -107,7 +97,7 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     seat = row.get("seat") or {}
     if not allow_queueing and seat.get("seats") is not None:
         checks.append(Check("seats", seat["seats"], {"min": users}, where=where, source="boot log",
-                            hint=seat_hint(seat)))
+                            hint=seat_cap_hint(seat.get("cap_reason"))))
     mem = row.get("memory") or {}
     if not allow_queueing and mem.get("fits") is False:
         checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},

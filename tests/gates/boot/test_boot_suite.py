@@ -62,8 +62,8 @@ def test_boot_suite_fails_with_cap_reason_dtypes_and_queued_rows(pytester, runni
         "KV pool dtypes of lane 'daily' differ from the thresholds",
         "metric         | measured           | expected           | note",
         "---------------*",
-        "kv_pool_dtypes | bfloat16, bfloat16 | bfloat16, fp8_e4m3 | check --kv-cache-dtype (not set) and the "
-        "attention backend; (thresholds.yaml: lanes.daily.boot)",
+        "kv_pool_dtypes | bfloat16, bfloat16 | bfloat16, fp8_e4m3 | layout: one line per KV pool; check "
+        "--kv-cache-dtype (not set) and the attention backend; (thresholds.yaml: lanes.daily.boot)",
     ], consecutive=True)
     result.stdout.fnmatch_lines([
         "lane 'daily': 2 curve row(s) would queue behind the seat cap",
@@ -81,3 +81,29 @@ def test_boot_suite_skips_on_an_attached_server_without_boot_log(pytester, runni
     result.assert_outcomes(skipped=4)
     result.stdout.fnmatch_lines([f"SKIPPED ?1? *test_boot.py*: no boot log for lane 'batch' (attached to "
                                  f"{running_fake_server.base_url}); set boot_log: FILE in the lane to gate boot facts"])
+
+
+RELEASED_LOG = """\
+[2026-10-30 10:00:00] server_args={'model_path': '/models/GLM-5.3-Flash-NVFP4', 'max_running_requests': None}
+[2026-10-30 10:00:01 TP0] Load weight end. elapsed=23.18 s, type=Glm5NextForConditionalGeneration, avail mem=91.56 GB, mem usage=158.44 GB.
+[2026-10-30 10:00:02 TP0] KV Cache is allocated. dtype: {dtype}, #tokens: 597120, KV size: 3.45 GB
+[2026-10-30 10:00:03 TP0] max_total_num_tokens=597120, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=9, context_len=1048576, available_gpu_mem=37.50 GB
+[2026-10-30 10:00:04] The server is fired up and ready to roll!
+"""
+
+
+def test_kv_pool_check_understands_the_0_5_23_layout(pytester, running_fake_server) -> None:
+    """0.5.23 logs one DSA pool line (MLA + indexer): an expected dtype passes, another fails naming the layout."""
+    ok = run_boot_suite(pytester, running_fake_server, RELEASED_LOG.replace("{dtype}", "torch.float8_e4m3fn"))
+    assert ok.ret == 0, ok.stdout.str()[-3000:]
+    bad = run_boot_suite(pytester, running_fake_server, RELEASED_LOG.replace("{dtype}", "torch.float8_e5m2"))
+    bad.assert_outcomes(passed=3, failed=1)
+    bad.stdout.fnmatch_lines([
+        "KV pool dtypes of lane 'daily' differ from the thresholds",
+        "metric         | measured | expected                  | note",
+        "---------------*",
+        "kv_pool_dtypes | fp8_e5m2 | one of bfloat16, fp8_e4m3 | layout: one DSA pool line, MLA and indexer "
+        "together; only the MLA dtype is printed, the indexer keys are fp8 with scales (SGLang 0.5.23, "
+        "sglang/srt/mem_cache/memory_pool.py DSATokenToKVPool); check --kv-cache-dtype (not set) and the attention "
+        "backend; (thresholds.yaml: lanes.daily.boot)",
+    ], consecutive=True)

@@ -18,7 +18,7 @@ SHARED = Path("/work/shared/bootlogs")
 CONTRACT_KEYS = [
     "engine", "max_running_requests", "requested_max_running_requests", "cap_reason",
     "max_mamba_cache_size", "state_slots_per_request", "kv_tokens", "context_len", "kv_pools",
-    "kv_cache_memory_gib", "max_concurrency", "cuda_graph_bs", "ready", "problems",
+    "kv_pool_layout", "kv_cache_memory_gib", "max_concurrency", "cuda_graph_bs", "ready", "problems",
 ]
 
 SGL_BS_512 = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136,
@@ -32,6 +32,8 @@ VLLM_V0_DEFAULT = ("max_running_requests is vLLM V0's default max_num_seqs 256 (
 
 
 def facts(**kw) -> dict:
+    if kw.get("kv_pools"):
+        kw.setdefault("kv_pool_layout", "one-pool-per-line")   # none of these is a DSA model
     return {**BootFacts().to_dict(), **kw}
 
 
@@ -134,7 +136,8 @@ CAP_LINE = ("max_running_requests is capped to 7 by the mamba state cache (max_m
             "5 state slots per request). To raise it: increase --mamba-full-memory-ratio or "
             "--max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16.")
 RECIPE_CAP_REASON = ("max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, "
-                     "5 state slots per request): raise --max-mamba-cache-size")
+                     "5 state slots per request): increase --mamba-full-memory-ratio or --max-mamba-cache-size, "
+                     "or halve the state size with --mamba-ssm-dtype bfloat16")
 
 RECIPE_DAILY_CAPPED = f"""\
 [2026-09-11 10:00:01] server_args=ServerArgs(model_path='/models/GLM-5.3-Flash-NVFP4', kv_cache_dtype='fp8_e4m3', mem_fraction_static=0.85, max_running_requests=None, max_total_tokens=None, chunked_prefill_size=8192, context_length=1048576, cuda_graph_max_bs=16, max_mamba_cache_size=None, speculative_algorithm='DFLASH')
@@ -224,7 +227,8 @@ def test_proposed_bound_by_wording_names_the_mamba_pool():
     assert (f.max_running_requests, f.requested_max_running_requests) == (26, 74)
     assert (f.max_mamba_cache_size, f.state_slots_per_request) == (131, 5)
     assert f.cap_reason == ("max_running_requests reduced from the requested 74 to 26 by the mamba state cache "
-                            "(max_mamba_cache_size=131, 5 state slots per request): raise --max-mamba-cache-size")
+                            "(max_mamba_cache_size=131, 5 state slots per request): increase --mamba-full-memory-ratio or "
+                            "--max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16")
 
 
 def test_multi_rank_only_tp0_counts():
@@ -441,7 +445,8 @@ def test_cap_to_zero_is_a_problem():
     f = parse_boot_log(log)
     assert (f.max_running_requests, f.max_mamba_cache_size, f.state_slots_per_request) == (0, 2, 5)
     assert f.problems == ["line 1: " + log.split("] ", 1)[1].strip()]
-    assert f.cap_reason.endswith(": raise --max-mamba-cache-size")
+    assert f.cap_reason.endswith(": increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
+                                 "state size with --mamba-ssm-dtype bfloat16")
 
 
 def test_vllm_resolved_max_num_seqs_in_config_line():

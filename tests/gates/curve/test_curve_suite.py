@@ -39,7 +39,7 @@ def test_rows_within_seats_pass_and_beyond_fail_with_the_cap(pytester, truth):
     result.stdout.fnmatch_lines([
         "*test_curve_row?users=2? PASSED*",
         "*curve of lane 'seats2' @ 4 users: * threshold(s) missed*",
-        "*seats @ 4 users*| 2 *| >= 4 *|*capped to 2 by the mamba state cache*raise --max-mamba-cache-size*",
+        "*seats @ 4 users*| 2 *| >= 4 *|*capped to 2 by the mamba state cache*increase --mamba-full-memory-ratio or --max-mamba-cache-size*",
         "*4 clients sharing 2 seats*",
     ])
     result.stdout.fnmatch_lines(["*glmf concurrency curve (measured):*", "*users | aggregate tok/s*",
