@@ -44,9 +44,14 @@ NO_LANE = "no lane selected: pass --glmf-lane NAME (built-in lanes: daily, batch
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("glmf", "LLM-serving acceptance tests (pytest-glmf)")
     for name, (metavar, help_text, default) in OPTIONS.items():
-        group.addoption(f"--glmf-{name}", dest=f"glmf_{name}", metavar=metavar, default=None,
+        group.addoption(f"--glmf-{name.replace('_', '-')}", dest=f"glmf_{name}", metavar=metavar, default=None,
                         help=help_text + f" (ini: glmf_{name})")
         parser.addini(f"glmf_{name}", help_text, type="string", default=default)
+    help_text = ("Fail the session when the history store cannot be opened or written (default: one line, "
+                 "the result files are kept and queued)")
+    group.addoption("--glmf-history-required", dest="glmf_history_required", action="store_true", default=None,
+                    help=help_text + " (ini: glmf_history_required)")
+    parser.addini("glmf_history_required", help_text, type="bool", default=False)
     help_text = ("Write this session's result file to the --glmf-baseline FILE (default: "
                  "<results>/<lane>-baseline.json) when every test passed")
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,

@@ -92,9 +92,11 @@ def checkpoint(state: "GlmfSession") -> None:
                    extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
 
 
-def write_results(state: "GlmfSession", reasons: list[str] = ()) -> None:
+def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int | None = None) -> None:
     """The session's result file: everything recorded so far, with `incomplete` listing why
-    the session did not run to its end (empty when it did)."""
+    the session did not run to its end (empty when it did), pytest's exit status, and which
+    baseline it was compared with; then queued for the history store."""
+    from pytest_glmf.plugin import history
     from pytest_glmf.results.recorder import SessionRecorder
 
     if "result_file" in state.extra:
@@ -104,15 +106,20 @@ def write_results(state: "GlmfSession", reasons: list[str] = ()) -> None:
     state.note_if_exited()
     incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
     recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
-    out = recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state),
-                         extra={"incomplete": incomplete})
+    extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus}
+    compared = history.compared_with(state)
+    if compared is not None:
+        extra["compared_with"] = compared
+    out = recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state), extra=extra)
     if out is not None:
         state.extra["result_file"] = out
+        history.mark_pending(state, out)
 
 
 def recover_killed(state: "GlmfSession") -> None:
     """Finish the result files of earlier sessions that were killed (one ledger line each), then
     claim the results directory for this session so a later one can tell if this one dies."""
+    from pytest_glmf.plugin import history
     from pytest_glmf.results import ledger
     from pytest_glmf.results import recorder as results
 
@@ -121,17 +128,25 @@ def recover_killed(state: "GlmfSession") -> None:
                       what="killed", flags=[*(lane.get("extra") or [])],
                       cause=f"session {sid} was killed before it ended; partial results: {out}")
         state.extra.setdefault("recovered", []).append(str(out))
+        history.mark_pending(state, out)
     results.mark_owner(state.settings.results_dir, state.session_id, state.lane.to_dict())
 
 
-def finish_session(state: "GlmfSession", exitstatus: int) -> None:
-    """The owner's last word: the result file, and the baseline when --glmf-update-baseline."""
+def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
+    """The owner's last word: the result file, the baseline when --glmf-update-baseline, the run
+    into the history store. Returns the exit status to end with when that differs (a store fault
+    under --glmf-history-required), else None."""
+    from pytest_glmf.plugin import history
+
     reasons = []
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
-    write_results(state, reasons)
+    history.prepare_compared_with(state)
+    write_results(state, reasons, int(exitstatus))
     if state.settings.update_baseline:
         update_baseline(state, exitstatus)
+    status = history.store_session(state)
+    return status if status is not None and exitstatus == pytest.ExitCode.OK else None
 
 
 # ---------------------------------------------------------------------------- baseline
@@ -140,7 +155,9 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> None:
 def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
     """What the test recorded goes into JUnit XML (record_property; xdist carries it to the
     controller) and, with --glmf-baseline, is compared with the baseline: a regression fails
-    the test that measured it, with the table metric | baseline | now | change | allowed."""
+    the test that measured it, with the table metric | baseline | now | change | allowed. With a
+    history store, the slow-drift test runs on the same numbers (plugin/history.py): a warning,
+    or with --glmf-history-drift fail a failure of this test."""
     __tracebackhide__ = True
     from pytest_glmf.results import baseline
 
@@ -151,15 +168,28 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
     for gate, key, data in captured:
         for metric, value in baseline.numeric_metrics(gate, data).items():
             item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
-    doc = state.baseline_doc()
-    if doc is None or not captured:
+    if not captured:
         return
+    from pytest_glmf.plugin import history
+
     lane_name, thresholds = state.lane.name, state.thresholds
 
     def tolerance_for(gate: str) -> Any:
         return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
 
-    baseline.assert_no_regression(baseline.compare_records(captured, doc, tolerance_for), state.settings.baseline)
+    doc = state.baseline_doc()
+    failures = []
+    if doc is not None:
+        label = baseline.baseline_label(doc, state.settings.baseline)
+        failures.append(baseline.regression_message(baseline.compare_records(captured, doc, tolerance_for), label))
+    drift = history.drift_findings(state, captured, tolerance_for)
+    if drift and history.drift_fails(state):
+        failures.append(drift + "\n(--glmf-history-drift fail; a warning only: --glmf-history-drift warn)")
+    elif drift:
+        history.warn_drift(drift)
+    failures = [f for f in failures if f]
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
 
 
 def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
@@ -202,8 +232,12 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     the tests), then where the files are."""
     for path in state.extra.get("recovered", []):
         terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
+    from pytest_glmf.plugin import history
+
     out = state.extra.get("result_file")
     if out is None:
+        for line in history.summary_lines(state):
+            terminalreporter.write_line(line)
         return
     import json
 
@@ -219,3 +253,5 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
     if "baseline_note" in state.extra:
         terminalreporter.write_line(state.extra["baseline_note"])
+    for line in history.summary_lines(state):
+        terminalreporter.write_line(line)

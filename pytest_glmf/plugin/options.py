@@ -9,6 +9,7 @@ import pytest
 
 from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.plugin.history import HistorySettings, resolve_history
 
 # name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
 # capital letter; a single phrase has no final period.
@@ -19,7 +20,13 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
     "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
     "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
-    "baseline": ("FILE", "Result file of a known-good run to compare this session against", None),
+    "baseline": ("FILE", "Result file of a known-good run to compare this session against, or history[:K]: the "
+                 "median of the last K (default 5) passing runs in the history store on the same lane, GPU, model "
+                 "revision and engine", None),
+    "history": ("URL", "History store every session is added to: a SQLite file (default: <results>/history.sqlite), "
+                "sqlite:///PATH?timeout=S, postgresql://USER@HOST:PORT/DB, or off", None),
+    "history_drift": ("MODE", "Slow-drift check against the history: warn (default), fail or off, optionally :K "
+                      "(compare the last K runs with the K before; default 5)", None),
 }
 
 
@@ -35,13 +42,14 @@ class Settings:
     results_dir: Path
     baseline: Path | None
     update_baseline: bool = False
+    history: HistorySettings | None = None
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, Path, str]:
     """(value, base dir for relative paths, where it came from) for one option: CLI > ini > default."""
     value = config.getoption(f"glmf_{name}")
     if value is not None:
-        return value, config.invocation_params.dir, f"--glmf-{name}"
+        return value, config.invocation_params.dir, f"--glmf-{name.replace('_', '-')}"
     value = config.getini(f"glmf_{name}") or None
     base = config.inipath.parent if config.inipath else config.rootpath
     return value, base, f"glmf_{name} (ini)"
@@ -62,8 +70,11 @@ def resolve_settings(config: pytest.Config) -> Settings:
     lanes_file = _path(config, "lanes", must_exist=True)
     thresholds_file = _path(config, "thresholds", must_exist=True)
     update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
-    baseline = _path(config, "baseline", must_exist=not update_baseline)  # the first bless creates it
     results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
+    history_required = bool(config.getoption("glmf_history_required") or config.getini("glmf_history_required"))
+    history = resolve_history(_option(config, "history"), _option(config, "history_drift"), history_required,
+                              _option(config, "baseline"), results_dir)
+    baseline = None if history.baseline_runs else _path(config, "baseline", must_exist=not update_baseline)
     if results_dir.exists() and not (results_dir.is_dir() and os.access(results_dir, os.R_OK | os.W_OK | os.X_OK)):
         raise pytest.UsageError(f"--glmf-results: {results_dir} is not a writable directory")
     existing = next(p for p in [results_dir, *results_dir.parents] if p.exists())
@@ -101,4 +112,5 @@ def resolve_settings(config: pytest.Config) -> Settings:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
-                    image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline)
+                    image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline,
+                    history=history)

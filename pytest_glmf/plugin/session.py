@@ -20,7 +20,7 @@ import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.launch import cleanup
-from pytest_glmf.plugin import bookkeeping, faults
+from pytest_glmf.plugin import bookkeeping, faults, history
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
 
 if TYPE_CHECKING:
@@ -105,7 +105,12 @@ class GlmfSession:
         return self.recorder
 
     def baseline_doc(self) -> dict[str, Any] | None:
-        """The --glmf-baseline result file (validated at configure), or None."""
+        """The --glmf-baseline result file (validated at configure), or None; with `history[:K]`
+        the median of the last K passing runs from the store (plugin/history.py)."""
+        if self.settings.history is not None and self.settings.history.baseline_runs:
+            from pytest_glmf.plugin import history
+
+            return history.baseline_doc(self)
         if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
             from pytest_glmf.results.baseline import load_baseline
             from pytest_glmf.results.recorder import SCHEMA
@@ -161,6 +166,7 @@ class GlmfSession:
         """Finish the result files of killed earlier sessions; under xdist the controller launches
         before the workers start (it owns the server)."""
         if self.owner:
+            history.check_store(self)
             bookkeeping.recover_killed(self)
         if not _xdist_controller(session.config):
             return
@@ -188,10 +194,11 @@ class GlmfSession:
             # a lane name the thresholds file does not know gates nothing: say so before the skips pile up
             thresholds += f" (NO SECTION for lane {lane.name!r}: every gate skips)"
         line = (f"glmf: lane={lane.name} launcher={lane.launcher} {where} thresholds={thresholds} "
-                f"baseline={s.baseline or '-'} results={s.results_dir}")
+                f"baseline={s.baseline or ('history' if s.history and s.history.baseline_runs else '-')} "
+                f"results={s.results_dir}")
         doc = self.baseline_doc()
         warning = bookkeeping.baseline_warning(s, doc) if doc is not None else None
-        return line if warning is None else [line, warning]
+        return [x for x in (line, warning, s.history.header() if s.history else None) if x]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
@@ -236,7 +243,9 @@ class GlmfSession:
         if not self.owner:
             return
         try:
-            bookkeeping.finish_session(self, exitstatus)
+            status = bookkeeping.finish_session(self, exitstatus)
+            if status is not None:
+                session.exitstatus = status   # a store fault under --glmf-history-required
         finally:
             self.stop()
             serial_lock_path(self).unlink(missing_ok=True)  # the workers are gone: nobody holds it

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
-def _spread(entry: Mapping[str, Any], metric: str) -> float | None:
+def spread_of(entry: Mapping[str, Any], metric: str) -> float | None:
     """The run-to-run spread of this metric when the gate recorded one per metric
     (`spread_by_metric_pct`), else the entry's overall `spread_pct`."""
     per = entry.get("spread_by_metric_pct")
@@ -137,7 +138,7 @@ def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str
         b = _number(base.get(metric))
         if b is None:
             continue
-        spreads = [s for s in (_spread(base, metric), _spread(now, metric)) if s is not None]
+        spreads = [s for s in (spread_of(base, metric), spread_of(now, metric)) if s is not None]
         tol = Tolerance.for_metric(tolerance, metric)
         allowed_pct = max([tol.rel_pct, *spreads])
         allowed = max(abs(b) * allowed_pct / 100, tol.abs)
@@ -171,16 +172,23 @@ def regression_table(comparisons: Iterable[Comparison]) -> str:
     return render_table([c.row() for c in comparisons], ["metric", "baseline", "now", "change", "allowed"])
 
 
+def regression_message(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> str | None:
+    """The failure text for the regressed metrics (None when nothing regressed)."""
+    bad = [c for c in comparisons if c.regressed]
+    if not bad:
+        return None
+    src = f" (baseline: {baseline_path})" if baseline_path else ""
+    return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}"
+
+
 def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> None:
     """Fail the calling test with the table of regressed metrics."""
     __tracebackhide__ = True
-    bad = [c for c in comparisons if c.regressed]
-    if bad:
+    message = regression_message(comparisons, baseline_path)
+    if message:
         import pytest
 
-        src = f" (baseline: {baseline_path})" if baseline_path else ""
-        pytest.fail(f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}",
-                    pytrace=False)
+        pytest.fail(message, pytrace=False)
 
 
 def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:
@@ -203,3 +211,40 @@ def compare_records(records: Iterable[tuple[str, str, Any]], baseline: Mapping[s
         if isinstance(entry, dict) and isinstance(data, Mapping):
             out.extend(compare_entry(gate, key, data, entry, tolerance_for(gate)))
     return out
+
+
+def median_baseline(values: Mapping[tuple[str, str, str], Sequence[tuple[float, float | None]]],
+                    label: str, runs: Sequence[Mapping[str, Any]],
+                    provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A baseline document made of several earlier runs (the history store's last K passing runs):
+    per (gate, key, metric) the median of their values, and as its spread the runs' range around
+    that median, (max - min) / |median| in % (the gates' own definition of spread), so
+    `compare_entry` allows at least the change those runs showed among themselves. A metric seen in
+    one run only keeps the spread that run recorded. `values` maps (gate, key, metric) to
+    (value, recorded spread %) per run; `runs` (which runs, for the report) and `label` (one line
+    saying how the baseline was made) travel in the document's `made_of` section."""
+    gates: dict[str, dict[str, Any]] = {}
+    for (gate, key, metric), pairs in values.items():
+        vals = [v for v, _ in pairs]
+        if not vals:
+            continue
+        mid = statistics.median(vals)
+        if len(vals) >= 2:
+            spread = (max(vals) - min(vals)) / abs(mid) * 100 if mid else None
+        else:
+            spread = pairs[0][1]
+        entry = gates.setdefault(gate, {}).setdefault(key, {"spread_by_metric_pct": {}})
+        entry[metric] = mid
+        if spread is not None:
+            entry["spread_by_metric_pct"][metric] = spread
+    return {"gates": gates, "provenance": dict(provenance or {}),
+            "made_of": {"label": label, "runs": [dict(r) for r in runs]}}
+
+
+def baseline_label(doc: Mapping[str, Any], path: str | Path | None = None) -> str:
+    """How a baseline document was made, for failure messages and reports: the label of a baseline
+    made from history (which runs), else the file it came from."""
+    made = doc.get("made_of") if isinstance(doc.get("made_of"), Mapping) else None
+    if made and made.get("label"):
+        return str(made["label"])
+    return str(path or doc.get("session_id") or "")

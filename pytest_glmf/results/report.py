@@ -125,6 +125,26 @@ def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> li
     return out
 
 
+def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[str, str, str], float]]]) -> str:
+    """This run's numbers beside the last K runs on its lane (oldest first), one row per metric,
+    then which run each column is. `earlier` is `queries.runs_beside(...)`."""
+    from pytest_glmf.results.baseline import numeric_metrics
+
+    if not earlier:
+        return "History: no earlier run stored on this lane, GPU, model revision and engine"
+    rows = []
+    for gate, entries in (doc.get("gates") or {}).items():
+        for key, entry in (entries or {}).items():
+            for metric, now in (numeric_metrics(gate, entry) if isinstance(entry, Mapping) else {}).items():
+                rows.append([f"{gate}.{metric} [{key}]", *(fmt(v.get((gate, str(key), metric))) for _, v in earlier),
+                             fmt(now)])
+    header = ["metric", *(f"#{i + 1}" for i in range(len(earlier))), "this run"]
+    legend = [f"  #{i + 1}: {r.session_id} {r.started_at.replace('+00:00', 'Z')} {r.verdict} image {r.image or '-'}"
+              for i, (r, _) in enumerate(earlier)]
+    return (f"History: this run beside the last {len(earlier)} on its lane (oldest first)\n"
+            + render_table(rows, header) + "\n" + "\n".join(legend))
+
+
 def _md_table(header: list[str], body: list[list[str]]) -> str:
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
@@ -217,6 +237,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
+    ap.add_argument("--history", type=int, metavar="K", help="show the last K stored runs on the same lane beside this one")
+    ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
+                                    "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
     args = ap.parse_args(argv)
     try:
         doc = json.loads(Path(args.result).read_text())
@@ -231,6 +254,11 @@ def cli(argv: list[str]) -> int:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
     print(terminal_report(doc, base))
+    if args.history:
+        text = _history_beside(doc, args.history, args.store, Path(args.result).parent)
+        if text is None:
+            return 2
+        print("\n" + text)
     if args.markdown:
         Path(args.markdown).write_text(markdown_report(doc, base))
         print(f"\nmarkdown written to {args.markdown}")
@@ -242,3 +270,24 @@ def cli(argv: list[str]) -> int:
             return 2
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _history_beside(doc: Mapping[str, Any], k: int, store_value: str | None, results_dir: Path) -> str | None:
+    """`glmf report --history K`: the table, or None after one line on stderr (store fault)."""
+    import os
+
+    from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
+    from pytest_glmf.results.history.schema import NotAResultFile
+
+    try:
+        location = parse_location(store_value or os.environ.get("GLMF_HISTORY") or None, Path.cwd(), results_dir)
+        if location is None:
+            raise HistoryError("the history store is off; name one with --store")
+        store = open_store(location, create=False)
+        if store is None:
+            raise HistoryError(f"no history store at {location.display}")
+        with store:
+            return history_table(doc, queries.runs_beside(store, dict(doc), k))
+    except (HistoryError, ValueError, NotAResultFile) as exc:
+        print(f"glmf report: {exc}", file=sys.stderr)
+        return None

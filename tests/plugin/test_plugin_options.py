@@ -164,7 +164,7 @@ def test_readme_documents_every_option_and_its_ini_twin() -> None:
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     for name, (metavar, _, _) in OPTIONS.items():
-        assert f"| `--glmf-{name} {metavar}` | `glmf_{name}` |" in readme, name
+        assert f"| `--glmf-{name.replace('_', '-')} {metavar}` | `glmf_{name}` |" in readme, name
 
 
 def test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane(pytester: pytest.Pytester) -> None:
