@@ -62,11 +62,8 @@ class SessionRecorder:
             if final:   # nothing to keep: the session ended cleanly, not killed
                 (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
             return None
-        doc = {"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
-               "provenance": provenance, "gates": gates, **(extra or {})}
-        argv = [str(a) for a in [*(provenance.get("argv") or []), *(lane.get("command") or []),
-                                 *(lane.get("extra") or [])]]  # a failed boot has no argv in provenance
-        doc = Redactor.from_environment(lane.get("env") or {}, argv).data(doc)
+        doc = redact_result({"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
+                             "provenance": provenance, "gates": gates, **(extra or {})})
         text = json.dumps(doc, indent=2, default=str)
         out = self.results_dir / f"{self.lane_name}-{self.session_id}.json"
         write_atomic(out, text)
@@ -76,6 +73,15 @@ class SessionRecorder:
                 part.unlink()
             (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
         return out
+
+
+def redact_result(doc: dict[str, Any]) -> dict[str, Any]:
+    """A result document with its secrets masked: the environment's, the lane's env, and values of
+    secret-named flags in the server's command line (the engine may echo them back)."""
+    lane, provenance = doc.get("lane") or {}, doc.get("provenance") or {}
+    argv = [str(a) for a in [*(provenance.get("argv") or []), *(lane.get("command") or []),
+                             *(lane.get("extra") or [])]]  # a failed boot has no argv in provenance
+    return Redactor.from_environment(lane.get("env") or {}, argv).data(doc)
 
 
 def write_atomic(path: Path, text: str) -> None:

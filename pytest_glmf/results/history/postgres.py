@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_glmf.results.history.store import HistoryError, Location, SqlStore
 
-LOCK_ID = 0x676C6D66   # "glmf": the advisory lock every pytest-glmf writer takes
+LOCK_ID = 0x676C6D66   # "glmf": the advisory lock every pytest-glmf writer holds while it writes
 
 
 class PostgresStore(SqlStore):
@@ -42,10 +42,17 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(self, lock: bool = False) -> Iterator[Any]:
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            if lock:
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
-            yield cur
+        # The lock is taken before the transaction begins, not inside it: a transaction that started
+        # before another writer committed its CREATE TABLE could still see the table as missing
+        # (catalog lookups without a relation lock are not refreshed while waiting).
+        if lock:
+            self.conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_ID,))
+        try:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                yield cur
+        finally:
+            if lock and not self.conn.closed:
+                self.conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_ID,))
 
     def _has_table(self, cur: Any, name: str) -> bool:
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))

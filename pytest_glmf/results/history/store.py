@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_glmf.results.history import schema
+from pytest_glmf.results.recorder import redact_result
 from pytest_glmf.results.redact import MASK, Redactor
 
 DEFAULT_FILE = "history.sqlite"
@@ -224,7 +225,7 @@ class SqlStore:
     # -- writing
     def add_run(self, doc: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         """Store (or replace: same session id) one result document; returns its run row."""
-        doc = Redactor.from_environment().data(doc)   # result files are redacted; imports may be old
+        doc = redact_result(dict(doc))   # result files are redacted when written; an import may be old or hand-made
         row = schema.run_row(doc, source)
         metrics = list(schema.metric_rows(doc))
         cols = schema.RUN_COLUMNS
