@@ -177,7 +177,8 @@ def regression_message(comparisons: Iterable[Comparison], baseline_path: str | P
     bad = [c for c in comparisons if c.regressed]
     if not bad:
         return None
-    src = f" (baseline: {baseline_path})" if baseline_path else ""
+    label = str(baseline_path)
+    src = "" if not label else f" ({label})" if label.startswith("history:") else f" (baseline: {label})"
     return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}"
 
 
