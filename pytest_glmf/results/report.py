@@ -15,6 +15,7 @@ from typing import Any
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import (
     BaselineError,
+    baseline_label,
     compare_results,
     load_baseline,
     machine_differences,
@@ -113,6 +114,8 @@ def _headline(doc: Mapping[str, Any]) -> str:
 
 def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     out = []
+    if isinstance(baseline.get("made_of"), Mapping):   # a baseline made of stored runs: say which
+        out.append(f"Baseline: {baseline_label(baseline)}")
     diffs = machine_differences(doc, baseline)
     if diffs:
         out.append("WARNING: the baseline comes from a different setup; changes may not be regressions:\n  "
@@ -160,6 +163,8 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         out.append("<details><summary>Provenance</summary>\n\n" + _md_table(["key", "value"], rows)
                    + "\n\n</details>")
     if baseline is not None:
+        if isinstance(baseline.get("made_of"), Mapping):
+            out.append(f"Baseline: {baseline_label(baseline)}")
         diffs = machine_differences(doc, baseline)
         if diffs:
             out.append("> **Warning:** the baseline comes from a different setup:\n"

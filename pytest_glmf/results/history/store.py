@@ -257,7 +257,7 @@ class SqlStore:
             args += list(verdicts)
         sql = (f"SELECT id, {', '.join(_RUN_FIELDS[1:])} FROM glmf_runs"
                + (" WHERE " + " AND ".join(where) if where else "")
-               + " ORDER BY started_at DESC, session_id DESC" + (" LIMIT ?" if limit is not None else ""))
+               + " ORDER BY started_at DESC, id DESC" + (" LIMIT ?" if limit is not None else ""))
         if limit is not None:
             args.append(int(limit))
         with self.errors("reading runs"), self._transaction() as cur:

@@ -24,7 +24,8 @@ def in_ci() -> bool:
 
 
 def result_doc(i: int, values: dict[str, float] | None = None, *, lane: str = "batch", exitstatus: int | None = 0,
-               incomplete: list[str] | None = None, gpu_name: str | None = "NVIDIA GB300", model_revision: str = "rev1",
+               incomplete: list[str] | None = None, gpu_name: str | None = "NVIDIA GB300", gpu_count: int = 1,
+               model_revision: str = "rev1",
                engine: str = "sglang", image: str = "sglang:nightly", key: str = "users=48",
                spread_pct: float = 1.0, session_id: str | None = None) -> dict[str, Any]:
     """The i-th nightly run's result file: `values` are curve metrics at `key` (default: 50 tok/s per
@@ -35,7 +36,7 @@ def result_doc(i: int, values: dict[str, float] | None = None, *, lane: str = "b
             "model_revision": model_revision, "started_at": when.isoformat(timespec="seconds"),
             "plugin_version": "0.1.0", "git_commit": "abc"}
     if gpu_name:
-        prov.update(gpu_name=gpu_name, gpu_count=1, gpu_driver="580")
+        prov.update(gpu_name=gpu_name, gpu_count=gpu_count, gpu_driver="580")
     entry = {"users": 48, "per_user_tok_s": 50.0, "ttft_p95_s": 0.76, **(values or {}), "spread_pct": spread_pct}
     return {"schema": 1, "session_id": sid, "lane": {"name": lane, "engine": engine}, "provenance": prov,
             "gates": {"curve": {key: entry}}, "incomplete": incomplete or [], "exitstatus": exitstatus}
