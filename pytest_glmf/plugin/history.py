@@ -231,7 +231,7 @@ def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], t
     hs = _settings(state)
     if hs is None or hs.drift_mode == "off" or not captured or state.server is None or state.settings.lane is None:
         return None
-    from pytest_glmf.gates.verdict import GATE_METRICS
+    from pytest_glmf.gates.registry import GATES, metric_directions
     from pytest_glmf.results.baseline import numeric_metrics
     from pytest_glmf.results.history import drift, queries
 
@@ -245,7 +245,8 @@ def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], t
     series = state.extra["history_series"]
     if not series:
         return None
-    found = drift.find_drifts(series, current, GATE_METRICS, hs.drift_window, tolerance_for, state.session_id)
+    directions = {gate: metric_directions(gate) for gate in GATES}
+    found = drift.find_drifts(series, current, directions, hs.drift_window, tolerance_for, state.session_id)
     if not found:
         return None
     return drift.drift_message(found, hs.drift_window, _lane_key(state).describe())

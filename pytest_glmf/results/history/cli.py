@@ -20,8 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_glmf.results.history import queries
+from pytest_glmf.results.history.connect import open_store
 from pytest_glmf.results.history.schema import NotAResultFile
-from pytest_glmf.results.history.store import FORMS, HistoryError, SqlStore, open_store, parse_location
+from pytest_glmf.results.history.store import FORMS, HistoryError, SqlStore, parse_location
 
 DEFAULT_RESULTS = "glmf-results"
 

@@ -89,11 +89,11 @@ def runs_table(runs: Sequence[Run]) -> str:
 
 def parse_metric(name: str) -> tuple[str, str]:
     """`curve.per_user_tok_s` -> ("curve", "per_user_tok_s"); raises ValueError naming known metrics."""
-    from pytest_glmf.gates.verdict import GATE_METRICS
+    from pytest_glmf.gates.registry import GATES, metric_directions
 
     gate, _, metric = name.partition(".")
-    if metric not in GATE_METRICS.get(gate, {}):
-        known = ", ".join(f"{g}.{m}" for g, ms in GATE_METRICS.items() for m in ms)
+    if metric not in metric_directions(gate):
+        known = ", ".join(f"{g}.{m}" for g in GATES for m in metric_directions(g))
         raise ValueError(f"unknown metric {name!r}; known: {known}")
     return gate, metric
 

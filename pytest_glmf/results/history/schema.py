@@ -2,7 +2,7 @@
 
 A run is one session's result file (results/recorder.py): one `glmf_runs` row (who, where, what
 verdict, and the whole document, so nothing of the JSON is lost) and one `glmf_metrics` row per
-(gate, key, metric) the gates know (`GATE_METRICS`), with the run-to-run spread recorded beside it.
+(gate, key, metric) the gates declare (gates/registry.py), with the run-to-run spread recorded beside it.
 
 Migrations are numbered steps applied in order, once, under the store's write lock (SQLite's
 BEGIN IMMEDIATE, PostgreSQL's advisory lock), so two sessions opening a new store at once do not

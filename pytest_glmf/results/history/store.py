@@ -1,6 +1,6 @@
 """Where the history lives (a SQLite file or a PostgreSQL URL), and the SQL both dialects share.
 
-`open_store(location)` connects, applies the schema's migrations (schema.py) and returns a store
+`open_store(location)` (connect.py) connects, applies the schema's migrations (schema.py) and returns a store
 with `add_run(doc)`, `runs(...)`, `metrics(...)` and `document(...)`. Every fault (a corrupt or
 locked file, an unreachable server, a wrong password, a schema newer than this code) is one
 `HistoryError` whose message is a single line naming the store (password masked) and what to do.
@@ -292,24 +292,3 @@ class SqlStore:
             cur.execute(self._sql("SELECT document FROM glmf_runs WHERE session_id = ?"), (session_id,))
             row = cur.fetchone()
         return json.loads(row[0]) if row else None
-
-
-def open_store(location: Location, *, create: bool = True) -> SqlStore | None:
-    """Connect and migrate. With create=False a SQLite file that does not exist yet is None (a
-    reader must not create an empty store as a side effect)."""
-    if location.kind == "postgresql":
-        from pytest_glmf.results.history.postgres import PostgresStore
-
-        store: SqlStore = PostgresStore(location)
-    else:
-        if not create and not Path(location.target).exists():
-            return None
-        from pytest_glmf.results.history.sqlite import SqliteStore
-
-        store = SqliteStore(location)
-    try:
-        store.migrate()
-    except BaseException:
-        store.close()
-        raise
-    return store

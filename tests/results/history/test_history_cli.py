@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_glmf.cli import main
-from pytest_glmf.results.history import open_store
+from pytest_glmf.results.history import open_store, parse_location
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -97,7 +97,7 @@ def test_import_a_results_directory_is_idempotent_and_skips_what_is_not_a_result
                                 f"skipped {results / 'thresholds.json'}: not a pytest-glmf result file (needs "
                                 "'session_id' and 'gates')"]
     run(capsys, "history", "import", str(results), "--store", store)
-    with open_store(open_store.__globals__["parse_location"](store, tmp_path, tmp_path)) as s:
+    with open_store(parse_location(store, tmp_path, tmp_path)) as s:
         assert len(s.runs()) == 4
 
 

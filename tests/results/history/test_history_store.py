@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glmf.results.history import schema
+from pytest_glmf.results.history import open_store, schema
 from pytest_glmf.results.history.schema import LaneKey
-from pytest_glmf.results.history.store import HistoryError, Location, mask_url, open_store, parse_location
+from pytest_glmf.results.history.store import HistoryError, Location, mask_url, parse_location
 
 
 def test_a_new_store_gets_the_schema_and_reopening_changes_nothing(location: Location) -> None:
