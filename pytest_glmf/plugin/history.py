@@ -119,9 +119,11 @@ def mark_pending(state: "GlmfSession", result_file: Path | None) -> None:
     """Queue a final result file for the store (stored at this session's end, or a later one's)."""
     if result_file is None or _settings(state) is None:
         return
+    from pytest_glmf.results.recorder import write_atomic
+
     marker = Path(state.settings.results_dir) / PENDING_DIR / f"{Path(result_file).stem}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"result_file": str(Path(result_file).resolve())}))
+    write_atomic(marker, json.dumps({"result_file": str(Path(result_file).resolve())}))
 
 
 def _pending(results_dir: Path) -> list[tuple[Path, Path]]:
@@ -130,7 +132,7 @@ def _pending(results_dir: Path) -> list[tuple[Path, Path]]:
         try:
             out.append((marker, Path(json.loads(marker.read_text())["result_file"])))
         except (OSError, ValueError, KeyError, TypeError):
-            marker.unlink(missing_ok=True)   # half-written by a killed process: its run is re-queued by recovery
+            marker.unlink(missing_ok=True)   # not ours (markers are written whole): nothing to store
     return out
 
 
@@ -167,10 +169,14 @@ def store_session(state: "GlmfSession") -> int | None:
         state.extra["history_note"] = (f"glmf: history NOT stored: {exc}; {where}, queued for the next session "
                                        f"(or: glmf history import {state.settings.results_dir})")
         return int(pytest.ExitCode.TESTS_FAILED) if hs.required else None
-    earlier = stored - (verdict is not None)
-    note = f"glmf: history: run {state.session_id} ({verdict}) stored in {hs.location.display}" if verdict else \
-        f"glmf: history: stored in {hs.location.display}"   # type: ignore[union-attr]
-    state.extra["history_note"] = note + (f" (+{earlier} earlier run(s) that were queued)" if earlier else "")
+    display = hs.location.display   # type: ignore[union-attr]
+    if verdict is None:
+        if stored:
+            state.extra["history_note"] = f"glmf: history: {stored} queued run(s) of earlier sessions stored in {display}"
+        return None
+    earlier = stored - 1
+    state.extra["history_note"] = (f"glmf: history: run {state.session_id} ({verdict}) stored in {display}"
+                                   + (f" (+{earlier} earlier run(s) that were queued)" if earlier else ""))
     return None
 
 

@@ -192,13 +192,9 @@ def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 
 def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None) -> Path:
     """PNG: per-user tok/s (and aggregate on a second axis) and TTFT p50/p95 against users."""
-    try:
-        import matplotlib
+    from pytest_glmf.results.plotting import pyplot, save_png
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("plotting needs matplotlib: pip install 'pytest-glmf[plot]'") from None
+    plt = pyplot()
     rows = curve_rows(doc)
     if not rows:
         raise ValueError("the result has no curve rows to plot")
@@ -229,11 +225,7 @@ def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, A
     ax_ttft.legend(fontsize=8)
     for ax in (ax_tok, ax_ttft):
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_png(fig, out)
 
 
 def cli(argv: list[str]) -> int:

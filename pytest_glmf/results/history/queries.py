@@ -139,13 +139,9 @@ def plot_trend(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[s
                out: str | Path) -> Path:
     """PNG: the metric per run (x: session start), one line per lane and key; failed and incomplete
     runs drawn as hollow markers."""
-    try:
-        import matplotlib
+    from pytest_glmf.results.plotting import pyplot, save_png
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("plotting needs matplotlib: pip install 'pytest-glmf[plot]'") from None
+    plt = pyplot()
     if not trends:
         raise ValueError(f"no stored run recorded {gate}.{metric}")
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -162,11 +158,7 @@ def plot_trend(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[s
     ax.set_title(f"{gate}.{metric} per run (hollow: failed or incomplete)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_png(fig, out)
 
 
 CSV_COLUMNS = ["session_id", "lane", "started_at", "verdict", "image", "image_digest", "engine", "engine_version",
