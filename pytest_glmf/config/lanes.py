@@ -51,8 +51,12 @@ class LaneConfig:
     shm_size: str | None = None
     ipc_mode: str | None = None
     boot_timeout_s: float = 1800.0
-    url: str | None = None                 # attach
+    url: str | None = None                 # attach: the server, or the router in front of several
     boot_log: str | None = None            # attach: a file holding the server's boot log
+    urls: list[str] = field(default_factory=list)       # attach: several replicas (or DP ranks, no router);
+    #                                        the curve deals its streams round-robin over them
+    boot_logs: list[str] = field(default_factory=list)  # attach: one boot log per replica (per url of urls,
+    #                                        or the replicas behind the router at url): seats are summed
     command: list[str] | None = None       # process: argv of the server, "{port}" substituted (None: built from fields)
     time_scale: float = 1.0                # sim: 1.0 is the recipe's GB300 speed; smaller is faster
     sim_args: list[str] = field(default_factory=list)  # sim: extra simulator-only flags (faults...)
@@ -196,6 +200,23 @@ def _url(v: Any) -> str | None:
     return v.rstrip("/")
 
 
+def _urls(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or not v or not all(isinstance(u, str) and u.startswith(("http://", "https://"))
+                                                    for u in v):
+        raise TypeError("a non-empty list of http:// or https:// URLs")
+    return [u.rstrip("/") for u in v]
+
+
+def _paths(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+        raise TypeError("a non-empty list of file paths")
+    return list(v)
+
+
 def _timeouts(v: Any) -> dict[str, float]:
     if v is None:
         return {}
@@ -226,6 +247,8 @@ _LANE_KEYS: dict[str, Callable[[Any], Any]] = {
     "boot_timeout_s": _number(0, lo_open=True),
     "url": _url,
     "boot_log": _opt_str,
+    "urls": _urls,
+    "boot_logs": _paths,
     "command": _opt_argv,
     "time_scale": _number(0, lo_open=True),
     "sim_args": _argv,
@@ -255,6 +278,8 @@ def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir:
         del values["boot_timeout_s"]
     if base_dir is not None and values.get("boot_log") and not Path(values["boot_log"]).is_absolute():
         values["boot_log"] = str(base_dir / values["boot_log"])  # relative to the lanes file, not the cwd
+    if base_dir is not None and values.get("boot_logs"):
+        values["boot_logs"] = [p if Path(p).is_absolute() else str(base_dir / p) for p in values["boot_logs"]]
     lane = LaneConfig(name=name, source=source, **values)
     check_lane(lane)
     return lane
@@ -266,6 +291,17 @@ def check_lane(lane: LaneConfig) -> None:
     if lane.url and lane.launcher != "attach":
         raise ConfigError(f"{where}: url is only for launcher attach (this lane uses launcher "
                           f"{lane.launcher}); remove url or set launcher: attach")
+    if (lane.urls or lane.boot_logs) and lane.launcher != "attach":
+        raise ConfigError(f"{where}: urls and boot_logs are only for launcher attach (this lane uses launcher "
+                          f"{lane.launcher}); remove them or set launcher: attach")
+    if lane.urls and lane.url:
+        raise ConfigError(f"{where}: url and urls together: give url for one server or a router, urls for "
+                          "several replicas the client spreads its streams over")
+    if lane.boot_logs and lane.boot_log:
+        raise ConfigError(f"{where}: boot_log and boot_logs together: boot_logs holds one boot log per replica")
+    if lane.urls and lane.boot_logs and len(lane.boot_logs) != len(lane.urls):
+        raise ConfigError(f"{where}: boot_logs has {len(lane.boot_logs)} entries for {len(lane.urls)} urls; "
+                          "give one boot log per url, in the same order")
     if lane.launcher == "attach" and lane.image:
         raise ConfigError(f"{where}: image is not used by launcher attach (nothing is started); "
                           "remove image or use launcher: docker")
@@ -322,15 +358,15 @@ def select_lane(lanes: Mapping[str, LaneConfig], name: str, source: str) -> Lane
 def apply_overrides(lane: LaneConfig, *, url: str | None = None, image: str | None = None) -> LaneConfig:
     """`--glmf-url` turns any lane into an attach lane (thresholds still come from the lane's name);
     `--glmf-image` replaces a docker lane's image."""
-    if url is not None:
-        lane = replace(lane, launcher="attach", url=url.rstrip("/"), image=None)
+    if url is not None:   # one server or a router: a lane's replica urls give way to it (boot_logs stay)
+        lane = replace(lane, launcher="attach", url=url.rstrip("/"), urls=[], image=None)
     if image is not None:
         if lane.launcher != "docker":
             raise ConfigError(f"--glmf-image needs a lane with launcher docker; lane {lane.name!r} "
                               f"({lane.source}) uses launcher {lane.launcher}")
         lane = replace(lane, image=image)
-    if lane.launcher == "attach" and not lane.url:
-        raise ConfigError(f"{lane.source}: lane {lane.name!r}: launcher attach needs url "
+    if lane.launcher == "attach" and not (lane.url or lane.urls):
+        raise ConfigError(f"{lane.source}: lane {lane.name!r}: launcher attach needs url or urls "
                           "(in the lane, or --glmf-url)")
     if lane.launcher == "docker" and not lane.image:
         raise ConfigError(f"{lane.source}: lane {lane.name!r}: launcher docker needs image "

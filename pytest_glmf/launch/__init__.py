@@ -37,7 +37,8 @@ def server_to_dict(server: Server) -> dict:
     """What an xdist worker needs to use a server another process owns (JSON-able)."""
     return {"base_url": server.base_url, "engine": server.engine, "lane": server.lane.to_dict(),
             "boot_log_path": str(server.boot_log_path) if server.boot_log_path else None,
-            "provenance": server.provenance, "launcher": server.launcher}
+            "provenance": server.provenance, "launcher": server.launcher,
+            "replicas": [server_to_dict(r) for r in server.replicas]}
 
 
 def server_from_dict(data: dict) -> Server:
@@ -51,7 +52,8 @@ def server_from_dict(data: dict) -> Server:
     alive = (lambda: _pid_running(int(pid))) if pid and data["launcher"] in ("process", "sim") else None
     return Server(base_url=data["base_url"], engine=data["engine"], lane=LaneConfig(**data["lane"]),
                   boot_log_path=Path(data["boot_log_path"]) if data["boot_log_path"] else None,
-                  provenance=provenance, launcher=data["launcher"], _alive=alive)
+                  provenance=provenance, launcher=data["launcher"], _alive=alive,
+                  replicas=[server_from_dict(r) for r in data.get("replicas", [])])
 
 
 def _pid_running(pid: int) -> bool:

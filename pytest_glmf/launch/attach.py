@@ -16,6 +16,10 @@ name = "attach"
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
+    if lane.urls or lane.boot_logs:     # several replicas, or a router with its replicas' boot logs
+        from pytest_glmf.launch.replicas import attach_replicas
+
+        return attach_replicas(lane, lambda one: start(one, results_dir, session_id))
     if not lane.url:
         raise BootError(f"lane {lane.name!r} (attach launcher): no url (set url in the lane or pass --glmf-url)")
     base_url = lane.url.rstrip("/")

@@ -44,6 +44,10 @@ class Server:
     launcher: str = "attach"
     _stop: Callable[[], None] | None = field(default=None, repr=False)
     _alive: Callable[[], bool] | None = field(default=None, repr=False)
+    # Several engine servers behind one lane (launch/replicas.py): replicas or DP ranks the client
+    # reaches each at its own URL, or the replicas behind a router at base_url (their base_url is
+    # the router's). Empty: one server. base_url, boot_log and boot_facts are then the first's.
+    replicas: list["Server"] = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:
         # pytest prints fixture values in failures: secrets in the lane's env or argv stay masked
@@ -65,6 +69,12 @@ class Server:
         from pytest_glmf.gates.boot.parse import parse_boot_log
 
         return parse_boot_log(self.boot_log)
+
+    @property
+    def stream_urls(self) -> list[str]:
+        """Where the load generator sends its streams: each replica's own URL, else base_url
+        (one server, or the router that assigns them)."""
+        return list(dict.fromkeys(r.base_url for r in self.replicas)) or [self.base_url]
 
     def is_alive(self) -> bool:
         """False once the server process/container is known to be gone (attach: always True)."""

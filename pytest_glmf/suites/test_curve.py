@@ -22,12 +22,14 @@ from typing import Any
 import pytest
 
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.endpoints import server_endpoints
 from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
 from pytest_glmf.gates.curve.measure import summary as curve_summary
 from pytest_glmf.gates.curve.records import knee
 from pytest_glmf.gates.curve.runner import run_rows
 from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
+from pytest_glmf.gates.curve.workers import WorkerError
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 from pytest_glmf.gates.verdict import failure_table
 from pytest_glmf.plugin.session import session_of
@@ -99,7 +101,7 @@ def _progress(config: pytest.Config):
     return say
 
 
-def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, glmf_thresholds, glmf_results,
+def test_curve_row(curve_row, request, glmf_server, glmf_lane, glmf_thresholds, glmf_results,
                    record_property, curve_collected):
     if curve_row is None:
         pytest.skip(f"no curve rows for lane {glmf_lane.name!r} in {glmf_thresholds.source(glmf_lane.name, 'curve')}")
@@ -119,8 +121,12 @@ def test_curve_row(curve_row, request, glmf_server, glmf_boot_facts, glmf_lane, 
         record_property("curve.prompt_tokens", max(counts))
     # timeouts: the row's settings, else the lane's timeouts, else the client's defaults
     settings = run_settings_for(opts, [users], glmf_lane.timeouts)
-    facts = glmf_boot_facts.to_dict()
-    row = run_rows(glmf_server.base_url, workload_for(opts, prompts), settings, facts, _progress(request.config))[0]
+    # several replicas: each one's boot facts, seats summed; streams dealt round-robin over their URLs
+    urls, facts = server_endpoints(glmf_server)
+    try:
+        row = run_rows(urls, workload_for(opts, prompts), settings, facts, _progress(request.config))[0]
+    except WorkerError as exc:
+        pytest.fail(f"curve of lane {glmf_lane.name!r} @ {users} users: client workers failed: {exc}", pytrace=False)
 
     scale = float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0
     gated = to_recipe_units(row, scale)

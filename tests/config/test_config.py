@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glmf.config.lanes import LaneConfig, build_server_argv, load_lanes
+from pytest_glmf.config.lanes import LaneConfig, apply_overrides, build_server_argv, load_lanes
 from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.launch.sim import sim_argv
 
-LANE_KEYS = ("boot_log, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, executable, "
+LANE_KEYS = ("boot_log, boot_logs, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, executable, "
              "extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, spec, "
-             "time_scale, timeouts, url, volumes")
+             "time_scale, timeouts, url, urls, volumes")
 
 
 def write(tmp_path: Path, text: str, name: str = "lanes.yaml") -> Path:
@@ -143,6 +143,20 @@ def test_command_gets_the_port(tmp_path: Path) -> None:
      "lane 'x': launcher process needs command (an argv list) or model (to build the engine command line)"),
     ("  x: {launcher: attach, url: 'localhost:1'}",
      "lane 'x': url: expected an http:// or https:// URL, got 'localhost:1'"),
+    ("  x: {launcher: sim, urls: ['http://127.0.0.1:1', 'http://127.0.0.1:2']}",
+     "lane 'x': urls and boot_logs are only for launcher attach (this lane uses launcher sim); remove them or "
+     "set launcher: attach"),
+    ("  x: {launcher: attach, url: 'http://h:1', urls: ['http://h:2']}",
+     "lane 'x': url and urls together: give url for one server or a router, urls for several replicas the "
+     "client spreads its streams over"),
+    ("  x: {launcher: attach, urls: ['http://h:1', 'h:2']}",
+     "lane 'x': urls: expected a non-empty list of http:// or https:// URLs, got ['http://h:1', 'h:2']"),
+    ("  x: {launcher: attach, urls: 'http://h:1'}",
+     "lane 'x': urls: expected a non-empty list of http:// or https:// URLs, got 'http://h:1'"),
+    ("  x: {launcher: attach, urls: ['http://h:1', 'http://h:2'], boot_logs: [a.log]}",
+     "lane 'x': boot_logs has 1 entries for 2 urls; give one boot log per url, in the same order"),
+    ("  x: {launcher: attach, url: 'http://h:1', boot_log: a.log, boot_logs: [b.log, c.log]}",
+     "lane 'x': boot_log and boot_logs together: boot_logs holds one boot log per replica"),
     ("  x: {timeouts: {ttft_s: 3}}",
      "lane 'x': timeouts: expected a mapping with keys connect_s, first_token_s, between_tokens_s, gate_s, "
      "got {'ttft_s': 3}"),
@@ -169,6 +183,19 @@ def test_lanes_file_shape_errors(tmp_path: Path) -> None:
 def test_attach_boot_log_is_relative_to_the_lanes_file(tmp_path: Path) -> None:
     path = write(tmp_path, "lanes:\n  a: {launcher: attach, url: 'http://127.0.0.1:1', boot_log: logs/boot.log}\n")
     assert load_lanes(path)["a"].boot_log == str(tmp_path / "logs" / "boot.log")
+
+
+def test_replica_urls_and_their_boot_logs(tmp_path: Path) -> None:
+    path = write(tmp_path, "lanes:\n  dp: {launcher: attach, urls: ['http://127.0.0.1:1/', 'http://127.0.0.1:2'], "
+                           "boot_logs: [logs/r0.log, /abs/r1.log]}\n"
+                           "  routed: {launcher: attach, url: 'http://127.0.0.1:3', boot_logs: [a.log, b.log]}\n")
+    lanes = load_lanes(path)
+    assert lanes["dp"].urls == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    assert lanes["dp"].boot_logs == [str(tmp_path / "logs" / "r0.log"), "/abs/r1.log"]
+    assert lanes["routed"].url == "http://127.0.0.1:3" and len(lanes["routed"].boot_logs) == 2
+    # --glmf-url names one server or a router: the replica urls give way, their boot logs stay
+    over = apply_overrides(lanes["dp"], url="http://127.0.0.1:9")
+    assert over.urls == [] and over.url == "http://127.0.0.1:9" and len(over.boot_logs) == 2
 
 
 # ------------------------------------------------------------------ thresholds

@@ -3,11 +3,12 @@ and the row's gate rows. Pure functions over plain data (boot facts as a dict, m
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.curve.records import percentile
+from pytest_glmf.gates.curve.records import merged_events, percentile, send_lateness_s
 from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.verdict import Check, checks_from_bounds
 
@@ -30,9 +31,25 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
     if max_running is not None and max_running < users:
         notes.append(f"/metrics: at most {max_running} of {users} requests running when sampled "
                      f"(up to {max_queued or 0} queued)")
+    replicas = []
+    if facts.get("replicas"):
+        # several replicas: the client deals streams round-robin, so each one's share is known
+        # (a router assigns its own: then only the summed seats are compared)
+        k = len(facts["replicas"])
+        dealt = facts.get("assigned_by", "client") == "client"
+        for i, rep in enumerate(facts["replicas"]):
+            share = users // k + (1 if i < users % k else 0) if dealt else None
+            rep_seats = rep.get("max_running_requests")
+            over = share is not None and rep_seats is not None and share > rep_seats
+            if over:
+                notes.append(f"replica {i + 1} ({rep.get('name')}): {share} clients sharing {rep_seats} seats")
+            replicas.append({"name": rep.get("name"), "users": share, "seats": rep_seats, "shared": over,
+                             "cap_reason": rep.get("cap_reason")})
+        shared = shared or any(r["shared"] for r in replicas)
     return {"seats": seats, "shared": shared, "cap_reason": facts.get("cap_reason"),
             "requested_seats": facts.get("requested_max_running_requests"),
-            "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes}
+            "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes,
+            "replicas": replicas}
 
 
 def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None, max_tokens: int) -> dict[str, Any]:
@@ -84,6 +101,59 @@ def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max
             "cpu_frac": cpu_frac, "client_bound": bool(notes), "notes": notes}
 
 
+def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_p99_max_s,
+                  cpu_max_frac: float = DEFAULTS.cpu_max_frac,
+                  cores: int | None = None) -> dict[str, Any]:
+    """The self-check of a run over its workers (streams.ShardResult each): every worker is judged
+    on its own (client_check: its lag, its CPU, its merged events), so one starved worker marks
+    the run and is named, and the whole is judged too: lag and merged events over all workers,
+    the client's CPU over the cores it runs on, and (open loop) whether requests were sent when
+    the arrival process said. With one worker the result is that worker's check, with today's
+    keys and notes; `per_worker` holds each worker's own."""
+    per = []
+    for s in shards:
+        c = client_check(s.lags_s, s.cpu_frac, lag_p99_max_s=lag_p99_max_s, cpu_max_frac=cpu_max_frac,
+                         stall_max_s=s.stall_max_s, stamps=s.stamps,
+                         merged_events=sum(merged_events(r) for r in s.records),
+                         token_events=sum(len(r.chunk_times_s) for r in s.records))
+        late_p99 = percentile(send_lateness_s(s.records), 99)
+        if late_p99 is not None and late_p99 > lag_p99_max_s:
+            c["notes"].append(f"open-loop arrivals sent late: p99 {late_p99 * 1e3:.1f} ms after their scheduled "
+                              f"times > {lag_p99_max_s * 1e3:g} ms (the arrival process was not kept)")
+        c.update(worker=s.worker + 1, pid=s.pid, streams=len(s.records), cpu_s=s.cpu_s, wall_s=s.wall_s,
+                 send_late_p99_s=late_p99, client_bound=bool(c["notes"]))
+        per.append(c)
+    n = len(per)
+    if n == 1:
+        whole = {k: v for k, v in per[0].items() if k not in ("worker", "pid", "streams", "cpu_s", "wall_s")}
+        whole["notes"] = list(whole["notes"])
+    else:
+        stamps = "kernel" if all(s.stamps == "kernel" for s in shards) else "user"
+        whole = client_check([x for s in shards for x in s.lags_s], None, lag_p99_max_s=lag_p99_max_s,
+                             cpu_max_frac=cpu_max_frac, stall_max_s=max(s.stall_max_s for s in shards),
+                             stamps=stamps, merged_events=sum(c["merged_events"] for c in per),
+                             token_events=sum(c["token_events"] for c in per))
+        whole["notes"] = ([f"worker {c['worker']} of {n} (pid {c['pid']}, {c['streams']} streams): {note}"
+                           for c in per for note in c["notes"]]
+                          + [f"all {n} workers: {note}" for note in whole["notes"]])
+        whole["cpu_frac"] = max(c["cpu_frac"] for c in per)     # the busiest worker's core
+        wall = max(s.wall_s for s in shards)
+        cores = min(n, cores or n)
+        cpu_cores = sum(s.cpu_s for s in shards) / max(wall, 1e-9)
+        whole["cpu_cores"] = cpu_cores
+        if cpu_cores > cpu_max_frac * cores:
+            whole["notes"].append(f"client CPU {cpu_cores:.2f} cores of the {cores} its {n} workers run on "
+                                  f"> {cpu_max_frac * 100:.0f} %")
+        whole["send_late_p99_s"] = percentile([x for s in shards for x in send_lateness_s(s.records)], 99)
+        firsts = [min((r.t_send_s for r in s.records if r.t_due_s is None), default=None) for s in shards]
+        firsts = [f for f in firsts if f is not None and not math.isnan(f)]
+        whole["start_skew_s"] = max(firsts) - min(firsts) if len(firsts) == n else None
+    whole["client_bound"] = bool(whole["notes"])
+    whole["workers"] = n
+    whole["per_worker"] = per
+    return whole
+
+
 def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "") -> list[Check]:
     """Every verdict of one curve row: the metric bounds from thresholds.yaml, then the row's own
     validity (seats, KV fit, client health, token counts, spread), which fail the gate even when
@@ -98,6 +168,10 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     if not allow_queueing and seat.get("seats") is not None:
         checks.append(Check("seats", seat["seats"], {"min": users}, where=where, source="boot log",
                             hint=seat_cap_hint(seat.get("cap_reason"))))
+    for i, rep in enumerate(seat.get("replicas") or []):
+        if not allow_queueing and rep["users"] is not None and rep["seats"] is not None:
+            checks.append(Check(f"seats of replica {i + 1}", rep["seats"], {"min": rep["users"]}, where=where,
+                                source=f"boot log of {rep['name']}", hint=seat_cap_hint(rep.get("cap_reason"))))
     mem = row.get("memory") or {}
     if not allow_queueing and mem.get("fits") is False:
         checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},

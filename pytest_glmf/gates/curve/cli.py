@@ -6,15 +6,19 @@ import json
 import sys
 from pathlib import Path
 
+from pytest_glmf.gates.curve.endpoints import replica_facts
 from pytest_glmf.gates.curve.measure import run_curve, run_settings_for, summary, workload_for
 from pytest_glmf.gates.curve.spec import DEFAULTS, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
+from pytest_glmf.gates.curve.workers import ARRIVALS
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="glmf curve", description="Concurrency curve against a running server.")
-    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", required=True, action="append",
+                   help="server base URL, e.g. http://127.0.0.1:30000 (or a router's); repeat for several replicas: "
+                        "the streams are dealt round-robin over them")
     p.add_argument("--users", default="1,8,16", help="comma-separated users values (default 1,8,16)")
     p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
     p.add_argument("--runs", type=int, default=DEFAULTS.runs,
@@ -23,7 +27,13 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-file", help="prompt text file (or a packaged fixture name); '## ' sections are "
                    "rotated into variants (default: the recipe's briefing)")
     p.add_argument("--rate", type=float, help="open loop: requests per second instead of all at once")
-    p.add_argument("--boot-log", type=Path, help="server boot log: seats and KV pool for the row checks")
+    p.add_argument("--boot-log", type=Path, action="append",
+                   help="server boot log: seats and KV pool for the row checks; with several --url, one per url "
+                        "in the same order (seats are summed, each replica's share checked)")
+    p.add_argument("--workers", type=int, help="client worker processes reading the streams (default: as many as "
+                   "the measured cost per token event needs, capped by the cores)")
+    p.add_argument("--arrival", choices=ARRIVALS, default="uniform",
+                   help="open loop (--rate): uniform spacing or a seeded Poisson process at the total rate")
     p.add_argument("--model", help="model name to send (default: 'default')")
     p.add_argument("--path", default=DEFAULTS.path)
     p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
@@ -38,19 +48,30 @@ def cli(argv: list[str] | None = None) -> int:
         users = [int(u) for u in a.users.split(",") if u.strip()]
     except ValueError:
         p.error(f"--users takes comma-separated integers, got {a.users!r}")
+    if a.workers is not None and a.workers < 1:
+        p.error(f"--workers takes an integer >= 1, got {a.workers}")
     facts = None
     if a.boot_log:
         from pytest_glmf.gates.boot.parse import parse_boot_log
 
-        facts = parse_boot_log(a.boot_log.read_text(errors="replace")).to_dict()
+        if len(a.url) > 1 and len(a.boot_log) != len(a.url):
+            p.error(f"{len(a.boot_log)} --boot-log for {len(a.url)} --url: give one boot log per url, in order")
+        try:
+            each = [parse_boot_log(log.read_text(errors="replace")).to_dict() for log in a.boot_log]
+        except OSError as exc:
+            p.error(f"--boot-log: {exc}")
+        facts = each[0] if len(each) == 1 else replica_facts(
+            each, a.url if len(a.url) > 1 else [str(log) for log in a.boot_log],
+            assigned_by="client" if len(a.url) > 1 else "router")
     try:
         prompts = load_prompt_variants(a.prompt_file)
     except (OSError, UnicodeDecodeError) as exc:
         p.error(str(exc))
     settings = CurveRowSettings(max_tokens=a.max_tokens, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
                                 spread_max_pct=a.spread_max, path=a.path, model=a.model,
-                                continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3)
-    result = run_curve(a.url, users, workload=workload_for(settings, prompts),
+                                continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3,
+                                workers=a.workers, arrival=a.arrival)
+    result = run_curve(a.url if len(a.url) > 1 else a.url[0], users, workload=workload_for(settings, prompts),
                        settings=run_settings_for(settings, users), facts=facts,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(curve_table(result["rows"]))

@@ -43,21 +43,23 @@ def run_settings_for(settings: CurveRowSettings, users: Sequence[int],
             kw[key] = float(value)
     return CurveSettings(users=list(users), runs=settings.runs, warmup=settings.warmup, rate_per_s=settings.rate_per_s,
                          spread_max_pct=settings.spread_max_pct, lag_p99_max_s=settings.lag_p99_max_s,
-                         cpu_max_frac=settings.cpu_max_frac, **kw)
+                         cpu_max_frac=settings.cpu_max_frac, workers=settings.workers, arrival=settings.arrival,
+                         **kw)
 
 
-def run_curve(base_url: str, users: Sequence[int], *, max_tokens: int = DEFAULTS.max_tokens, runs: int = DEFAULTS.runs,
+def run_curve(base_url: str | Sequence[str], users: Sequence[int], *, max_tokens: int = DEFAULTS.max_tokens, runs: int = DEFAULTS.runs,
               facts: Mapping[str, Any] | None = None, prompts: list[str] | None = None,
               progress: Progress | None = None, workload: Workload | None = None,
               settings: CurveSettings | None = None, **settings_kw: Any) -> dict[str, Any]:
     """Run the curve and return {"schema", "rows", "knee", "definitions"}. `facts` are the boot facts
-    (BootFacts.to_dict()): seats and KV pool for the row checks."""
+    (BootFacts.to_dict(), or endpoints.replica_facts of several): seats and KV pool for the row
+    checks. `base_url`: one server or router, or a list of replicas' URLs."""
     workload = workload or Workload(prompts=prompts or load_prompt_variants(), max_tokens=max_tokens)
     settings = settings or CurveSettings(users=list(users), runs=runs, **settings_kw)
     rows = run_rows(base_url, workload, settings, facts, progress)
     return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
             "workload": {"max_tokens": workload.max_tokens, "path": workload.path, "prompts": len(workload.prompts),
-                         "rate_per_s": settings.rate_per_s}}
+                         "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}
 
 
 def summary(result: Mapping[str, Any], records: bool = False) -> dict[str, Any]:

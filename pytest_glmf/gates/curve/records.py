@@ -42,6 +42,9 @@ class RequestRecord:
     finish_reason: str | None = None
     response_id: str | None = None
     error: str | None = None
+    endpoint: int = 0                         # which of the row's server URLs served it (round-robin)
+    worker: int = 0                           # which client worker process sent and read it
+    t_due_s: float | None = None              # open loop: when the arrival process said to send it
 
     @property
     def ok(self) -> bool:
@@ -106,6 +109,24 @@ def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Ite
     if rec.error is None and rec.t_first_token_s is None:
         rec.error = "no content chunk"
     return rec
+
+
+def merge_records(shards: Iterable[Sequence[RequestRecord]]) -> list[RequestRecord]:
+    """The records of several workers as one run's: every record once, in user order. Every
+    statistic of a run is a function of its records alone (run_metrics, token_count_check), so
+    the merged row is exactly the row of the concatenated records; all times are on the one
+    monotonic clock the workers share."""
+    merged = sorted((r for shard in shards for r in shard), key=lambda r: r.user)
+    users = [r.user for r in merged]
+    if len(set(users)) != len(users):
+        raise ValueError("two workers returned a record for the same user")
+    return merged
+
+
+def send_lateness_s(records: Sequence[RequestRecord]) -> list[float]:
+    """Open loop: how long after its scheduled arrival each request was really sent (negative: early,
+    by less than the event loop timers' 1 ms resolution)."""
+    return [r.t_send_s - r.t_due_s for r in records if r.t_due_s is not None and not math.isnan(r.t_send_s)]
 
 
 # -- per-request metrics -------------------------------------------------------------------------

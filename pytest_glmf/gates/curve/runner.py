@@ -2,17 +2,15 @@
 prefix-cache flush, with distinct prompts per run and user, while the client watches itself.
 
 Closed loop by default: all N users send at once (one request each). With `rate_per_s`, the N
-requests arrive at a fixed interval instead (open loop). Each run returns plain data; the metrics
-are pure functions in load_records, the verdicts in load_checks.
+requests arrive open loop instead, at that total rate (`arrival`: uniform spacing, or a seeded
+Poisson process). A row's streams go round-robin to its server URLs (endpoints.py) and, past what
+one client core reads with the self-check green, are read by several worker processes
+(`workers`; workers.py), merged into one run's records. Each run returns plain data; the metrics
+are pure functions in records.py, the verdicts in checks.py.
 """
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
-import math
-import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,15 +18,28 @@ from typing import Any
 
 from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_check
-from pytest_glmf.gates.curve.records import (
-    combine_runs,
-    merged_events,
-    record_from_lines,
-    run_metrics,
-    token_count_check,
+from pytest_glmf.gates.curve.checks import memory_check, seat_check, workers_check
+from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
+    GEN_TOKENS,
+    QUEUED,
+    RUNNING,
+    Endpoints,
+    Target,
+    as_endpoints,
+    parse_metrics,
+    pick,
+    summed,
 )
+from pytest_glmf.gates.curve.records import combine_runs, median, merge_records, run_metrics, token_count_check
 from pytest_glmf.gates.curve.spec import DEFAULTS
+from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
+    LagProbe,
+    ShardJob,
+    StreamJob,
+    event_loop_factory,
+    stream_shard,
+)
+from pytest_glmf.gates.curve.workers import ARRIVALS, WorkerPool, arrival_offsets, auto_workers, available_cores, deal
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
@@ -83,270 +94,180 @@ class CurveSettings:
     metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
     lag_probe_s: float = 0.005
     kernel_stamps: bool = True            # kernel receive times where available (load_http)
+    workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
+    arrival: str = "uniform"              # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
+    seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise ValueError(f"workers must be an integer >= 1 (or unset: auto), got {self.workers!r}")
+        if self.arrival not in ARRIVALS:
+            raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
 
 
-# -- server side helpers (not in the timed path) -------------------------------------------------------
+@dataclass
+class ClientCost:
+    """What reading cost the client on the last measured pass: the auto worker count's input."""
 
-_METRIC_RE = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+([-+0-9.eEinfaN]+)", re.M)
-GEN_TOKENS = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
-RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
-QUEUED = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
+    events_per_stream_s: float | None = None
+    cpu_per_event_s: float | None = None
 
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Sum each metric over its label sets (one value per name)."""
-    out: dict[str, float] = {}
-    for name, _, value in _METRIC_RE.findall(text):
-        try:
-            out[name] = out.get(name, 0.0) + float(value)
-        except ValueError:
-            pass
-    return out
-
-
-def _pick(metrics: Mapping[str, float], names: Sequence[str]) -> float | None:
-    return next((metrics[n] for n in names if n in metrics), None)
-
-
-class Target:
-    def __init__(self, base_url: str, api_key: str | None = None):
-        self.host, self.port, self.https, self.prefix = load_http.split_url(base_url)
-        self.api_key = api_key
-        self.flush_endpoint: str | None = None
-
-    async def call(self, path: str, method: str = "GET") -> tuple[int, bytes]:
-        return await load_http.http_call(self.host, self.port, self.https, self.prefix + path, method,
-                                         api_key=self.api_key)
-
-    async def metrics(self) -> dict[str, float] | None:
-        try:
-            status, body = await self.call("/metrics")
-        except (TimeoutError, OSError):
-            return None
-        return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
-
-    async def served_model(self) -> str | None:
-        """The first model id of /v1/models (vLLM rejects any other name; SGLang accepts any)."""
-        try:
-            status, body = await self.call("/v1/models")
-            return json.loads(body)["data"][0]["id"] if status == 200 else None
-        except (TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError):
-            return None
-
-    async def flush(self) -> str | None:
-        """SGLang /flush_cache; vLLM /reset_prefix_cache (dev mode). Returns the endpoint that worked."""
-        for path in ([self.flush_endpoint] if self.flush_endpoint else ["/flush_cache", "/reset_prefix_cache"]):
-            try:
-                status, _ = await self.call(path, "POST")
-            except (TimeoutError, OSError):
-                continue
-            if status == 200:
-                self.flush_endpoint = path
-                return path
-        return None
+    def update(self, out: Mapping[str, Any]) -> None:
+        rates = [(len(r.chunk_times_s) - 1) / (r.t_last_token_s - r.t_first_token_s) for r in out["records"]
+                 if r.ok and len(r.chunk_times_s) > 1 and r.t_last_token_s > r.t_first_token_s]
+        per = out["client"]["per_worker"]
+        events = sum(c["token_events"] for c in per)
+        if rates and events:
+            self.events_per_stream_s = median(rates)
+            self.cpu_per_event_s = sum(c["cpu_s"] for c in per) / events
 
 
 # -- one run ---------------------------------------------------------------------------------------------
 
-class LagProbe:
-    """Event-loop lag as a socket read would feel it. A helper thread wakes the loop every
-    `interval_s` (call_soon_threadsafe: the same wake-up path as arriving data) and the callback
-    records (thread oversleep + time for the loop to run it). The oversleep term catches stalls the
-    loop cannot see itself: the whole process descheduled, or the GIL held (a GC pass). A stall of
-    X s also stands for the probes that would have fired during it (X - interval, X - 2 interval...,
-    the coordinated-omission correction), so one long stall weighs like the samples it swallowed.
-    Timer-based probes are quantized to the loop's 1 ms timer resolution; this one is not."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, interval_s: float):
-        self.loop, self.interval_s = loop, interval_s
-        self.lags_s: list[float] = []
-        self.stall_max_s = 0.0          # the longest time the probe thread itself could not run
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="glmf-lag-probe", daemon=True)
-
-    def _record(self, t_wake: float, oversleep_s: float) -> None:
-        lag = oversleep_s + (perf() - t_wake)
-        self.stall_max_s = max(self.stall_max_s, oversleep_s)
-        self.lags_s.append(lag)
-        missed = lag - self.interval_s
-        while missed > 0:
-            self.lags_s.append(missed)
-            missed -= self.interval_s
-
-    def _run(self) -> None:
-        due = perf() + self.interval_s
-        while not self._stop.wait(max(0.0, due - perf())):
-            now = perf()
-            try:
-                self.loop.call_soon_threadsafe(self._record, now, max(0.0, now - due))
-            except RuntimeError:   # loop closed
-                return
-            due = now + self.interval_s
-
-    def __enter__(self) -> "LagProbe":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-async def _sample_server(target: Target, samples: list[tuple[float, float | None, float | None]],
+async def _sample_server(endpoints: Endpoints, samples: list[tuple[float, float | None, float | None]],
                          stop: asyncio.Event, every_s: float) -> None:
     while not stop.is_set():
-        m = await target.metrics()
+        m = summed(await endpoints.metrics_each())
         if m is None:
             return
-        samples.append((perf(), _pick(m, RUNNING), _pick(m, QUEUED)))
+        samples.append((perf(), pick(m, RUNNING), pick(m, QUEUED)))
         try:
             await asyncio.wait_for(stop.wait(), every_s)
         except TimeoutError:
             pass
 
 
-async def measure_run(target: Target, bodies: Sequence[dict[str, Any]], settings: CurveSettings,
-                      path: str) -> dict[str, Any]:
+async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any]], settings: CurveSettings,
+                      path: str, pool: WorkerPool | None = None, seed: int = 0) -> dict[str, Any]:
     """Send every body (all at once, or at settings.rate_per_s) and return records plus the client
-    self-check and the server's /metrics observations."""
-    loop = asyncio.get_running_loop()
-    _raise_fd_limit(len(bodies) + 64)
-    requests = [load_http.build_request(target.host, target.port, target.prefix + path, b, target.api_key)
-                for b in bodies]
-    protos = await asyncio.gather(*(load_http.open_stream(target.host, target.port, target.https,
-                                                          settings.kernel_stamps) for _ in requests))
-    before = await target.metrics()
+    self-check and the server's /metrics observations. Body i goes to endpoint i mod K; with a
+    pool of N workers, stream i is read by worker i mod N, all starting on one barrier."""
+    endpoints = as_endpoints(target)
+    offsets = arrival_offsets(len(bodies), settings.rate_per_s, settings.arrival, seed)
+    streams = []
+    for user, body in enumerate(bodies):
+        e = endpoints.of_user(user)
+        t = endpoints.targets[e]
+        streams.append(StreamJob(user=user, endpoint=e, due_s=None if offsets is None else offsets[user],
+                                 request=load_http.build_request(t.host, t.port, t.prefix + path, body, t.api_key)))
+    workers = pool.size if pool is not None else 1
+    jobs = [ShardJob(worker=k, workers=workers, endpoints=[(t.host, t.port, t.https) for t in endpoints.targets],
+                     streams=share, kernel_stamps=settings.kernel_stamps, lag_probe_s=settings.lag_probe_s,
+                     first_token_timeout_s=settings.first_token_timeout_s,
+                     between_tokens_timeout_s=settings.between_tokens_timeout_s)
+            for k, share in enumerate(deal(streams, workers))]
+    before = await endpoints.metrics_each()
     stop = asyncio.Event()
     samples: list[tuple[float, float | None, float | None]] = []
     probes = []
-    if settings.metrics_sample_s and before is not None:
-        probes.append(asyncio.ensure_future(_sample_server(target, samples, stop, settings.metrics_sample_s)))
-    # No garbage collection inside the timed window: a full pass over a big heap holds the GIL
-    # for tens of ms and would delay every timestamp (records are built after the window).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    with LagProbe(loop, settings.lag_probe_s) as lag:
-        cpu0, wall0 = time.process_time(), perf()
-        if settings.rate_per_s:
-            t0 = loop.time() + 0.001
-            for i, (proto, req) in enumerate(zip(protos, requests)):
-                loop.call_at(t0 + i / settings.rate_per_s, proto.send, req)
-        else:
-            for proto, req in zip(protos, requests):
-                proto.send(req)
-        timed_out = await _wait_all(protos, settings)
-        cpu_frac = (time.process_time() - cpu0) / max(perf() - wall0, 1e-9)
-    if gc_was_enabled:
-        gc.enable()
-    lags = lag.lags_s
-    stop.set()
-    await asyncio.gather(*probes, return_exceptions=True)
-    for p in protos:
-        if p.transport is not None:
-            p.transport.close()
-    after = await target.metrics()
-    records = []
-    for user, p in enumerate(protos):
-        status, lines, error = load_http.decode_reads(p.reads) if p.reads else (None, [], "no response")
-        if user in timed_out:
-            error = timed_out[user]
-        records.append(record_from_lines(user, p.t_send_s if p.t_send_s is not None else math.nan,
-                                         status, lines, error))
-    delta = None
-    if before is not None and after is not None:
-        a, b = _pick(after, GEN_TOKENS), _pick(before, GEN_TOKENS)
-        delta = int(a - b) if a is not None and b is not None else None
+    if settings.metrics_sample_s and summed(before) is not None:
+        probes.append(asyncio.ensure_future(_sample_server(endpoints, samples, stop, settings.metrics_sample_s)))
+    try:
+        if pool is None:
+            shards = [await stream_shard(jobs[0])]
+        else:   # the workers stream; this loop only samples /metrics meanwhile
+            shards = await asyncio.get_running_loop().run_in_executor(None, pool.run, jobs)
+    finally:
+        stop.set()
+        await asyncio.gather(*probes, return_exceptions=True)
+    after = await endpoints.metrics_each()
+    records = merge_records(s.records for s in shards)
+    per_endpoint = []
+    for e, (b, a) in enumerate(zip(before, after)):
+        gen = (pick(a, GEN_TOKENS), pick(b, GEN_TOKENS)) if a is not None and b is not None else (None, None)
+        per_endpoint.append({"url": endpoints.targets[e].url, "streams": sum(1 for s in streams if s.endpoint == e),
+                             "metrics_delta": int(gen[0] - gen[1]) if None not in gen else None})
+    deltas = [p["metrics_delta"] for p in per_endpoint]
+    delta = sum(deltas) if all(d is not None for d in deltas) else None   # type: ignore[misc]
     running = [s[1] for s in samples if s[1] is not None]
     queued = [s[2] for s in samples if s[2] is not None]
-    stamps = "kernel" if protos and all(p.stamps == "kernel" for p in protos) else "user"
+    server: dict[str, Any] = {"metrics_delta": delta, "max_running": int(max(running)) if running else None,
+                              "max_queued": int(max(queued)) if queued else None, "samples": len(samples)}
+    if len(endpoints) > 1:
+        server["per_endpoint"] = per_endpoint
     return {"records": records,
-            "client": client_check(lags, cpu_frac, lag_p99_max_s=settings.lag_p99_max_s,
-                                   cpu_max_frac=settings.cpu_max_frac, stall_max_s=lag.stall_max_s,
-                                   stamps=stamps,
-                                   merged_events=sum(merged_events(r) for r in records),
-                                   token_events=sum(len(r.chunk_times_s) for r in records)),
-            "server": {"metrics_delta": delta, "max_running": int(max(running)) if running else None,
-                       "max_queued": int(max(queued)) if queued else None, "samples": len(samples)}}
-
-
-def _raise_fd_limit(needed: int) -> None:
-    """One socket per user: lift the soft open-files limit toward the hard one when a row needs it."""
-    try:
-        import resource
-    except ImportError:   # not on POSIX
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = needed if hard == resource.RLIM_INFINITY else min(hard, max(needed, soft))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-async def _wait_all(protos: Sequence[load_http.StreamProtocol], settings: CurveSettings) -> dict[int, str]:
-    """Wait for every stream; one watchdog enforces first-token and between-token timeouts (cheaper
-    than a timer per read)."""
-    pending = {i: p for i, p in enumerate(protos)}
-    timed_out: dict[int, str] = {}
-    while pending:
-        await asyncio.wait([p.done for p in pending.values()], timeout=1.0)
-        now = perf()
-        for i, p in list(pending.items()):
-            if p.done.done():
-                del pending[i]
-                continue
-            if p.t_send_s is None:
-                continue
-            last = p.reads[-1][0] if len(p.reads) > 1 else None
-            if last is None and now - p.t_send_s > settings.first_token_timeout_s:
-                timed_out[i] = f"no token within {settings.first_token_timeout_s:g} s"
-            elif last is not None and now - last > settings.between_tokens_timeout_s:
-                timed_out[i] = f"stream stalled for {settings.between_tokens_timeout_s:g} s"
-            if i in timed_out:
-                del pending[i]
-    return timed_out
+            "client": workers_check(shards, lag_p99_max_s=settings.lag_p99_max_s, cpu_max_frac=settings.cpu_max_frac,
+                                    cores=available_cores()),
+            "server": server}
 
 
 # -- a row and the curve -------------------------------------------------------------------------------------
 
-async def run_row(target: Target, users: int, workload: Workload, settings: CurveSettings,
+def _plan(settings: CurveSettings, users: int, cost: ClientCost) -> tuple[int, str]:
+    if settings.workers is not None:
+        return settings.workers, "set"
+    return auto_workers(users, cost.events_per_stream_s, cost.cpu_per_event_s)
+
+
+async def run_row(target: Target | Endpoints, users: int, workload: Workload, settings: CurveSettings,
                   facts: Mapping[str, Any] | None, progress: Progress | None = None,
-                  run_offset: int = 0) -> dict[str, Any]:
+                  run_offset: int = 0, cost: ClientCost | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
+    """One users value: warm pass, then `settings.runs` measured runs. `cost` carries the client's
+    measured cost per event from row to row (auto workers without a warm pass). `pool`: worker
+    processes the caller owns and keeps (e.g. a search over many rows); else the row plans its
+    workers (settings.workers, or auto) and closes them at its end."""
+    endpoints = as_endpoints(target)
     say = progress or (lambda line: None)
-    prompt_tokens: float | None = None
-    if settings.warmup:
-        t0 = perf()
-        warm = await measure_run(target, [workload.body(f"warm{users}", u, u) for u in range(users)],
-                                 settings, workload.path)
-        wm = run_metrics(warm["records"])
-        prompt_tokens = wm["prompt_tokens_p50"]
-        say(f"curve users={users} warm pass (discarded): {perf() - t0:.1f} s, ttft p50 "
-            f"{_s(wm['ttft_p50_s'])}, {wm['errors']} errors")
-    per_run = []
-    flushed = None
-    for run in range(settings.runs):
-        if settings.flush_cache:
-            flushed = await target.flush()
-        tag = f"r{run_offset + run}"
-        out = await measure_run(target, [workload.body(tag, u, u + run + 1) for u in range(users)],
-                                settings, workload.path)
-        m = run_metrics(out["records"])
-        m["client"] = out["client"]
-        m["server"] = out["server"]
-        m["token_count"] = token_count_check(out["records"], out["server"]["metrics_delta"])
-        m["records"] = [r.to_dict() for r in out["records"]]
-        prompt_tokens = prompt_tokens or m["prompt_tokens_p50"]
-        per_run.append(m)
-        c = out["client"]
-        say(f"curve users={users} run {run + 1}/{settings.runs}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
-            f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
-            f"client lag p99 {_ms(c['lag_p99_s'])}"
-            + (f" ({c['merged_events']} of {c['token_events']} token events merged; kernel stamps)"
-               if c["stamps"] == "kernel" else " (user-space stamps)")
-            + f" cpu {c['cpu_frac'] * 100:.0f} %"
-            + (f", {m['errors']} errors" if m["errors"] else ""))
+    cost = cost if cost is not None else ClientCost()
+    owned = pool is None
+    if owned:
+        workers, plan = _plan(settings, users, cost)
+        pool = WorkerPool(workers) if workers > 1 else None
+    else:
+        workers, plan = pool.size, "the caller's pool"   # type: ignore[union-attr]
+    try:
+        prompt_tokens: float | None = None
+        if settings.warmup:
+            t0 = perf()
+            warm = await measure_run(endpoints, [workload.body(f"warm{users}", u, u) for u in range(users)],
+                                     settings, workload.path, pool, seed=settings.seed - 1)
+            wm = run_metrics(warm["records"])
+            prompt_tokens = wm["prompt_tokens_p50"]
+            say(f"curve users={users} warm pass (discarded): {perf() - t0:.1f} s, ttft p50 "
+                f"{_s(wm['ttft_p50_s'])}, {wm['errors']} errors")
+            cost.update(warm)
+            if owned and settings.workers is None:   # auto: size the measured runs by what the warm pass cost
+                workers, plan = _plan(settings, users, cost)
+                if workers != (pool.size if pool else 1):
+                    if pool is not None:
+                        pool.close()
+                    pool = WorkerPool(workers) if workers > 1 else None
+        if workers > 1 or settings.workers is not None or not owned:
+            say(f"curve users={users} client workers: {workers} ({plan})")
+        per_run = []
+        flushed = None
+        for run in range(settings.runs):
+            if settings.flush_cache:
+                flushed = await endpoints.flush()
+            tag = f"r{run_offset + run}"
+            out = await measure_run(endpoints, [workload.body(tag, u, u + run + 1) for u in range(users)],
+                                    settings, workload.path, pool, seed=settings.seed + run_offset + run)
+            cost.update(out)
+            m = run_metrics(out["records"])
+            m["client"] = out["client"]
+            m["server"] = out["server"]
+            m["token_count"] = token_count_check(out["records"], out["server"]["metrics_delta"])
+            m["records"] = [r.to_dict() for r in out["records"]]
+            prompt_tokens = prompt_tokens or m["prompt_tokens_p50"]
+            per_run.append(m)
+            c = out["client"]
+            say(f"curve users={users} run {run + 1}/{settings.runs}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
+                f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
+                f"client lag p99 {_ms(c['lag_p99_s'])}"
+                + (f" ({c['merged_events']} of {c['token_events']} token events merged; kernel stamps)"
+                   if c["stamps"] == "kernel" else " (user-space stamps)")
+                + (f" cpu {c['cpu_frac'] * 100:.0f} %" if c["workers"] == 1 else
+                   f" cpu {c['cpu_frac'] * 100:.0f} % on the busiest of {c['workers']} workers")
+                + (f", {m['errors']} errors" if m["errors"] else ""))
+    finally:
+        if owned and pool is not None:
+            pool.close()
     row: dict[str, Any] = {"users": users, **combine_runs(per_run), "runs": len(per_run),
                            "spread_max_pct": settings.spread_max_pct,
                            "flush_endpoint": flushed if settings.flush_cache else "off",
-                           "max_tokens": workload.max_tokens}
+                           "max_tokens": workload.max_tokens, "workers": workers, "workers_plan": plan,
+                           "urls": endpoints.urls}
     observed = {"max_running": _max(r["server"]["max_running"] for r in per_run),
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
     row["seat"] = seat_check(users, facts, observed)
@@ -378,26 +299,19 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f} ms"
 
 
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop when installed (it comes with uvicorn[standard]): lower per-read cost than asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-def run_rows(base_url: str, workload: Workload, settings: CurveSettings, facts: Mapping[str, Any] | None = None,
-             progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Run every users value of `settings.users` (sync entry point; owns its event loop)."""
+def run_rows(base_url: str | Sequence[str], workload: Workload, settings: CurveSettings,
+             facts: Mapping[str, Any] | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Run every users value of `settings.users` (sync entry point; owns its event loop).
+    `base_url`: one server (or router) URL, or several replicas' URLs the streams are dealt over."""
     async def go() -> list[dict[str, Any]]:
-        target = Target(base_url, workload.api_key)
+        endpoints = Endpoints.from_urls(base_url, workload.api_key)
         if workload.model is None:
-            workload.model = await target.served_model()
+            workload.model = await endpoints.served_model()
         rows = []
+        cost = ClientCost()
         for i, users in enumerate(settings.users):
-            rows.append(await run_row(target, users, workload, settings, facts, progress,
-                                      run_offset=i * settings.runs))
+            rows.append(await run_row(endpoints, users, workload, settings, facts, progress,
+                                      run_offset=i * settings.runs, cost=cost))
         return rows
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:

@@ -12,7 +12,7 @@ A row's own `settings:` override the lane's for that row. The runner (`runner.Cu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
@@ -51,6 +51,11 @@ class CurveRowSettings:
                                                        "run client-bound (the client, not the server, set the pace)")
     cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check: CPU share of the one core the "
                                                             "event loop runs on above this marks a run client-bound")
+    workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
+                                                   "many as the measured CPU per token event needs, capped by the "
+                                                   "cores; each worker is self-checked)")
+    arrival: Literal["uniform", "poisson"] = setting("uniform", doc="open loop (rate_per_s): requests every 1/rate "
+                                                                    "s, or a seeded Poisson process at that rate")
 
 
 DEFAULTS = CurveRowSettings()
