@@ -13,7 +13,7 @@ from pytest_glmf.config.lanes import LaneConfig, builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.endpoints import server_endpoints
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import briefing_prompts
+from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.launch import launch_lane, server_from_dict, server_to_dict
 
 
@@ -56,7 +56,7 @@ def test_two_replica_urls_give_per_replica_boot_facts_and_summed_seats(replica_l
 
 def test_the_curve_deals_its_streams_over_both_replicas(replica_lane, two_sims):
     urls, facts = server_endpoints(replica_lane)
-    workload = Workload(prompts=briefing_prompts(), max_tokens=12)
+    workload = Workload(prompts=load_prompt_variants(), max_tokens=12)
     settings = CurveSettings(users=[12, 16], runs=1, warmup=False, lag_p99_max_s=1.0, metrics_sample_s=0.05)
     twelve, sixteen = run_rows(urls, workload, settings, facts)
     run = twelve["per_run"][0]
