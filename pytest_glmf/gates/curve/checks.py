@@ -109,7 +109,8 @@ def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_
     the run and is named, and the whole is judged too: lag and merged events over all workers,
     the client's CPU over the cores it runs on, and (open loop) whether requests were sent when
     the arrival process said. With one worker the result is that worker's check, with today's
-    keys and notes; `per_worker` holds each worker's own."""
+    keys and notes; `per_worker` holds each worker's own. Workers' notes come worst (highest lag)
+    first."""
     per = []
     for s in shards:
         c = client_check(s.lags_s, s.cpu_frac, lag_p99_max_s=lag_p99_max_s, cpu_max_frac=cpu_max_frac,
@@ -133,8 +134,9 @@ def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_
                              cpu_max_frac=cpu_max_frac, stall_max_s=max(s.stall_max_s for s in shards),
                              stamps=stamps, merged_events=sum(c["merged_events"] for c in per),
                              token_events=sum(c["token_events"] for c in per))
+        worst_first = sorted(per, key=lambda c: -(c["lag_p99_s"] or 0.0))
         whole["notes"] = ([f"worker {c['worker']} of {n} (pid {c['pid']}, {c['streams']} streams): {note}"
-                           for c in per for note in c["notes"]]
+                           for c in worst_first for note in c["notes"]]
                           + [f"all {n} workers: {note}" for note in whole["notes"]])
         whole["cpu_frac"] = max(c["cpu_frac"] for c in per)     # the busiest worker's core
         wall = max(s.wall_s for s in shards)
