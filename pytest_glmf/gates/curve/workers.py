@@ -41,6 +41,7 @@ START_LEAD_S = 0.02          # from the barrier to the common start: every worke
 SPIN_S = 0.002               # the last stretch before the start is a busy wait (timers are ~1 ms coarse)
 CONNECT_TIMEOUT_S = 120.0    # every worker's streams connected, or the run fails naming the late one
 WORKER_BUSY_FRAC = 0.5       # auto: the share of a core one worker is planned to use
+ONE_CORE_EVENTS_S = 5_000    # auto: below this many token events/s one worker, whatever a small pass cost
 ARRIVALS = ("uniform", "poisson")
 
 
@@ -62,11 +63,16 @@ def auto_workers(users: int, events_per_stream_s: float | None, cpu_per_event_s:
                  cores: int | None = None, busy_frac: float = WORKER_BUSY_FRAC) -> tuple[int, str]:
     """(workers, why): enough workers that each is planned at `busy_frac` of a core for `users`
     streams at the measured events per stream and CPU per event, capped by the cores; one when
-    nothing was measured yet."""
+    nothing was measured yet, and one below ONE_CORE_EVENTS_S (a tenth of what one core reads:
+    there a small pass's CPU per event is mostly fixed costs, the lag probe and the setup, and
+    would overstate the need)."""
     cores = cores or available_cores()
     if not events_per_stream_s or not cpu_per_event_s:
         return 1, "auto: 1 (no measured client cost yet; set workers to shard)"
-    need = users * events_per_stream_s * cpu_per_event_s
+    rate = users * events_per_stream_s
+    if rate < ONE_CORE_EVENTS_S:
+        return 1, f"auto: 1 ({users} streams x {events_per_stream_s:,.0f} events/s = {rate:,.0f} token events/s)"
+    need = rate * cpu_per_event_s
     n = max(1, min(cores, math.ceil(need / busy_frac)))
     capped = " (capped by the cores)" if math.ceil(need / busy_frac) > cores else ""
     return n, (f"auto: {users} streams x {events_per_stream_s:,.0f} events/s x {cpu_per_event_s * 1e6:.0f} us "

@@ -60,6 +60,8 @@ def test_auto_workers_cover_the_measured_cost_and_stop_at_the_cores():
     assert n == 2 and why.endswith("-> 2 of 2 cores (capped by the cores)")
     assert auto_workers(128, 50.0, 25e-6, cores=8)[0] == 1          # the recipe's rows: one core is plenty
     assert auto_workers(1000, None, None, cores=8) == (1, "auto: 1 (no measured client cost yet; set workers to shard)")
+    # a small row: one worker, even when its short pass cost a lot per event (fixed costs dominate)
+    assert auto_workers(8, 200.0, 2e-3, cores=8) == (1, "auto: 1 (8 streams x 200 events/s = 1,600 token events/s)")
 
 
 def test_one_arrival_process_at_the_total_rate_is_dealt_to_the_workers():
@@ -224,7 +226,7 @@ def test_auto_workers_at_default_settings_stay_in_process(truth):
 
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
                    CurveSettings(users=[4], runs=1, lag_p99_max_s=1.0))[0]
-    assert row["workers"] == 1 and row["workers_plan"].startswith("auto: 4 streams x ")
+    assert row["workers"] == 1 and row["workers_plan"].startswith("auto: 1 (4 streams x ")
     assert row["per_run"][0]["client"]["per_worker"][0]["pid"] == os.getpid()
     cost = ClientCost()
     cost.update({"records": [RequestRecord(user=0, t_send_s=0.0, t_first_token_s=0.1, t_last_token_s=0.2,
