@@ -231,6 +231,19 @@ def test_one_night_earlier_the_drift_is_not_yet_material(pytester, run_session, 
     assert "GlmfDriftWarning" not in result.stdout.str()
 
 
+def test_ini_twins(pytester, run_session) -> None:
+    pytester.makeini("[pytest]\nglmf_history = off\n")
+    run_session().assert_outcomes(passed=2)
+    assert not default_store(pytester).exists()
+    pytester.makeini(f"[pytest]\nglmf_history = {pytester.path / 'team.sqlite'}\nglmf_history_drift = fail:6\n"
+                     "glmf_history_required = true\n")
+    result = run_session()
+    result.stdout.fnmatch_lines([f"glmf: history={pytester.path / 'team.sqlite'} slow drift=fail over 6 runs required"])
+    assert len(stored(pytester.path / "team.sqlite", pytester.path)) == 1
+    pytester.makeini("[pytest]\nglmf_history_drift = sometimes\n")
+    run_session().stderr.fnmatch_lines(["ERROR: glmf_history_drift (ini): 'sometimes' is not one of warn, fail, off*"])
+
+
 def test_drift_option_errors(pytester, run_session) -> None:
     result = run_session("--glmf-history-drift", "loud")
     result.stderr.fnmatch_lines(["ERROR: --glmf-history-drift: 'loud' is not one of warn, fail, off, optionally with "

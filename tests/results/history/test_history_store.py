@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -250,3 +251,11 @@ def test_postgres_schema_is_the_same_tables(pg_url, make_doc) -> None:
             assert [r[0] for r in cur.fetchall()] == ["glmf_metrics", "glmf_runs", "glmf_schema"]
             cur.execute("SELECT document FROM glmf_runs")
             assert json.loads(cur.fetchone()[0])["session_id"] == make_doc(1)["session_id"]
+
+
+def test_postgres_without_psycopg_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)      # as if the extra were not installed
+    with pytest.raises(HistoryError) as err:
+        open_store(parse_location("postgresql://ci:pw1234@db:5432/glmf", Path("/"), Path("/")))
+    assert str(err.value) == ("history store postgresql://ci:***@db:5432/glmf: a PostgreSQL store needs psycopg 3: "
+                              "pip install 'pytest-glmf[postgres]'")
