@@ -54,6 +54,22 @@ def test_two_replica_urls_give_per_replica_boot_facts_and_summed_seats(replica_l
     assert server_endpoints(again) == (urls, facts)
 
 
+def test_a_router_with_its_replicas_boot_logs_sums_the_seats_and_leaves_the_assignment_to_it(two_sims, tmp_path):
+    # the first simulator stands in for the router: one URL, the replicas known by their boot logs
+    lane = LaneConfig(name="routed", launcher="attach", url=two_sims[0].base_url,
+                      boot_logs=[str(s.boot_log_path) for s in two_sims])
+    server = launch_lane(lane, tmp_path, "routed")
+    urls, facts = server_endpoints(server)
+    assert urls == [two_sims[0].base_url] and facts["assigned_by"] == "router"
+    assert facts["max_running_requests"] == 17
+    assert [r["name"] for r in facts["replicas"]] == [str(s.boot_log_path) for s in two_sims]
+    from pytest_glmf.gates.curve.checks import seat_check
+
+    seat = seat_check(16, facts)     # 16 <= 17 summed; how the router splits them is its own business
+    assert not seat["shared"] and [r["users"] for r in seat["replicas"]] == [None, None]
+    assert seat_check(18, facts)["shared"]
+
+
 def test_the_curve_deals_its_streams_over_both_replicas(replica_lane, two_sims):
     urls, facts = server_endpoints(replica_lane)
     workload = Workload(prompts=load_prompt_variants(), max_tokens=12)
@@ -93,3 +109,25 @@ def test_curve_suite_on_a_lane_of_two_replicas(pytester, two_sims):
     row = json.loads(next(results.rglob("*.json")).read_text())["gates"]["curve"]["users=12"]
     assert row["seats"] == 17 and row["urls"] == [s.base_url for s in two_sims]
     assert [(r["users"], r["seats"]) for r in row["seat"]["replicas"]] == [(6, 7), (6, 10)]
+
+
+def test_glmf_curve_with_two_urls_their_boot_logs_and_two_workers(two_sims, tmp_path, capsys):
+    from pytest_glmf.gates.curve.cli import cli as curve_cli
+
+    out = tmp_path / "curve.json"
+    argv = ["--users", "12", "--max-tokens", "12", "--runs", "1", "--no-warmup", "--lag-p99-max-ms", "1000",
+            "--workers", "2", "--json", str(out)]
+    for sim in two_sims:
+        argv += ["--url", sim.base_url, "--boot-log", str(sim.boot_log_path)]
+    assert curve_cli(argv) == 0
+    text = capsys.readouterr()
+    assert "client workers: 2 (set)" in text.err
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["seats"] == 17 and row["workers"] == 2
+    records = row["per_run"][0]["records"]
+    assert sorted((r["worker"], r["endpoint"]) for r in records) == sorted((u % 2, u % 2) for u in range(12))
+    assert [e["metrics_delta"] for e in row["per_run"][0]["server"]["per_endpoint"]] == [6 * 12, 6 * 12]
+    # one boot log for two urls: which replica it belongs to is unknown, so it is refused
+    with pytest.raises(SystemExit):
+        curve_cli(argv[:-4] + ["--url", two_sims[1].base_url])
+    assert "1 --boot-log for 2 --url: give one boot log per url, in order" in capsys.readouterr().err
