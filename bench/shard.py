@@ -139,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                     steps.append({"streams": streams, "client_bound": c["client_bound"], "notes": c["notes"][:3],
                                   "lag_p99_ms": (c["lag_p99_s"] or 0) * 1e3, "busiest_cpu_frac": c["cpu_frac"],
                                   "merged": c["merged_events"], "token_events": c["token_events"],
+                                  "true_tok_s_p50": percentile([true_metrics(t)["tok_s"] for t in run["truth"]], 50),
                                   "load": run["load"], "run": run})
-                    say(f"ramp: {w} worker(s), {streams} streams: client-bound {c['client_bound']} "
+                    say(f"ramp: {w} worker(s), {streams} streams (truth: {steps[-1]['true_tok_s_p50']:.1f} tok/s per "
+                        f"stream): client-bound {c['client_bound']} "
                         f"{'; '.join(c['notes'])[:200]} ({load()})")
                     if c["client_bound"]:
                         break
@@ -190,8 +192,10 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> None:
         flagged = next((s for s in steps if s["client_bound"]), None)
         rows.append([str(w), str(max(green)) if green else "none", str(flagged["streams"]) if flagged else "none",
                      "; ".join(flagged["notes"])[:160] if flagged else "-",
+                     " / ".join(f"{s['true_tok_s_p50']:.1f}" for s in steps),
                      " / ".join(f"{s['load']:.2f}" for s in steps)])
-    print(render_table(rows, ["workers", "largest green", "first flagged", "why", "load avg per step"]))
+    print(render_table(rows, ["workers", "largest green", "first flagged", "why", "truth tok/s per stream per step",
+                              "load avg per step"]))
     if result["fidelity"]:
         print("\nfidelity at the largest green stream count of the most workers")
         print(table(result["fidelity"]))

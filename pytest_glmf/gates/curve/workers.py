@@ -162,6 +162,8 @@ class WorkerPool:
         self._barrier = ctx.Barrier(workers + 1, action=functools.partial(_stamp_start, self._start, START_LEAD_S))
         self._conns: list[Any] = []
         self._procs: list[Any] = []
+        self._idle = threading.Event()      # cleared while run() waits for the workers
+        self._idle.set()
         try:
             for k in range(workers):
                 parent, child = ctx.Pipe()
@@ -174,20 +176,27 @@ class WorkerPool:
         except BaseException:
             self.close()
             raise
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self._procs]
+        self.pids = [p.pid for p in self._procs]
 
     def name(self, k: int) -> str:
-        return f"worker {k + 1} of {self.size} (pid {self._procs[k].pid})"
+        return f"worker {k + 1} of {self.size} (pid {self.pids[k]})"
 
     def run(self, jobs: Sequence[ShardJob], timeout_s: float | None = None) -> list[ShardResult]:
         """Send job k to worker k, stand at the barrier with them, and collect every result.
         Raises WorkerError naming each worker that failed or died."""
         if len(jobs) != self.size:
             raise ValueError(f"{len(jobs)} jobs for {self.size} workers")
-        for conn, job in zip(self._conns, jobs):
+        if not self._procs:
+            raise WorkerError("the worker pool is closed")
+        self._idle.clear()
+        try:
+            return self._run(list(self._conns), list(self._procs), jobs, timeout_s)
+        finally:
+            self._idle.set()
+
+    def _run(self, conns: list[Any], procs: list[Any], jobs: Sequence[ShardJob],
+             timeout_s: float | None) -> list[ShardResult]:
+        for conn, job in zip(conns, jobs):
             conn.send(job)
         barrier_note = None
         try:
@@ -196,33 +205,21 @@ class WorkerPool:
             # a worker failed before the start (its answer says why), or not every one connected in time
             barrier_note = f"not every worker had its streams connected within {CONNECT_TIMEOUT_S:g} s"
         answers: dict[int, tuple[str, Any]] = {}
-        waiting = dict(enumerate(self._conns))
+        waiting = dict(enumerate(conns))
         deadline = None if timeout_s is None else perf() + timeout_s
         while waiting:
             left = None if deadline is None else max(0.0, deadline - perf())
-            sentinels = {self._procs[k].sentinel: k for k in waiting}
+            sentinels = {procs[k].sentinel: k for k in waiting}
             ready = mp_connection.wait(list(waiting.values()) + list(sentinels), left)
             if not ready:
                 for k in waiting:
                     answers[k] = ("error", f"no result within {timeout_s:g} s")
                 break
             for obj in ready:
-                k = sentinels.get(obj) if obj in sentinels else next(i for i, c in waiting.items() if c is obj)
+                k = sentinels[obj] if obj in sentinels else next(i for i, c in waiting.items() if c is obj)
                 if k not in waiting:
                     continue
-                conn = waiting.pop(k)
-                try:
-                    answers[k] = conn.recv() if conn.poll() else ("error", "exited")
-                except (EOFError, OSError):
-                    answers[k] = ("error", "exited")
-                if answers[k] == ("error", "exited"):
-                    self._procs[k].join(1)
-                    code = self._procs[k].exitcode
-                    why = f"exited with code {code} during the run" if code is not None else "closed its pipe"
-                    if code == 1:   # the usual cause: a script without the main guard, re-run by the worker
-                        why += (" (a script that runs the curve with workers > 1 must start it under "
-                                "`if __name__ == \"__main__\":`; each worker process imports the main module)")
-                    answers[k] = ("error", why)
+                answers[k] = self._answer(waiting.pop(k), procs[k])
         if self._barrier.broken:
             self._barrier.reset()
         failed = [f"{self.name(k)}: {answers[k][1]}" for k in sorted(answers) if answers[k][0] == "error"]
@@ -233,7 +230,29 @@ class WorkerPool:
             raise WorkerError("; ".join(failed))
         return [answers[k][1] for k in range(self.size)]
 
+    @staticmethod
+    def _answer(conn: Any, proc: Any) -> tuple[str, Any]:
+        try:
+            if conn.poll():
+                return conn.recv()
+        except (EOFError, OSError):
+            pass
+        proc.join(1)
+        code = proc.exitcode
+        why = f"exited with code {code} during the run" if code is not None else "closed its pipe during the run"
+        if code == 1:   # the usual cause: a script without the main guard, re-run by the worker
+            why += (" (a script that runs the curve with workers > 1 must start it under "
+                    "`if __name__ == \"__main__\":`; each worker process imports the main module)")
+        return ("error", why)
+
     def close(self) -> None:
+        """Stop the workers: after their current job, or at once when a run is still going (Ctrl-C,
+        a failed test): the run() still waiting then returns with a WorkerError."""
+        self._barrier.abort()
+        if not self._idle.is_set():
+            for proc in self._procs:
+                proc.terminate()
+            self._idle.wait(10)          # the run sees its workers gone and returns
         for conn in self._conns:
             try:
                 conn.send(None)

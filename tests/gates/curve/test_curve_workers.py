@@ -220,6 +220,24 @@ def test_a_worker_that_cannot_connect_fails_the_run_naming_it(truth):
     assert all(r.ok for r in out["records"])
 
 
+def test_closing_the_pool_mid_run_stops_it_at_once(truth):
+    """Ctrl-C or a failing test closes the pool while a run is going: the run returns at once with
+    a WorkerError and no worker is left behind."""
+    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0)
+    pool = WorkerPool(2)
+    pids = pool.pids
+    timer = threading.Timer(0.5, pool.close)
+    timer.start()
+    t0 = time.perf_counter()
+    with pytest.raises(WorkerError, match="exited with code -15 during the run"):
+        measure(truth.url, 4, settings, pool, max_tokens=2000)        # 10 s of tokens
+    assert time.perf_counter() - t0 < 5
+    timer.join()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_auto_workers_at_default_settings_stay_in_process(truth):
     """The default: a row one core reads easily runs in this process, as before sharding."""
     from pytest_glmf.gates.curve.runner import run_rows
