@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 USES_LANE = "def test_x(glmf_server): pass\n"
-ALLOWED_KEYS = ("boot_log, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, executable, "
-                "extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, spec, "
-                "time_scale, timeouts, url, volumes")
+ALLOWED_KEYS = ("boot_log, boot_logs, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, "
+                "executable, extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, "
+                "spec, time_scale, timeouts, url, urls, volumes")
 
 # (id, lanes file, lane to select, extra options, expected line; {lanes}/{dir} are filled in)
 LANES_CASES = [
@@ -127,6 +127,6 @@ def test_bad_curve_setting_is_a_usage_error_before_any_server_starts(pytester) -
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
                                                "batch", "--glmf-thresholds", str(th), "-k", "test_curve_row")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        pattern = f"ERROR: {th}: {where}; allowed: between_tokens_timeout_s, continuous_usage, *".replace("[", "[[]")
+        pattern = f"ERROR: {th}: {where}; allowed: arrival, between_tokens_timeout_s, continuous_usage, *".replace("[", "[[]")
         result.stderr.fnmatch_lines([pattern])
         nothing_started(pytester)
