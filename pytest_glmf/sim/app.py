@@ -96,7 +96,8 @@ class SimApp:
             seats=self.plan.seats, kv_tokens=self.plan.kv_tokens, model=self.model, time_scale=cfg.time_scale,
             spec_draft_tokens=cfg.num_draft_tokens, block_size=cfg.dflash_block_size,
             capture_bs=DEFAULT_CAPTURE_BS, autotune_s=cfg.autotune_s, seed=cfg.seed, log=self.log.tp,
-            slow=lambda: self.faults.slow, chunked_prefill_size=cfg.chunked_prefill_size)
+            slow=lambda: self.faults.slow, chunked_prefill_size=cfg.chunked_prefill_size,
+            radix_cache=not cfg.server_args.get("disable_radix_cache", False))
         self.scheduler.start()
 
     # -- request plumbing (used by the generation endpoints) ------------------------------------
@@ -261,7 +262,7 @@ class SimApp:
             await send_text(send, "Cache not flushed: there are running or waiting requests.", 400)
             return
         if s is not None:
-            s._greedy.clear()
+            s.flush_cache()
         self._ctx_cache.clear()
         await send_text(send, "Cache flushed.\nPlease check backend logs for more details. (When there are running "
                               "or waiting requests, the operation will not be performed.)\n")

@@ -16,6 +16,7 @@ The model (all sizes in GB as SGLang prints them, i.e. GiB):
                       MLA 4.834 KB (bf16 always: fp8 KV excludes the only fp8 MLA backend, #36830)
                       + DSA indexer 0.94 KB (fp8_e4m3) or 1.88 KB (bf16)
                       + drafter KV 47.16 KB with DFLASH (not printed as a pool, as in SGLang)
+                      capped by --max-total-tokens when given
     seats           = min(requested max_running_requests (default min(4096, tokens // 2)),
                           max_mamba_cache_size // state slots per request)
     state slots per request: 5 under the default extra_buffer strategy, 4 extra_buffer_lazy, 3 no_buffer
@@ -151,6 +152,9 @@ def plan(cfg: SimConfig) -> MemoryPlan:
     mla_kb, idx_kb, draft_kb = kv_kb_per_token(cfg)
     kv_tokens = int((budget - state) / ((mla_kb + idx_kb + draft_kb) * GB_PER_KB))
     kv_tokens -= kv_tokens % 64  # page-aligned, like the real allocator
+    cap = cfg.server_args.get("max_total_tokens")
+    if cap:   # --max-total-tokens caps the pool (SGLang 0.5.23 mem_cache/kv_cache_configurator.py: min of the two)
+        kv_tokens = min(kv_tokens, int(cap) - int(cap) % 64)
     if kv_tokens < MIN_KV_TOKENS:
         raise BootOOM("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
     k_slots = SLOTS_PER_REQUEST[cfg.mamba_scheduler_strategy]

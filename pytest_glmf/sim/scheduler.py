@@ -1,9 +1,12 @@
 """One asyncio loop that admits, prefills and steps every running request (continuous batching).
 
-At most `seats` requests run; the rest wait in FIFO order (their TTFT includes the wait). Each
-iteration is either one prefill forward (every waiting request that fits the free seats) or one
-decode step of the whole running batch; its duration comes from timing.py times the time scale
-and the `slow` fault. A prefill forward runs in chunks of `chunked_prefill_size` tokens, like
+At most `seats` requests run, and only as many as the KV token pool admits (kvcache.py: SGLang's
+admission arithmetic, the prefix cache, retraction when decode runs out of pool); the rest wait
+in FIFO order (their TTFT includes the wait). Each iteration is either one prefill forward
+(every waiting request that fits the free seats and the pool) or one decode step of the whole
+running batch; its duration comes from timing.py times the time scale and the `slow` fault. A
+prefill computes only what the prefix cache does not hold, and long prompts cost more per token
+(timing.prefill_work). A prefill forward runs in chunks of `chunked_prefill_size` tokens, like
 SGLang's chunked prefill: a request gets its first token when the chunk that finishes its prompt
 ends, so the first requests of a burst see a shorter TTFT than the last (decode waits for the
 whole forward). A request's arrival is when its HTTP request reached the server (`ARRIVAL`, set
@@ -17,6 +20,7 @@ chunk per decode step when the machine keeps up.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextvars
 import math
 import random
@@ -25,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_glmf.sim import timing
+from pytest_glmf.sim.kvcache import KVHold, KVPool, page_keys
 from pytest_glmf.sim.logits import Ctx, LogitModel, extend
 from pytest_glmf.sim.tokenizer import EOS_ID
 
@@ -70,7 +75,13 @@ class SimRequest:
     spec_accepted: int = 0
     spec_drafted: int = 0
     event: asyncio.Event = field(default_factory=asyncio.Event)
+    kv: KVHold | None = None                   # its share of the KV pool (set on submit)
     _rng: random.Random | None = None
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the prefix cache held when it was scheduled."""
+        return self.kv.cached if self.kv is not None else 0
 
     @property
     def done(self) -> bool:
@@ -96,16 +107,18 @@ class Counters:
     spec_accepted: int = 0
     spec_drafted: int = 0
     last_gen_tok_s: float = 0.0
+    retracted: int = 0
 
 
 class Scheduler:
     def __init__(self, *, seats: int, kv_tokens: int, model: LogitModel, time_scale: float,
                  spec_draft_tokens: int | None, block_size: int | None, capture_bs: list[int],
                  autotune_s: float, seed: int, log: Callable[[str], None], slow: Callable[[], float] = lambda: 1.0,
-                 chunked_prefill_size: int | None = None):
+                 chunked_prefill_size: int | None = None, radix_cache: bool = True):
         self.seats = seats
         self.chunk_tokens = chunked_prefill_size if chunked_prefill_size and chunked_prefill_size > 0 else None
         self.kv_tokens = kv_tokens
+        self.pool = KVPool(kv_tokens, radix_cache)
         self.model = model
         self.time_scale = time_scale
         self.spec_draft_tokens = spec_draft_tokens
@@ -148,6 +161,8 @@ class Scheduler:
         self.counters.prompt_tokens += len(r.prompt_ids)
         if r.temperature > 0:
             r._rng = random.Random(r.sample_seed)
+        r.kv = KVHold(keys=page_keys(r.prompt_ids) if self.pool.radix_cache else [],
+                      prompt_tokens=len(r.prompt_ids), max_new_tokens=r.max_new_tokens, ignore_eos=r.ignore_eos)
         self.waiting.append(r)
         self._wake.set()
 
@@ -161,7 +176,15 @@ class Scheduler:
             self.waiting.remove(r)
         if r in self.running:
             self.running.remove(r)
+        if r.kv is not None:
+            self.pool.release(r.kv)
         self._wake.set()
+
+    def flush_cache(self) -> int:
+        """/flush_cache (only called with nothing running or waiting): the prefix cache and the
+        greedy-token memo are emptied; returns the KV tokens freed."""
+        self._greedy.clear()
+        return self.pool.flush()
 
     def reset_shapes(self) -> None:
         self.tuned_shapes = {1}
@@ -173,6 +196,7 @@ class Scheduler:
         steps_since_yield = 0
         while True:
             if not self.running and not self.waiting:
+                self.pool.idle()
                 self._wake.clear()
                 await self._wake.wait()
                 # the forward starts when the first request arrived, not when this task got the CPU
@@ -186,11 +210,12 @@ class Scheduler:
             cursor = max(cursor, now - MAX_LAG_S)   # after a stall, catch up at most this much
             scale = self.time_scale * self.slow()
             free = self.seats - len(self.running)
-            if self.waiting and free > 0:
+            if self.waiting and free > 0 and self._head_fits():
                 cursor = await self._prefill(cursor, scale, free)
                 steps_since_yield = 0
                 continue
             # decode step: tokens become visible at the end of the step
+            self._make_room()
             batch_now = list(self.running)
             step_s, counts = self._plan_step()
             cursor += step_s * scale
@@ -207,40 +232,82 @@ class Scheduler:
             if self._decode_steps % DECODE_LOG_INTERVAL == 0:
                 self._log_decode()
 
+    def _head_fits(self) -> bool:
+        """Does the first waiting request fit the pool beside what is running? With nothing
+        running it is admitted regardless (one request larger than the pool must not stall the
+        server; the context-length check keeps prompts below it)."""
+        if not self.running:
+            return True
+        r = self.waiting[0]
+        assert r.kv is not None
+        _, extend = self.pool.extend_tokens(r.kv, len(r.prompt_ids) + len(r.out_ids))
+        return self.pool.fits(r.kv, extend, [x.kv for x in self.running if x.kv is not None])
+
     async def _prefill(self, start: float, scale: float, free: int) -> float:
         """One prefill forward from `start` (loop clock); returns its end. Requests that arrived
         during the first half of the forward join it (a burst of users sent "at once" reaches the
-        server over a few milliseconds and the recipe's TTFT shows one forward for all of them).
-        The forward's chunk k (of chunk_tokens) ends at start + prefill_s(k * chunk_tokens): the
-        fitted prefill curve is the time to the forward's end, chunking only orders first tokens."""
+        server over a few milliseconds and the recipe's TTFT shows one forward for all of them),
+        as long as they fit the free seats and the KV pool (first one that does not: the rest
+        wait, as in SGLang). The forward's chunk k (of chunk_tokens) ends at start +
+        prefill_s(work of its first k * chunk_tokens tokens): the fitted prefill curve is the
+        time to the forward's end, chunking only orders first tokens. A request is matched
+        against the prefix cache as of the chunk it starts in, so prompts finished in earlier
+        chunks of this forward are shared (SGLang schedules each chunk as its own round)."""
         loop = asyncio.get_running_loop()
         batch: list[SimRequest] = []
-        ends: list[int] = []        # cumulative prompt tokens at the end of each batch member
+        ends: list[int] = []        # cumulative computed tokens at the end of each batch member
+        works: list[float] = []     # the same in prefill work (timing.prefill_work)
         tokens = 0
+        work = 0.0
+        cached = 0
+        inserted = 0                # batch[:inserted] are in the prefix cache
         shape = 0
         autotune = 0.0
         end = start
         first_done = 0              # batch[:first_done] have their first token
 
+        def work_at(done: int) -> float:
+            """Prefill work of the forward's first `done` computed tokens."""
+            if done >= tokens:
+                return work
+            k = bisect.bisect_left(ends, done)
+            lo, wlo = (ends[k - 1], works[k - 1]) if k else (0, 0.0)
+            return wlo + (works[k] - wlo) * (done - lo) / max(1, ends[k] - lo)
+
         def chunk_end(i: int) -> float:
             done_at = tokens
             if self.chunk_tokens is not None:
                 done_at = min(tokens, -(-ends[i] // self.chunk_tokens) * self.chunk_tokens)
-            return start + (timing.prefill_s(done_at) + autotune) * scale
+            return start + (timing.prefill_s(work_at(done_at)) + autotune) * scale
 
         while True:
             while self.waiting and len(batch) < free:
                 r = self.waiting[0]
+                assert r.kv is not None
                 if batch and r.t_arrival_loop > start + 0.5 * (end - start):
                     break
+                if self.chunk_tokens is not None:
+                    round_start = tokens // self.chunk_tokens * self.chunk_tokens
+                    while inserted < len(batch) and ends[inserted] <= round_start:
+                        self.pool.insert(batch[inserted].kv)   # type: ignore[arg-type]
+                        inserted += 1
+                want = len(r.prompt_ids) + len(r.out_ids)     # a retracted request recomputes its output too
+                pages, extend = self.pool.extend_tokens(r.kv, want)
+                others = [x.kv for x in self.running + batch if x.kv is not None]
+                if (batch or self.running) and not self.pool.fits(r.kv, extend, others):
+                    break
                 del self.waiting[0]
+                self.pool.admit(r.kv, pages, extend)
                 batch.append(r)
-                tokens += len(r.prompt_ids)
+                tokens += extend
+                work += timing.prefill_work(extend, want - extend)
+                cached += want - extend
                 ends.append(tokens)
+                works.append(work)
                 # the batch shape this forward leaves running; its first hit pays the kernel autotune
                 shape = timing.shape_bucket(len(self.running) + len(batch), self.capture_bs)
                 autotune = self.autotune_s if shape not in self.tuned_shapes else 0.0
-                end = start + (timing.prefill_s(tokens) + autotune) * scale
+                end = start + (timing.prefill_s(work) + autotune) * scale
             now = loop.time()
             while first_done < len(batch) and chunk_end(first_done) <= now:
                 self._first_token(batch[first_done])
@@ -254,7 +321,11 @@ class Scheduler:
             except TimeoutError:
                 pass
         self.tuned_shapes.add(shape)
-        self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "
+        for r in batch[inserted:]:
+            self.pool.insert(r.kv)   # type: ignore[arg-type]
+        for r in batch:
+            r.kv.fresh = False   # type: ignore[union-attr]
+        self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: {cached}, "
                  f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}")
         for r in batch[first_done:]:
             self._first_token(r)
@@ -265,12 +336,41 @@ class Scheduler:
         return max(end, loop.time())
 
     def _first_token(self, r: SimRequest) -> None:
+        """The prefill's token: the first one, or, for a retracted request prefilled again with
+        what it had generated, its next one."""
         if r.done:      # aborted while prefilling
             return
-        r.t_first = time.perf_counter()
-        self.counters.ttft_sum_s += r.t_first - r.t_arrival
-        self.counters.ttft_count += 1
+        if r.t_first is None:
+            r.t_first = time.perf_counter()
+            self.counters.ttft_sum_s += r.t_first - r.t_arrival
+            self.counters.ttft_count += 1
         self._emit(r, 1)
+
+    def _make_room(self) -> None:
+        """Before a decode step: the step's new tokens must fit the pool (evicting cached pages
+        first); if they do not, retract requests the way SGLang's retract_decode does."""
+        per = 1 + (self.spec_draft_tokens or 0)
+        pool = self.pool
+        if pool.step_fits(len(self.running) * per):
+            pool.evict(len(self.running) * per)
+            pool.decay()
+            return
+        holds = [r.kv for r in self.running]
+        order = pool.retract_order(holds)   # type: ignore[arg-type]
+        free_before, ratio_before = pool.free, pool.new_token_ratio
+        retracted: list[SimRequest] = []
+        while len(order) > 1 and (not retracted or not pool.step_fits(len(order) * per)):
+            r = self.running[order.pop()]
+            pool.release(r.kv)   # type: ignore[arg-type]
+            retracted.append(r)
+        self.running = [r for r in self.running if r not in retracted]
+        pool.new_token_ratio = pool.ratio_after_retract([r.kv for r in self.running])   # type: ignore[misc]
+        self.waiting.extend(retracted)          # back to the end of the queue, output kept
+        self.counters.retracted += len(retracted)
+        pool.evict(len(self.running) * per)
+        self.log(f"KV cache pool is full. Retract requests. #retracted_reqs: {len(retracted)}, "
+                 f"#new_tokens_gained: {pool.free - free_before}, "
+                 f"#new_token_ratio: {ratio_before:.4f} -> {pool.new_token_ratio:.4f}")
 
     def _plan_step(self) -> tuple[float, list[int]]:
         n = len(self.running)
@@ -291,8 +391,7 @@ class Scheduler:
         return base * timing.spec_growth(n), counts
 
     def _usage(self) -> float:
-        used = sum(len(r.prompt_ids) + len(r.out_ids) for r in self.running)
-        return min(1.0, used / max(1, self.kv_tokens))
+        return min(1.0, self.pool.held / max(1, self.kv_tokens))
 
     def _log_decode(self) -> None:
         now = time.monotonic()
@@ -300,7 +399,7 @@ class Scheduler:
         tok_s = gen / max(1e-9, now - self._log_t)
         self.counters.last_gen_tok_s = tok_s
         self._log_t, self._log_tokens = now, self.counters.generation_tokens
-        tokens = sum(len(r.prompt_ids) + len(r.out_ids) for r in self.running)
+        tokens = self.pool.held
         spec = ""
         if self.spec_draft_tokens is not None and self.counters.spec_verify_ct:
             c = self.counters
@@ -358,6 +457,8 @@ class Scheduler:
                 r.out_logprobs.append(lp if lp is not None else 0.0)
             r.ctx = extend(r.ctx, tok)
             r.pending += 1
+            if r.kv is not None:
+                self.pool.grow(r.kv, 1)
             self.counters.generation_tokens += 1
             k = len(r.out_ids)
             if tok == EOS_ID and not r.ignore_eos and k > r.min_new_tokens:
@@ -371,4 +472,6 @@ class Scheduler:
             self.counters.e2e_sum_s += r.t_done - r.t_arrival
             if r in self.running:
                 self.running.remove(r)
+            if r.kv is not None:
+                self.pool.release(r.kv)
         r.event.set()

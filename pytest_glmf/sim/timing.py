@@ -22,9 +22,18 @@ times the growth of the recipe's DFlash2 per-user curve (1: 252, 8: 106, 16: 86,
     history_essay    0.33    252    history, historical, essay; and any prompt matching nothing
 The seven-class mean acceptance is 0.39, as the recipe found.
 
-Prefill: one forward admits every waiting request that fits the free seats; it takes
-0.17 s + 0.01625 s * (new tokens / 1000) ** 0.757 (fitted to the recipe's TTFT p95 for a
-2,400-token briefing at 1-128 users: 0.18 s at 1 user, 0.76 s at 48, 1.41 s at 128). The forward
+Prefill: one forward admits every waiting request that fits the free seats and the KV pool
+(kvcache.py); it takes 0.17 s + c * (work / 1000) ** 0.757 (fitted to the recipe's TTFT p95 for
+a 2,400-token briefing at 1-128 users: 0.18 s at 1 user, 0.76 s at 48, 1.41 s at 128). The work
+of a request is its computed tokens plus attention over its context: e new tokens after p
+cached ones cost e + (e * p + e**2 / 2) / ATTN_TOKENS token-equivalents, so one long prompt
+costs more than many short ones of the same total (GLM-5's DSA indexer scores every earlier
+token, O(L^2) per layer; its sparse attention then reads at most 2,048 of them, which the linear
+term covers). ATTN_TOKENS = 131,072 is an assumption, not a recipe figure: +0.9 % per token at
+2,400 tokens, +22 % at 56K, +50 % at 128K (a lone 56K prompt: ~0.57 s). c = 0.01625 s divided by
+the 2,400-token term's factor, so the recipe's rows (every prompt ~2,400 tokens) keep their fit
+exactly. Decode does not slow with context: the recipe's middle config gives 32 users with 56K
+tokens each 55 tok/s, the 32-user speed of the 2,400-token curve. The forward
 runs in chunks of --chunked-prefill-size tokens (8192): chunk k ends at prefill_s(k x 8192), and a
 request's first token comes out of the chunk that finishes its prompt, so inside a burst TTFT
 spreads from the first chunk to the last (2,400-token briefings, p50 / p95: 16 users 0.35 / 0.43 s,
@@ -43,8 +52,10 @@ from functools import lru_cache
 AR_TABLE = [(1, 142.0), (8, 90.0), (16, 72.0), (32, 55.0), (48, 50.0), (96, 39.0), (128, 34.0)]
 SPEC_PER_USER = [(1, 252.0), (8, 106.0), (16, 86.0), (24, 72.0)]
 PREFILL_FIXED_S = 0.17
-PREFILL_COEF_S = 0.01625
 PREFILL_EXP = 0.757
+ATTN_TOKENS = 131072
+RECIPE_PROMPT_TOKENS = 2400
+PREFILL_COEF_S = 0.01625 / (1 + RECIPE_PROMPT_TOKENS / 2 / ATTN_TOKENS) ** PREFILL_EXP
 BLOCK_STEP_GROWTH = 0.15
 
 
@@ -117,8 +128,15 @@ def spec_base_step_s(cls: PromptClass, draft_tokens: int, block_size: int | None
     return step
 
 
-def prefill_s(new_tokens: int) -> float:
-    return PREFILL_FIXED_S + PREFILL_COEF_S * (max(0, new_tokens) / 1000.0) ** PREFILL_EXP
+def prefill_work(new_tokens: int, cached_tokens: int = 0) -> float:
+    """Token-equivalents of computing `new_tokens` after `cached_tokens` of context."""
+    e, p = max(0, new_tokens), max(0, cached_tokens)
+    return e + (e * p + e * e / 2) / ATTN_TOKENS
+
+
+def prefill_s(work: float) -> float:
+    """One forward's time for `work` token-equivalents (prefill_work summed over its requests)."""
+    return PREFILL_FIXED_S + PREFILL_COEF_S * (max(0.0, work) / 1000.0) ** PREFILL_EXP
 
 
 def shape_bucket(running: int, capture_bs: list[int]) -> int:

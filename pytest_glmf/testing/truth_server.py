@@ -12,7 +12,11 @@ Behaviour, per streamed chat completion (always the full `max_tokens`, as with i
   `ttft + i * itl`; after the first token, chunks carry `--tokens-per-chunk` tokens (as under
   speculative decoding) and go out when their last token is due;
 - the final usage chunk reports completion_tokens + `--usage-delta` (to provoke a count mismatch);
-- `/flush_cache` advances through `--speed-schedule` (factors on ttft and itl) to make runs noisy.
+- `/flush_cache` advances through `--speed-schedule` (factors on ttft and itl) to make runs noisy;
+- a known service curve: with `--itl-per-running-ms X` each token takes itl + X * (running - 1),
+  running counted when the token is scheduled (per-user speed falls with concurrency), and with
+  `--ttft-per-running-ms Y` a request that starts as the k-th running one gets its first token
+  ttft + Y * (k - 1) after it started (TTFT grows with the batch).
 Truth endpoints: GET /truth (every request: receive, start and per-chunk send times on the
 CLOCK_MONOTONIC `time.perf_counter` clock shared by processes on one host), /metrics
 (SGLang counter and gauge names), /flush_cache, /v1/models, /health.
@@ -51,6 +55,8 @@ class TruthConfig:
     usage_delta: int = 0
     speed_schedule: list[float] = field(default_factory=lambda: [1.0])
     prompt_tokens: int | None = None     # None: ~4 characters per token of the messages
+    itl_per_running_s: float = 0.0       # each token: itl + this * (running - 1)
+    ttft_per_running_s: float = 0.0      # first token: ttft + this * (running at start - 1)
 
 
 @dataclass
@@ -67,6 +73,7 @@ class Job:
     sends: list[tuple[float, int]] = field(default_factory=list)   # (perf_counter send time, tokens)
     factor: float = 1.0
     next_token: int = 0
+    t_next_s: float = 0.0                # when the next token is due
     done: bool = False
 
 
@@ -254,17 +261,20 @@ class _Conn:
         # a request that found a free seat starts when it arrived (kernel time); a queued one now
         job.t_start_s = perf() if queued else job.t_recv_s
         job.factor = st.factor()
+        cfg = st.cfg
+        job.t_next_s = job.t_start_s + job.factor * (cfg.ttft_s + cfg.ttft_per_running_s * (st.running - 1))
         self.schedule(job)
 
-    def due(self, job: Job, token_index: int) -> float:
-        cfg = self.state.cfg
-        return job.t_start_s + job.factor * (cfg.ttft_s + token_index * cfg.itl_s)  # type: ignore[operator]
-
     def schedule(self, job: Job) -> None:
-        k = 1 if job.next_token == 0 else self.state.cfg.tokens_per_chunk
-        last = min(job.next_token + k, job.max_tokens) - 1
-        delay = self.due(job, last) - perf()
-        self.loop.call_later(max(0.0, delay), self.emit, job, last + 1 - job.next_token)
+        """The next chunk goes out when its last token is due: the first token alone, then
+        `tokens_per_chunk` at a time, each token one inter-token interval after the one before."""
+        cfg = self.state.cfg
+        k = 1 if job.next_token == 0 else cfg.tokens_per_chunk
+        n = min(job.next_token + k, job.max_tokens) - job.next_token
+        if job.next_token > 0:
+            itl = cfg.itl_s + cfg.itl_per_running_s * (self.state.running - 1)
+            job.t_next_s += job.factor * itl * n
+        self.loop.call_later(max(0.0, job.t_next_s - perf()), self.emit, job, n)
 
     def emit(self, job: Job, ntok: int) -> None:
         st = self.state
@@ -362,11 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--usage-delta", type=int, default=0)
     p.add_argument("--prompt-tokens", type=int, default=None)
     p.add_argument("--speed-schedule", default="1.0", help="comma-separated factors, advanced by /flush_cache")
+    p.add_argument("--itl-per-running-ms", type=float, default=0.0,
+                   help="each token takes itl + this * (running requests - 1)")
+    p.add_argument("--ttft-per-running-ms", type=float, default=0.0,
+                   help="first token: ttft + this * (running requests when it started - 1)")
     p.add_argument("--no-uvloop", action="store_true")
     a = p.parse_args(argv)
     cfg = TruthConfig(ttft_s=a.ttft_ms / 1e3, itl_s=a.itl_ms / 1e3, tokens_per_chunk=a.tokens_per_chunk,
                       seats=a.seats, usage_delta=a.usage_delta, prompt_tokens=a.prompt_tokens,
-                      speed_schedule=[float(x) for x in a.speed_schedule.split(",")])
+                      speed_schedule=[float(x) for x in a.speed_schedule.split(",")],
+                      itl_per_running_s=a.itl_per_running_ms / 1e3, ttft_per_running_s=a.ttft_per_running_ms / 1e3)
     factory = None
     if not a.no_uvloop:
         try:

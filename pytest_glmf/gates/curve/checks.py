@@ -52,17 +52,25 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
             "replicas": replicas}
 
 
-def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None, max_tokens: int) -> dict[str, Any]:
+def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None, max_tokens: int,
+                 shared_tokens: float = 0.0) -> dict[str, Any]:
     """users x (prompt + output tokens) against the KV token pool: tokens per user the pool allows at
-    this row (the recipe: a 201K pool is ~4K per user at 48 users, 1.5K at 128)."""
-    need = int(round((prompt_tokens or 0) + max_tokens))
+    this row (the recipe: a 201K pool is ~4K per user at 48 users, 1.5K at 128). A prefix every
+    user shares (`shared_tokens`, a prefix cache stores it once) counts once; `need_per_user` is
+    then what each user adds beside it."""
+    shared = int(round(shared_tokens))
+    need = int(round((prompt_tokens or 0) + max_tokens)) - shared
     if not kv_tokens:
-        return {"kv_tokens": None, "tokens_per_user": None, "need_per_user": need, "fits": None, "notes": []}
-    per_user = kv_tokens // max(users, 1)
-    fits = users * need <= kv_tokens
-    notes = [] if fits else [f"workload needs {users} x {need:,} = {users * need:,} KV tokens; pool holds "
+        return {"kv_tokens": None, "tokens_per_user": None, "need_per_user": need, "shared_tokens": shared,
+                "fits": None, "notes": []}
+    per_user = (kv_tokens - shared) // max(users, 1)
+    total = shared + users * need
+    fits = total <= kv_tokens
+    what = f"{shared:,} shared + {users} x {need:,}" if shared else f"{users} x {need:,}"
+    notes = [] if fits else [f"workload needs {what} = {total:,} KV tokens; pool holds "
                              f"{kv_tokens:,} ({per_user:,} per user)"]
-    return {"kv_tokens": kv_tokens, "tokens_per_user": per_user, "need_per_user": need, "fits": fits, "notes": notes}
+    return {"kv_tokens": kv_tokens, "tokens_per_user": per_user, "need_per_user": need, "shared_tokens": shared,
+            "fits": fits, "notes": notes}
 
 
 def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max_s: float = DEFAULTS.lag_p99_max_s,

@@ -27,6 +27,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-file", help="prompt text file (or a packaged fixture name); '## ' sections are "
                    "rotated into variants (default: the recipe's briefing)")
     p.add_argument("--rate", type=float, help="open loop: requests per second instead of all at once")
+    p.add_argument("--shared-prefix", action="store_true",
+                   help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
     p.add_argument("--boot-log", type=Path, action="append",
                    help="server boot log: seats and KV pool for the row checks; with several --url, one per url "
                         "in the same order (seats are summed, each replica's share checked)")
@@ -70,7 +72,7 @@ def cli(argv: list[str] | None = None) -> int:
     settings = CurveRowSettings(max_tokens=a.max_tokens, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
                                 spread_max_pct=a.spread_max, path=a.path, model=a.model,
                                 continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3,
-                                workers=a.workers, arrival=a.arrival)
+                                workers=a.workers, arrival=a.arrival, shared_prefix=a.shared_prefix)
     result = run_curve(a.url if len(a.url) > 1 else a.url[0], users, workload=workload_for(settings, prompts),
                        settings=run_settings_for(settings, users), facts=facts,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))

@@ -28,7 +28,7 @@ SCHEMA = 1
 def workload_for(settings: CurveRowSettings, prompts: list[str]) -> Workload:
     """What every user of a row sends, from the gate's settings."""
     return Workload(prompts=prompts, max_tokens=settings.max_tokens, path=settings.path, model=settings.model,
-                    continuous_usage=settings.continuous_usage)
+                    continuous_usage=settings.continuous_usage, shared_prefix=settings.shared_prefix)
 
 
 def run_settings_for(settings: CurveRowSettings, users: Sequence[int],

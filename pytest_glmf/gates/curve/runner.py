@@ -43,12 +43,15 @@ from pytest_glmf.gates.curve.workers import ARRIVALS, WorkerPool, arrival_offset
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
+SESSION_LINE_TOKENS = 16
 
 
 @dataclass
 class Workload:
     """What every user sends. Prompts are variants; each request also starts with a unique session
-    line so no two requests (in a run or across runs) share a cacheable prefix beyond the template."""
+    line so no two requests (in a run or across runs) share a cacheable prefix beyond the template.
+    With `shared_prefix` every user sends the first prompt and the unique line comes last: the
+    recipe's "every user sent the same briefing", which a prefix cache computes and stores once."""
 
     prompts: list[str]
     max_tokens: int = DEFAULTS.max_tokens
@@ -58,15 +61,28 @@ class Workload:
     extra_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True, "temperature": 0.0})
     continuous_usage: bool = DEFAULTS.continuous_usage   # vLLM: usage on every chunk, makes chunk counts exact
     api_key: str | None = None
+    shared_prefix: bool = DEFAULTS.shared_prefix
 
     def body(self, tag: str, user: int, variant: int) -> dict[str, Any]:
-        text = f"Session {tag}-u{user}.\n\n{self.prompts[variant % len(self.prompts)]}"
         opts: dict[str, Any] = {"include_usage": True}
         if self.continuous_usage:
             opts["continuous_usage_stats"] = True
         body: dict[str, Any] = {"model": self.model or "default", "max_tokens": self.max_tokens,
                                 "stream": True, "stream_options": opts, **self.extra_body}
-        if self.path.endswith("chat/completions"):
+        session = f"Session {tag}-u{user}."
+        chat = self.path.endswith("chat/completions")
+        if self.shared_prefix:
+            # the shared text leads; in chat it is the system message (what a product shares
+            # between users), the user's own turn is the unique line
+            shared = "\n\n".join(p for p in (self.system, self.prompts[0]) if p)
+            if chat:
+                body["messages"] = [{"role": "system", "content": shared},
+                                    {"role": "user", "content": f"{session} Answer the task above."}]
+            else:
+                body["prompt"] = f"{shared}\n\n{session}"
+            return body
+        text = f"{session}\n\n{self.prompts[variant % len(self.prompts)]}"
+        if chat:
             msgs = ([{"role": "system", "content": self.system}] if self.system else [])
             body["messages"] = msgs + [{"role": "user", "content": text}]
         else:
@@ -75,6 +91,11 @@ class Workload:
 
     def estimated_prompt_tokens(self) -> int:
         return max(len(p) for p in self.prompts) // 4 + 16  # ~4 characters per token until usage says
+
+    def shared_tokens(self, prompt_tokens: float) -> float:
+        """Of `prompt_tokens` per request, those every user of a run shares (the session line and
+        the chat template's tail, ~16 tokens, are each user's own)."""
+        return max(0.0, prompt_tokens - SESSION_LINE_TOKENS) if self.shared_prefix else 0.0
 
 
 @dataclass
@@ -272,8 +293,9 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
     row["seat"] = seat_check(users, facts, observed)
     row["seats"] = row["seat"]["seats"]
-    row["memory"] = memory_check(users, (facts or {}).get("kv_tokens"),
-                                 prompt_tokens or workload.estimated_prompt_tokens(), workload.max_tokens)
+    prompt_tokens = prompt_tokens or workload.estimated_prompt_tokens()
+    row["memory"] = memory_check(users, (facts or {}).get("kv_tokens"), prompt_tokens, workload.max_tokens,
+                                 shared_tokens=workload.shared_tokens(prompt_tokens))
     row["client_bound"] = any(r["client"]["client_bound"] for r in per_run)
     row["count_mismatch"] = any(not r["token_count"]["ok"] for r in per_run)
     row["noisy"] = row["spread_pct"] is not None and row["spread_pct"] > settings.spread_max_pct

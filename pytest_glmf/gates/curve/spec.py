@@ -44,6 +44,8 @@ class CurveRowSettings:
                                                  "name (None: the recipe's briefing.md)")
     prompt_tokens: int | None = setting(None, min=1, doc="trim each prompt's body to this many tokens of the "
                                                          "server's own tokenizer (/tokenize); the task is kept")
+    shared_prefix: bool = setting(False, doc="every user sends the same prompt, a unique line last (a prefix "
+                                             "cache stores it once); default: distinct prompts per user")
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
     between_tokens_timeout_s: float | None = setting(None, above=0,
                                                      doc="None: the lane's timeouts.between_tokens_s")

@@ -1,6 +1,8 @@
 """The curve's prompts: the recipe's briefing in rotated variants, or the user's file; fitted to N tokens of the served model's own tokenizer."""
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,34 +37,61 @@ def count_tokens(base_url: str, text: str, model: str | None = None, timeout_s: 
 
 
 def fit_prompts(base_url: str, prompts: list[str], target_tokens: int,
-                model: str | None = None) -> tuple[list[str], list[int]]:
+                model: str | None = None, *, lengthen: bool = False) -> tuple[list[str], list[int]]:
     """Trim each prompt's body (never its last paragraph: the task) to at most `target_tokens`
     of the server's own tokenizer, so "a 2,400-token briefing" means 2,400 tokens on whichever
-    tokenizer the lane serves. Raises ValueError when the server cannot count tokens."""
-    fitted, counts = [], []
-    for prompt in prompts:
-        n = count_tokens(base_url, prompt, model)
+    tokenizer the lane serves. With `lengthen`, a shorter prompt's body is first repeated past
+    the target (a long context made of the same briefing). Raises ValueError when the server
+    cannot count tokens."""
+    def count(text: str) -> int:
+        n = count_tokens(base_url, text, model)
         if n is None:
             raise ValueError(f"{base_url} has no /tokenize endpoint: settings.prompt_tokens needs one "
                              "(drop the setting to send the prompt file as it is)")
+        return n
+
+    fitted, counts = [], []
+    for prompt in prompts:
+        n = count(prompt)
+        body, _, task = prompt.rpartition("\n\n")
+        if lengthen and n < target_tokens and body:
+            body = "\n\n".join([body] * math.ceil(target_tokens / max(1, n) * 1.05))
+            prompt = body + "\n\n" + task
+            n = count(prompt)
         if n <= target_tokens:
             fitted.append(prompt)
             counts.append(n)
             continue
-        body, _, task = prompt.rpartition("\n\n")
-        words = body.split(" ")
-        lo, hi, best = 0, len(words), (task, count_tokens(base_url, task, model) or 0)
-        while lo <= hi:   # the longest body prefix (in words) that keeps the whole prompt within target
-            mid = (lo + hi) // 2
-            cand = " ".join(words[:mid]) + "\n\n" + task
-            c = count_tokens(base_url, cand, model) or 0
-            if c <= target_tokens:
-                best, lo = (cand, c), mid + 1
-            else:
-                hi = mid - 1
-        fitted.append(best[0])
-        counts.append(best[1])
+        text, c = _longest_fitting(body.split(" "), task, target_tokens, n, count)
+        fitted.append(text)
+        counts.append(c)
     return fitted, counts
+
+
+def _longest_fitting(words: list[str], task: str, target: int, full_count: int,
+                     count: Callable[[str], int]) -> tuple[str, int]:
+    """The longest prefix of `words` (then the task) within `target` tokens. Token counts grow
+    almost linearly with words, so each guess interpolates between the longest prefix known to
+    fit and the shortest known not to (a few /tokenize calls for 2K or 60K tokens alike); a guess
+    that lands on the same side twice running is replaced by the midpoint, so it always ends.
+    A prefix within 0.1 % (at least 2 tokens) of the target is taken as it is."""
+    good, good_c, best = 0, count(task), task          # words[:good] + task fits
+    bad, bad_c = len(words), full_count                # words[:bad] + task does not
+    sides: list[bool] = []                             # whether each guess fitted
+    slack = max(2, target // 1000)
+    while bad - good > 1 and target - good_c > slack:
+        mid = good + int((target - good_c) * (bad - good) / max(1, bad_c - good_c))
+        if len(sides) >= 2 and sides[-1] == sides[-2]:
+            mid = (good + bad) // 2
+        mid = min(max(mid, good + 1), bad - 1)
+        cand = " ".join(words[:mid]) + "\n\n" + task
+        c = count(cand)
+        sides.append(c <= target)
+        if sides[-1]:
+            good, good_c, best = mid, c, cand
+        else:
+            bad, bad_c = mid, c
+    return best, good_c
 
 
 def prompts_from_text(text: str) -> list[str]:

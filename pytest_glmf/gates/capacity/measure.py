@@ -1,0 +1,327 @@
+"""Capacity on a running server: plain functions that take a base URL and explicit arguments and
+return typed results (the suite's fixture, `glmf capacity` and a user's own script call these).
+
+    from pytest_glmf.gates.capacity.measure import measure_capacity
+    from pytest_glmf.gates.capacity.spec import SLO
+    result = measure_capacity("http://127.0.0.1:30000", SLO(per_user_tok_s=50, ttft_s=1.0), facts=boot_facts)
+    print(result.users, result.stopped_by)
+
+Every probe is a curve row measured by gates/curve (the same load generator, records and client
+self-check): one short discarded warm pass at the probe's shape (the first hit of a batch shape is
+autotune), then `runs` measured runs after a prefix-cache flush, with prompts no other request
+shares (unless `shared_prefix`). The search (search.py) decides which users values to probe; the
+boot facts bound it (bounds.py). Open loop (`measure_rate_capacity`): the same, with `requests`
+requests per run arriving as a Poisson process of the probed rate.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_glmf.gates.capacity.bounds import kv_users, users_bound
+from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
+from pytest_glmf.gates.capacity.slo import Probe, judge
+from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
+from pytest_glmf.gates.curve.runner import (
+    CurveSettings,
+    Progress,
+    Target,
+    Workload,
+    event_loop_factory,
+    measure_run,
+    run_row,
+)
+from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
+
+SCHEMA = 1
+TEMPLATE_TOKENS = 32       # chat template and session line around the fitted prompt, until usage says
+DEFAULT_START_USERS = 8
+
+
+@dataclass
+class CapacityResult:
+    """The capacity for one workload under one service level, and the evidence."""
+
+    users: int | None                      # the most users that met the service level (None: not even min_users)
+    slo: SLO
+    workload: dict[str, Any]               # prompt_tokens, max_tokens, shared_prefix, path
+    search: SearchResult
+    bounds: list[Bound]                    # every bound that applied (search.bound is the binding one)
+    time_scale: float = 1.0
+
+    @property
+    def stopped_by(self) -> str:
+        """"slo" (a failing probe above the answer), "floor", or the bound that ended the search."""
+        return self.search.stopped_by
+
+    @property
+    def last_pass(self) -> Probe | None:
+        return self.search.last_pass
+
+    @property
+    def first_fail(self) -> Probe | None:
+        return self.search.first_fail
+
+    @property
+    def probes(self) -> list[Probe]:
+        return self.search.probes
+
+    @property
+    def wall_s(self) -> float:
+        return self.search.wall_s
+
+    def bound_of(self, kind: str) -> Bound | None:
+        return next((b for b in self.bounds if b.kind == kind), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "users": self.users, "stopped_by": self.stopped_by, "slo": self.slo.to_dict(),
+                "workload": self.workload, "time_scale": self.time_scale, "search": self.search.to_dict(),
+                "bounds": [vars(b) for b in self.bounds]}
+
+
+@dataclass
+class FrontierResult:
+    """Capacity at several context lengths per user, with the server's bounds beside it."""
+
+    points: list[CapacityResult]
+    slo: SLO
+    seats: int | None = None
+    kv_tokens: int | None = None
+
+    @property
+    def wall_s(self) -> float:
+        return sum(p.wall_s for p in self.points)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "slo": self.slo.to_dict(), "seats": self.seats, "kv_tokens": self.kv_tokens,
+                "points": [p.to_dict() for p in self.points]}
+
+
+@dataclass
+class RateResult:
+    """Open-loop capacity: the highest Poisson arrival rate that met the service level."""
+
+    rate_per_s: float | None
+    slo: SLO
+    workload: dict[str, Any]
+    search: SearchResult
+    time_scale: float = 1.0
+
+    @property
+    def stopped_by(self) -> str:
+        return self.search.stopped_by
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by,
+                "slo": self.slo.to_dict(), "workload": self.workload, "time_scale": self.time_scale,
+                "search": self.search.to_dict()}
+
+
+@dataclass
+class _Session:
+    """One event loop, one target and the fitted prompts, for every probe of a measurement."""
+
+    base_url: str
+    settings: CapacitySettings
+    slo: SLO
+    facts: Mapping[str, Any] | None = None
+    time_scale: float = 1.0
+    timeouts: Mapping[str, float] | None = None
+    progress: Progress | None = None
+    api_key: str | None = None
+    runner: asyncio.Runner = field(init=False)
+    target: Target = field(init=False)
+    model: str | None = field(init=False, default=None)
+    prompts: dict[tuple[int, bool], list[str]] = field(init=False, default_factory=dict)
+    tags: int = field(init=False, default=0)
+
+    def __enter__(self) -> "_Session":
+        self.runner = asyncio.Runner(loop_factory=event_loop_factory())
+        self.target = Target(self.base_url, self.api_key)
+        self.model = self.settings.model or self.runner.run(self.target.served_model())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.runner.close()
+
+    def say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    # -- what users send ------------------------------------------------------------------------
+    def workload(self, settings: CapacitySettings) -> Workload:
+        key = (settings.prompt_tokens or 0, settings.shared_prefix)
+        if key not in self.prompts:
+            variants = load_prompt_variants(settings.prompt_file)
+            if settings.shared_prefix:
+                variants = variants[:1]
+            if settings.prompt_tokens is None:
+                self.prompts[key] = variants
+            else:
+                t0 = time.perf_counter()
+                try:
+                    fitted, counts = fit_prompts(self.base_url, variants, settings.prompt_tokens, self.model,
+                                                 lengthen=True)
+                except ValueError as exc:
+                    raise ValueError(f"capacity settings.prompt_tokens: {exc}".replace(
+                        "(drop the setting to send the prompt file as it is)",
+                        "(prompt_tokens: null sends the prompt file as it is)")) from None
+                self.prompts[key] = fitted
+                self.say(f"capacity: {len(fitted)} prompt(s) of {min(counts):,}-{max(counts):,} tokens "
+                         f"({time.perf_counter() - t0:.1f} s to fit them with /tokenize)")
+        return Workload(prompts=self.prompts[key], max_tokens=settings.max_tokens, path=settings.path,
+                        model=self.model, shared_prefix=settings.shared_prefix, api_key=self.api_key)
+
+    def curve_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> CurveSettings:
+        out = CurveSettings(users=[users], runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct, **kw)
+        for key, lane_key in (("first_token_timeout_s", "first_token_s"), ("between_tokens_timeout_s", "between_tokens_s")):
+            if (self.timeouts or {}).get(lane_key) is not None:
+                setattr(out, key, float(self.timeouts[lane_key]))   # type: ignore[index]
+        return out
+
+    # -- one probe ------------------------------------------------------------------------------
+    async def _measure(self, n: int, workload: Workload, run_settings: CurveSettings, settings: CapacitySettings,
+                       label: str) -> dict[str, Any]:
+        """A short discarded pass at this shape, then the measured runs (a curve row)."""
+        self.tags += 1
+        warm = replace(workload, max_tokens=min(settings.warm_tokens, workload.max_tokens))
+        t0 = time.perf_counter()
+        await measure_run(self.target, [warm.body(f"w{self.tags}", u, u) for u in range(n)], run_settings,
+                          workload.path)
+        self.say(f"capacity {label}: warm pass (discarded) {time.perf_counter() - t0:.1f} s")
+        return await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
+                             run_offset=self.tags * 1000)
+
+    def _probe(self, x: float, n: int, run_settings: CurveSettings, settings: CapacitySettings, label: str,
+               open_loop: bool = False) -> Probe:
+        """Measure and judge one value; measured again when the client, not the server, set the pace."""
+        t0 = time.perf_counter()
+        workload = self.workload(settings)
+        for attempt in range(settings.client_retries + 1):
+            row = self.runner.run(self._measure(n, workload, run_settings, settings, label))
+            if open_loop:    # n is requests over time here, not concurrent users
+                for key in ("seat", "memory"):
+                    (row.get(key) or {})["notes"] = []
+            probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
+            probe.attempts = attempt + 1
+            if not row.get("client_bound"):
+                break
+            if attempt < settings.client_retries:
+                self.say(f"capacity {label}: client-bound, measuring again ({attempt + 1} of {settings.client_retries})")
+        self._said(label, probe)
+        return probe
+
+    def probe_users(self, users: int, settings: CapacitySettings) -> Probe:
+        return self._probe(users, users, self.curve_settings(settings, users), settings, f"users={users}")
+
+    def probe_rate(self, rate: float, settings: CapacitySettings) -> Probe:
+        n = settings.rate.requests
+        # the simulator runs 1 / time_scale times faster: the same load is that many times the rate
+        run_settings = self.curve_settings(settings, n, rate_per_s=rate / self.time_scale, arrivals="poisson",
+                                           arrival_seed=settings.rate.seed)
+        return self._probe(rate, n, run_settings, settings, f"rate={rate:.3g}/s", open_loop=True)
+
+    def _said(self, label: str, probe: Probe) -> None:
+        verdict = "meets the service level" if probe.passed else \
+            "misses " + "; ".join(m.text() for m in probe.misses)
+        self.say(f"capacity {label}: {verdict} ({probe.wall_s:.1f} s)")
+
+    # -- searches -------------------------------------------------------------------------------
+    def capacity(self, settings: CapacitySettings, start: int | None = None) -> CapacityResult:
+        prompt_est = (settings.prompt_tokens + TEMPLATE_TOKENS if settings.prompt_tokens is not None
+                      else self.workload(settings).estimated_prompt_tokens())
+        shared = max(0.0, prompt_est - TEMPLATE_TOKENS) if settings.shared_prefix else 0.0
+        bound, bounds = users_bound(self.facts, prompt_tokens=prompt_est, max_tokens=settings.max_tokens,
+                                    shared_tokens=shared, max_users=settings.max_users,
+                                    allow_queueing=self.slo.allow_queueing)
+        first = start or settings.start_users or DEFAULT_START_USERS
+        self.say(f"capacity: {prompt_est:,} prompt + {settings.max_tokens} output tokens per user, "
+                 f"{self.slo.describe()}; at most {bound.value:g} users ({bound.detail}); first probe {first}")
+        result = search(lambda x: self.probe_users(int(x), settings), start=first, floor=settings.min_users,
+                        bound=bound, step=users_step(settings.resolution_users, settings.resolution_pct))
+        value = None if result.value is None else int(result.value)
+        return CapacityResult(users=value, slo=self.slo, workload=_workload_dict(settings), search=result,
+                              bounds=bounds, time_scale=self.time_scale)
+
+    def rate_capacity(self, settings: CapacitySettings, start: float | None = None) -> RateResult:
+        rs = settings.rate
+        bound = Bound(rs.max_per_s, "max_rate", f"the search's ceiling, settings.rate.max_per_s = {rs.max_per_s:g}",
+                      "raise capacity settings.rate.max_per_s")
+        first = start or rs.start_per_s or 1.0
+        self.say(f"capacity (open loop): {rs.requests} requests per run, Poisson arrivals, {self.slo.describe()}; "
+                 f"first rate {first:.3g}/s")
+        result = search(lambda x: self.probe_rate(x, settings), start=first, floor=min(first, 0.01), bound=bound,
+                        step=rate_step(settings.resolution_pct), integer=False)
+        return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
+                          time_scale=self.time_scale)
+
+
+def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:
+    return {"prompt_tokens": settings.prompt_tokens, "max_tokens": settings.max_tokens,
+            "shared_prefix": settings.shared_prefix, "path": settings.path, "runs": settings.runs}
+
+
+def measure_capacity(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+                     facts: Mapping[str, Any] | None = None, start_users: int | None = None, time_scale: float = 1.0,
+                     timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,
+                     api_key: str | None = None) -> CapacityResult:
+    """The most concurrent users meeting `slo` with `settings`' workload. `facts`: the boot facts
+    (BootFacts.to_dict(): seats, KV pool) that bound the search; `time_scale`: a simulator's."""
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+        return session.capacity(settings, start_users)
+
+
+def frontier_settings(settings: CapacitySettings, context: int) -> CapacitySettings:
+    """The settings of one frontier point: its context, the frontier's output tokens and runs."""
+    fs = settings.frontier
+    return replace(settings, prompt_tokens=context, max_tokens=fs.max_tokens or settings.max_tokens,
+                   runs=fs.runs or settings.runs)
+
+
+def measure_frontier(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+                     contexts: Sequence[int] | None = None, facts: Mapping[str, Any] | None = None,
+                     start_users: int | None = None, time_scale: float = 1.0, timeouts: Mapping[str, float] | None = None,
+                     progress: Progress | None = None, api_key: str | None = None,
+                     known: Mapping[int, CapacityResult] | None = None) -> FrontierResult:
+    """Capacity at each context length (prompt tokens per user), shortest first. Each search starts
+    at the previous context's capacity (capacity falls with context) capped by its own bounds.
+    `known`: results already measured for some contexts with the same settings (not measured again)."""
+    contexts = sorted(set(contexts if contexts is not None else settings.frontier.contexts))
+    points: list[CapacityResult] = []
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+        start = start_users
+        for context in contexts:
+            cs = frontier_settings(settings, context)
+            point = (known or {}).get(context) or session.capacity(cs, start)
+            points.append(point)
+            if point.users:
+                start = point.users
+    return FrontierResult(points=points, slo=slo, seats=(facts or {}).get("max_running_requests"),
+                          kv_tokens=(facts or {}).get("kv_tokens"))
+
+
+def measure_rate_capacity(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+                          facts: Mapping[str, Any] | None = None, start_per_s: float | None = None,
+                          users_capacity: CapacityResult | None = None, time_scale: float = 1.0,
+                          timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,
+                          api_key: str | None = None) -> RateResult:
+    """The highest Poisson request rate meeting `slo`. Without a start, a users capacity gives one
+    by Little's law (users / time each request takes at that load), else 1 request/s."""
+    if start_per_s is None and users_capacity is not None and users_capacity.last_pass is not None:
+        p = users_capacity.last_pass
+        if p.per_user_tok_s and p.ttft_s is not None:
+            start_per_s = p.users / (p.ttft_s + settings.max_tokens / p.per_user_tok_s)
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+        return session.rate_capacity(settings, start_per_s)
+
+
+def kv_bound_users(result: CapacityResult, facts: Mapping[str, Any] | None) -> int | None:
+    """The KV pool's bound for this result's workload, from the measured prompt size when known."""
+    prompt = (result.last_pass or result.first_fail or None)
+    tokens = prompt.prompt_tokens if prompt and prompt.prompt_tokens else \
+        (result.workload["prompt_tokens"] or 0) + TEMPLATE_TOKENS
+    shared = max(0.0, tokens - TEMPLATE_TOKENS) if result.workload.get("shared_prefix") else 0.0
+    return kv_users(facts, tokens, result.workload["max_tokens"], shared)

@@ -1,0 +1,137 @@
+"""One probe against the service level: a measured curve row (gates/curve/runner.run_row) in, a
+`Probe` (the numbers the service level speaks of, and what it missed) out. Pure functions.
+
+Per measured run: the share of requests whose decode speed reaches `per_user_tok_s` (a failed or
+unmeasurable request does not), the speed the slowest allowed share still reaches (the
+(100 - users_pct)th percentile of the speeds), and the `ttft_pct` percentile of TTFT. A probe's
+numbers are the medians over its runs (the curve's rule); it passes when those meet the service
+level, no request failed and the client's self-check and token counts held (else the numbers are
+not the server's). On a simulator at time scale s the numbers are converted to the units of the
+GPU it models (tok/s x s, seconds / s) before they are judged.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_glmf.gates.capacity.spec import SLO
+from pytest_glmf.gates.curve.checks import describe_flags
+from pytest_glmf.gates.curve.records import RequestRecord, median, per_user_tok_s, percentile, spread_pct, ttft_s
+
+
+@dataclass
+class Miss:
+    """One bound a probe missed, in words and numbers."""
+
+    what: str           # e.g. "per-user tok/s", "TTFT p95", "failed requests"
+    measured: str
+    expected: str
+
+    def text(self) -> str:
+        return f"{self.what}: {self.measured}, needs {self.expected}"
+
+
+@dataclass
+class Probe:
+    """One users value (or request rate) measured against the service level."""
+
+    x: float                              # users, or requests per second
+    passed: bool
+    misses: list[Miss] = field(default_factory=list)
+    users_meeting_pct: float | None = None      # share of requests at or above per_user_tok_s
+    per_user_tok_s_at_pct: float | None = None  # the speed the (100 - users_pct) % slowest reach
+    per_user_tok_s: float | None = None         # median over users
+    ttft_s: float | None = None                 # the ttft_pct percentile
+    ttft_p50_s: float | None = None
+    aggregate_tok_s: float | None = None
+    spread_pct: float | None = None
+    runs: int = 0
+    requests: int = 0
+    errors: int = 0
+    prompt_tokens: float | None = None
+    max_running: int | None = None              # /metrics, when sampled
+    max_queued: int | None = None
+    flags: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    attempts: int = 1                           # measured again when the client was the bottleneck
+
+    @property
+    def users(self) -> int:
+        return int(self.x)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _records(run: Mapping[str, Any]) -> list[RequestRecord]:
+    return [r if isinstance(r, RequestRecord) else RequestRecord(**r) for r in run.get("records", [])]
+
+
+def run_numbers(records: Sequence[RequestRecord], slo: SLO, time_scale: float = 1.0) -> dict[str, float | None]:
+    """The service level's numbers of one run, in the modelled GPU's units."""
+    speeds = [per_user_tok_s(r) if r.ok else None for r in records]
+    speeds = [None if s is None else s * time_scale for s in speeds]
+    measured = [s for s in speeds if s is not None]
+    ttfts = [t / time_scale for t in (ttft_s(r) for r in records if r.ok) if t is not None]
+    meeting = None
+    if slo.per_user_tok_s is not None and records:
+        meeting = 100.0 * sum(1 for s in speeds if s is not None and s >= slo.per_user_tok_s) / len(records)
+    return {"users_meeting_pct": meeting,
+            "per_user_tok_s_at_pct": percentile(measured, 100.0 - slo.users_pct),
+            "per_user_tok_s": median(measured),
+            "ttft_s": percentile(ttfts, slo.ttft_pct),
+            "ttft_p50_s": percentile(ttfts, 50)}
+
+
+def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, wall_s: float = 0.0) -> Probe:
+    """The probe of one measured curve row (with its per-run records)."""
+    runs = row.get("per_run") or []
+    per_run = [run_numbers(_records(r), slo, time_scale) for r in runs]
+
+    def med(key: str) -> float | None:
+        return median([n[key] for n in per_run if n[key] is not None])
+
+    server = [r.get("server") or {} for r in runs]
+    probe = Probe(
+        x=x, passed=False, users_meeting_pct=med("users_meeting_pct"), per_user_tok_s_at_pct=med("per_user_tok_s_at_pct"),
+        per_user_tok_s=med("per_user_tok_s"), ttft_s=med("ttft_s"), ttft_p50_s=med("ttft_p50_s"),
+        aggregate_tok_s=None if row.get("aggregate_tok_s") is None else row["aggregate_tok_s"] * time_scale,
+        spread_pct=spread_pct([n["per_user_tok_s_at_pct"] for n in per_run] if slo.per_user_tok_s is not None
+                              else [n["ttft_s"] for n in per_run]),
+        runs=len(runs), requests=sum(int(r.get("requests") or 0) for r in runs),
+        errors=sum(int(r.get("errors") or 0) for r in runs), prompt_tokens=row.get("prompt_tokens_p50"),
+        max_running=max((s["max_running"] for s in server if s.get("max_running") is not None), default=None),
+        max_queued=max((s["max_queued"] for s in server if s.get("max_queued") is not None), default=None),
+        flags=describe_flags(row), wall_s=wall_s)
+    probe.misses = misses(probe, slo, row)
+    probe.passed = not probe.misses
+    return probe
+
+
+def misses(probe: Probe, slo: SLO, row: Mapping[str, Any]) -> list[Miss]:
+    """Every bound the probe missed: the service level, then the measurement's own validity."""
+    out = []
+    if slo.per_user_tok_s is not None:
+        share = probe.users_meeting_pct
+        if share is None or share < slo.users_pct:
+            at = "-" if probe.per_user_tok_s_at_pct is None else f"{probe.per_user_tok_s_at_pct:.1f}"
+            out.append(Miss("per-user tok/s", f"{_pct(share)} of users >= {slo.per_user_tok_s:g} "
+                                              f"(p{100 - slo.users_pct:g} {at})", f"{slo.users_pct:g} %"))
+    if slo.ttft_s is not None and (probe.ttft_s is None or probe.ttft_s > slo.ttft_s):
+        out.append(Miss(f"TTFT p{slo.ttft_pct:g}", "-" if probe.ttft_s is None else f"{probe.ttft_s:.3f} s",
+                        f"<= {slo.ttft_s:g} s"))
+    if probe.errors:
+        examples = sorted({e for r in row.get("per_run", []) for e in r.get("error_examples", [])})[:2]
+        out.append(Miss("failed requests", f"{probe.errors} ({'; '.join(examples)})" if examples else str(probe.errors),
+                        "0"))
+    if row.get("client_bound"):
+        out.append(Miss("client self-check", "client-bound run(s): the numbers are the client's, not the server's",
+                        "a client that keeps up (fewer users per client process, a quieter machine)"))
+    if row.get("count_mismatch"):
+        out.append(Miss("token counts", "usage, chunks and /metrics disagree", "agreement within 0.5 %"))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f} %"

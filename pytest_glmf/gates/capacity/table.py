@@ -1,0 +1,116 @@
+"""Capacity as text: the headline sentence, the probes behind it, the frontier (plain data in, text out)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult, kv_bound_users
+from pytest_glmf.gates.capacity.search import SearchResult
+from pytest_glmf.gates.capacity.slo import Probe
+from pytest_glmf.gates.capacity.spec import SLO
+from pytest_glmf.gates.verdict import fmt, render_table
+
+STOPPED = {"slo": "the service level", "seats": "the seats", "kv_pool": "the KV pool",
+           "max_users": "the search's ceiling", "max_rate": "the search's ceiling", "floor": "the floor"}
+
+
+def _x(probe: Probe | None, rate: bool) -> str:
+    if probe is None:
+        return "-"
+    return f"{probe.x:.3g}/s" if rate else str(probe.users)
+
+
+def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = False) -> str:
+    """Why the answer is what it is, with the evidence on both sides."""
+    lp, ff = search.last_pass, search.first_fail
+    cost = f"{len(search.probes)} probe(s), {search.wall_s:.0f} s"
+    if search.value is None:
+        missed = "; ".join(m.text() for m in ff.misses) if ff else "nothing measured"
+        return f"{what}: none: even {_x(ff, rate)} {unit} missed the service level ({missed}); {cost}"
+    value = f"{search.value:.3g}/s" if rate else f"{int(search.value)}"
+    if search.stopped_by == "slo" and ff is not None:
+        missed = "; ".join(m.text() for m in ff.misses)
+        step = f"{search.step:.3g}/s" if rate else f"{int(search.step)}"
+        return (f"{what}: {value} {unit} (the service level held at {_x(lp, rate)}, {_x(ff, rate)} missed {missed}; "
+                f"resolution {step}); {cost}")
+    b = search.bound
+    held = "the service level still held there" if lp is not None else "nothing could be measured below it"
+    return f"{what}: {value} {unit}, stopped by {STOPPED.get(b.kind, b.kind)}: {b.text()} ({held}); {cost}"
+
+
+def workload_text(w: Mapping[str, Any]) -> str:
+    """'2,400 prompt + 384 output tokens' (the prompt file's own size when not fitted)."""
+    prompt = "the prompt file's" if w.get("prompt_tokens") is None else f"{w['prompt_tokens']:,}"
+    return f"{prompt} prompt + {w['max_tokens']} output tokens" + (", shared prefix" if w.get("shared_prefix") else "")
+
+
+def capacity_sentence(result: CapacityResult) -> str:
+    what = f"capacity at {result.slo.describe()} ({workload_text(result.workload)})"
+    return search_sentence(result.search, what=what, unit="users")
+
+
+def rate_sentence(result: RateResult) -> str:
+    what = f"open-loop capacity at {result.slo.describe()} ({workload_text(result.workload)}, Poisson arrivals)"
+    return search_sentence(result.search, what=what, unit="requests/s", rate=True)
+
+
+def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *, rate: bool = False,
+                 slo: SLO | None = None) -> str:
+    """Every probe, in the order measured: its numbers, and the bounds it missed."""
+    rows = []
+    for p in probes:
+        role = ""
+        if search is not None and p is search.last_pass:
+            role = " (last pass)"
+        elif search is not None and p is search.first_fail:
+            role = " (first fail)"
+        meeting = "-" if p.users_meeting_pct is None else f"{p.users_meeting_pct:.0f} %"
+        rows.append([_x(p, rate), ("pass" if p.passed else "FAIL") + role, fmt(p.per_user_tok_s_at_pct), meeting,
+                     fmt(p.per_user_tok_s), fmt(p.ttft_s), fmt(p.ttft_p50_s), fmt(p.aggregate_tok_s),
+                     "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", str(p.runs), f"{p.wall_s:.0f}",
+                     "; ".join(m.text() for m in p.misses) or "; ".join(p.flags)])
+    slo = slo or SLO()
+    at = f">= {slo.per_user_tok_s:g}" if slo.per_user_tok_s is not None else "meeting"
+    return render_table(rows, ["requests/s" if rate else "users", "verdict", f"p{100 - slo.users_pct:g} tok/s",
+                               f"users {at}", "per-user tok/s", f"TTFT p{slo.ttft_pct:g} s", "TTFT p50 s",
+                               "aggregate tok/s", "spread", "runs", "wall s", "missed / flags"])
+
+
+def capacity_report(result: CapacityResult) -> str:
+    return capacity_sentence(result) + "\n" + probes_table(result.probes, result.search, slo=result.slo)
+
+
+def rate_report(result: RateResult) -> str:
+    return rate_sentence(result) + "\n" + probes_table(result.search.probes, result.search, rate=True, slo=result.slo)
+
+
+def frontier_rows(frontier: FrontierResult, facts: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One plain row per context: the measured capacity and the bounds beside it."""
+    facts = dict(facts or {})
+    facts.setdefault("kv_tokens", frontier.kv_tokens)
+    out = []
+    for p in frontier.points:
+        first = p.first_fail
+        out.append({"context_tokens": p.workload["prompt_tokens"], "users": p.users, "stopped_by": p.stopped_by,
+                    "missed_at": first.users if first is not None else None,
+                    "missed": "; ".join(m.what for m in first.misses) if first is not None else "",
+                    "seats": frontier.seats, "kv_bound_users": kv_bound_users(p, facts),
+                    "kv_tokens_per_user": (frontier.kv_tokens // p.users) if frontier.kv_tokens and p.users else None,
+                    "probes": len(p.probes), "wall_s": p.wall_s})
+    return out
+
+
+def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = None) -> str:
+    """The recipe's "many short sessions or few long ones", measured: capacity per context length."""
+    body = []
+    for r in frontier_rows(frontier, facts):
+        why = STOPPED.get(r["stopped_by"], r["stopped_by"])
+        if r["stopped_by"] == "slo" and r["missed_at"] is not None:
+            why = f"{r['missed']} at {r['missed_at']}"
+        body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]), why,
+                     "-" if r["kv_bound_users"] is None else str(r["kv_bound_users"]),
+                     "-" if r["seats"] is None else str(r["seats"]),
+                     "-" if r["kv_tokens_per_user"] is None else f"{r['kv_tokens_per_user']:,}",
+                     str(r["probes"]), f"{r['wall_s']:.0f}"])
+    return render_table(body, ["context tokens/user", "users at SLO", "stopped by", "KV pool bound (users)", "seats",
+                               "KV tokens/user at capacity", "probes", "wall s"])

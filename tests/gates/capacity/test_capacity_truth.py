@@ -1,0 +1,86 @@
+"""The capacity search against the ground-truth server with a known service curve: per-user speed
+1 / (itl + k * (running - 1)), TTFT ttft + j * (k-th running - 1). The search returns the true
+capacity (resolution 1), stops at the seats or the KV pool with the reason and the flag when they
+bind first, and every probe is a full curve row (warm pass, runs, client self-check)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pytest_glmf.gates.capacity.measure import measure_capacity
+from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
+from pytest_glmf.gates.curve.workload import load_prompt_variants
+from pytest_glmf.testing.truth_server import TruthServer
+
+# slow streams (~30 tok/s): a loaded CI box keeps up with them, so the client's self-check holds
+SETTINGS = CapacitySettings(prompt_tokens=None, max_tokens=60, runs=2, resolution_users=1, start_users=20)
+
+
+def speed(n: int, itl_ms: float = 20.0, per_running_ms: float = 0.8) -> float:
+    return 1000.0 / (itl_ms + per_running_ms * (n - 1))
+
+
+def test_speed_bound_capacity_is_the_truth():
+    # 22 users: 27.17 tok/s, 23 users: 26.60; the bound sits between them (+-1.1 %)
+    slo = SLO(per_user_tok_s=26.88, ttft_s=1.0)
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts:
+        r = measure_capacity(ts.url, slo, SETTINGS)
+        truth = ts.truth()
+    assert r.users == 22 and r.stopped_by == "slo"
+    assert r.first_fail.users == 23 and [m.what for m in r.first_fail.misses] == ["per-user tok/s"]
+    assert r.last_pass.per_user_tok_s == pytest.approx(speed(22), rel=0.01)
+    assert r.first_fail.per_user_tok_s == pytest.approx(speed(23), rel=0.01)
+    assert r.last_pass.runs == 2 and r.last_pass.requests == 2 * 22
+    # bracket 20, 21, 23 (the step doubles), then bisect 22: each value once
+    assert [p.users for p in r.probes] == [20, 21, 23, 22]
+    # each attempt: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens
+    assert sorted({j["max_tokens"] for j in truth}) == [16, 60]
+    assert len(truth) == sum(3 * p.users * p.attempts for p in r.probes)
+
+
+def test_ttft_bound_capacity_is_the_truth():
+    # TTFT of the k-th request: 20 + 40 (k - 1) ms; p95 over 12 users 438 ms, over 13 users 476 ms
+    slo = SLO(ttft_s=0.457)
+    with TruthServer(ttft_ms=20, itl_ms=20, ttft_per_running_ms=40) as ts:
+        r = measure_capacity(ts.url, slo, replace(SETTINGS, max_tokens=30, start_users=10))
+    assert r.users == 12 and r.stopped_by == "slo"
+    assert [m.what for m in r.first_fail.misses] == ["TTFT p95"]
+    assert r.last_pass.ttft_s == pytest.approx(0.438, abs=0.012)
+    assert r.first_fail.ttft_s == pytest.approx(0.476, abs=0.012)
+
+
+CAP = "max_running_requests is capped to 12 by the mamba state cache (max_mamba_cache_size=60, 5 state slots per request)"
+
+
+def test_the_seats_stop_it_first_with_the_flag_that_raises_them():
+    facts = {"engine": "sglang", "max_running_requests": 12, "cap_reason": CAP, "kv_tokens": 10_000_000}
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8, seats=12) as ts:
+        r = measure_capacity(ts.url, SLO(per_user_tok_s=26.88), SETTINGS, facts=facts)
+    assert r.users == 12 and r.stopped_by == "seats" and r.first_fail is None
+    assert max(p.users for p in r.probes) == 12 and r.last_pass.users == 12
+    assert r.search.bound.hint == f"{CAP}: raise --max-mamba-cache-size"
+
+
+def test_the_kv_pool_stops_it_first_with_the_flag_that_raises_it():
+    prompt = max(len(p) for p in load_prompt_variants()) // 4 + 16     # the estimate without /tokenize
+    facts = {"engine": "sglang", "max_running_requests": 128, "kv_tokens": 9 * (prompt + SETTINGS.max_tokens) + 10,
+             "max_mamba_cache_size": 640}
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts:
+        r = measure_capacity(ts.url, SLO(per_user_tok_s=26.88), SETTINGS, facts=facts)
+    assert r.users == 9 and r.stopped_by == "kv_pool" and max(p.users for p in r.probes) == 9
+    assert r.search.bound.hint.startswith("raise --mem-fraction-static, or trade state slots for KV tokens "
+                                          "(fewer --max-mamba-cache-size than 640")
+    assert {b.kind: b.value for b in r.bounds} == {"max_users": 1024, "seats": 128, "kv_pool": 9}
+
+
+def test_allow_queueing_probes_past_the_seats_and_the_queue_shows_in_ttft():
+    facts = {"max_running_requests": 6}
+    settings = replace(SETTINGS, max_tokens=30, start_users=6)
+    with TruthServer(ttft_ms=20, itl_ms=20, seats=6) as ts:
+        r = measure_capacity(ts.url, SLO(ttft_s=0.3, allow_queueing=True), settings, facts=facts)
+    # the 7th user waits for a whole request (20 + 29 x 20 ms) before its own 20 ms: TTFT 0.62 s;
+    # p95 over 7 users interpolates 70 % of the way from 0.02 s to it
+    assert r.users == 6 and r.stopped_by == "slo" and r.first_fail.users == 7
+    assert r.first_fail.ttft_s == pytest.approx(0.02 + 0.7 * 0.6, abs=0.03)
+    assert r.search.bound.kind == "max_users"
