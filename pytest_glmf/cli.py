@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("pytest_glmf.sim.__main__", "run the built-in SGLang-compatible simulator"),
     "bootlog": ("pytest_glmf.gates.boot.cli", "parse a boot log into facts (seats, cap reason, KV pools)"),
     "curve": ("pytest_glmf.gates.curve.cli", "run a concurrency curve against a server"),
+    "capacity": ("pytest_glmf.gates.capacity.cli", "capacity under a service level: users (and rate) at N tok/s"),
     "drift": ("pytest_glmf.gates.drift.cli", "log-prob drift: oracle reference, scoring, comparison"),
     "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
     "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),

@@ -30,6 +30,7 @@ UNIT_TEXT = {
     "fraction": "a fraction",
     "s": "a time in seconds",
     "tok/s": "tokens per second",
+    "req/s": "requests per second",
     "%": "a percentage",
     "count": "a count",
     "tokens": "a number of tokens",

@@ -177,3 +177,7 @@ def _session(config: pytest.Config) -> GlmfSession:
     session = session_of(config)
     assert session is not None
     return session
+
+
+# Per-gate fixtures live beside their gate's measurement code; importing them here registers them.
+from pytest_glmf.gates.capacity.fixture import glmf_capacity  # noqa: E402, F401

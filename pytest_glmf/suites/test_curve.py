@@ -32,6 +32,7 @@ from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workers import WorkerError
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 from pytest_glmf.gates.verdict import failure_table
+from pytest_glmf.plugin.progress import live_progress
 from pytest_glmf.plugin.session import session_of
 
 pytestmark = [pytest.mark.glmf_gate("curve"), pytest.mark.glmf_serial]
@@ -63,7 +64,7 @@ def curve_collected(request: pytest.FixtureRequest):
     """Rows measured in this module; the full table is written when the module finishes."""
     rows: list[dict[str, Any]] = []
     yield rows
-    say = _progress(request.config)
+    say = live_progress(request.config)
     if rows and say is not None:
         say("")
         say(f"glmf concurrency curve ({rows[0].get('units', 'measured')}):")
@@ -83,22 +84,6 @@ def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
             continue
         out[key] = value * time_scale if "tok_s" in key else value / time_scale
     return out
-
-
-def _progress(config: pytest.Config):
-    """One line per run, live on the terminal (outside output capture: a curve takes minutes)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return None
-
-    def say(line: str) -> None:
-        if capman is None:
-            reporter.write_line("  " + line)
-            return
-        with capman.global_and_fixture_disabled():
-            reporter.write_line("  " + line)
-    return say
 
 
 def test_curve_row(curve_row, request, glmf_server, glmf_lane, glmf_thresholds, glmf_results,
@@ -124,7 +109,7 @@ def test_curve_row(curve_row, request, glmf_server, glmf_lane, glmf_thresholds, 
     # several replicas: each one's boot facts, seats summed; streams dealt round-robin over their URLs
     urls, facts = server_endpoints(glmf_server)
     try:
-        row = run_rows(urls, workload_for(opts, prompts), settings, facts, _progress(request.config))[0]
+        row = run_rows(urls, workload_for(opts, prompts), settings, facts, live_progress(request.config))[0]
     except WorkerError as exc:
         pytest.fail(f"curve of lane {glmf_lane.name!r} @ {users} users: client workers failed: {exc}", pytrace=False)
 

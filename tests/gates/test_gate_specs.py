@@ -19,8 +19,8 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import settings_keys
 
 CURVE_KEYS = ("arrival, between_tokens_timeout_s, continuous_usage, cpu_max_frac, first_token_timeout_s, "
-              "lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, rate_per_s, runs, spread_max_pct, "
-              "warmup, workers")
+              "lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, rate_per_s, runs, shared_prefix, "
+              "spread_max_pct, warmup, workers")
 DRIFT_KEYS = ("check_tokenizer, k, max_tokens, not_worse_than, oracle_engine, oracle_url, prompt_file, prompts, "
               "reference, regenerate, self_check")
 
@@ -133,7 +133,7 @@ def test_a_typo_in_any_gates_settings_stops_pytest_before_a_server_boots(pyteste
 def test_every_gate_declares_settings_with_defaults_and_metrics_with_a_unit() -> None:
     from pytest_glmf.gates.spec import UNIT_TEXT
 
-    assert list(GATES) == ["boot", "curve", "drift", "acceptance", "tools"]
+    assert list(GATES) == ["boot", "curve", "drift", "acceptance", "tools", "capacity"]
     for name, spec in GATES.items():
         spec.defaults()                              # every setting has a default (or the gate has none)
         assert spec.metrics, name

@@ -41,9 +41,9 @@ def users_bound(facts: Mapping[str, Any] | None, *, prompt_tokens: float, max_to
                     "raise capacity settings.max_users")]
     seats = facts.get("max_running_requests")
     if seats:
-        reason = facts.get("cap_reason")
-        detail = f"{seats} seats (max_running_requests" + (f": {reason})" if reason else ")")
-        bounds.append(Bound(seats, "seats", detail, seat_hint({"cap_reason": reason})))
+        # the hint carries the boot log's cap reason with the flag that raises it
+        bounds.append(Bound(seats, "seats", f"{seats} seats (max_running_requests)",
+                            seat_hint({"cap_reason": facts.get("cap_reason")})))
     n = kv_users(facts, prompt_tokens, max_tokens, shared_tokens)
     if n is not None:
         per_user = prompt_tokens + max_tokens - shared_tokens

@@ -25,6 +25,7 @@ from pytest_glmf.gates.capacity.bounds import kv_users, users_bound
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
+from pytest_glmf.gates.curve.records import combine_runs
 from pytest_glmf.gates.curve.runner import (
     CurveSettings,
     Progress,
@@ -185,32 +186,41 @@ class _Session:
     # -- one probe ------------------------------------------------------------------------------
     async def _measure(self, n: int, workload: Workload, run_settings: CurveSettings, settings: CapacitySettings,
                        label: str) -> dict[str, Any]:
-        """A short discarded pass at this shape, then the measured runs (a curve row)."""
+        """A short discarded pass at this shape, then the measured runs (a curve row). A run the
+        client's self-check marks (the client, not the server, set its pace) is measured again, up
+        to `client_retries` extra runs, and left out of the numbers."""
         self.tags += 1
         warm = replace(workload, max_tokens=min(settings.warm_tokens, workload.max_tokens))
         t0 = time.perf_counter()
         await measure_run(self.target, [warm.body(f"w{self.tags}", u, u) for u in range(n)], run_settings,
                           workload.path)
         self.say(f"capacity {label}: warm pass (discarded) {time.perf_counter() - t0:.1f} s")
-        return await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
-                             run_offset=self.tags * 1000)
+        row = await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
+                            run_offset=self.tags * 1000)
+        extra = 0
+        while row["client_bound"] and extra < settings.client_retries:
+            bad = sum(1 for r in row["per_run"] if r["client"]["client_bound"])
+            more = min(bad, settings.client_retries - extra)
+            self.say(f"capacity {label}: {bad} run(s) client-bound (its numbers are the client's): measuring "
+                     f"{more} more")
+            self.tags += 1
+            top_up = await run_row(self.target, n, workload, replace(run_settings, runs=more), self.facts,
+                                   self.progress, run_offset=self.tags * 1000)
+            row = replace_client_bound_runs(row, top_up)
+            extra += more
+        return row
 
     def _probe(self, x: float, n: int, run_settings: CurveSettings, settings: CapacitySettings, label: str,
                open_loop: bool = False) -> Probe:
-        """Measure and judge one value; measured again when the client, not the server, set the pace."""
         t0 = time.perf_counter()
-        workload = self.workload(settings)
-        for attempt in range(settings.client_retries + 1):
-            row = self.runner.run(self._measure(n, workload, run_settings, settings, label))
-            if open_loop:    # n is requests over time here, not concurrent users
-                for key in ("seat", "memory"):
-                    (row.get(key) or {})["notes"] = []
-            probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
-            probe.attempts = attempt + 1
-            if not row.get("client_bound"):
-                break
-            if attempt < settings.client_retries:
-                self.say(f"capacity {label}: client-bound, measuring again ({attempt + 1} of {settings.client_retries})")
+        row = self.runner.run(self._measure(n, self.workload(settings), run_settings, settings, label))
+        if open_loop:    # n is requests over time here, not concurrent users
+            for key in ("seat", "memory"):
+                (row.get(key) or {})["notes"] = []
+        probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
+        probe.replaced_runs = row.get("replaced_runs", 0)
+        if probe.replaced_runs:
+            probe.flags.append(f"{probe.replaced_runs} client-bound run(s) measured again")
         self._said(label, probe)
         return probe
 
@@ -257,6 +267,17 @@ class _Session:
                         step=rate_step(settings.resolution_pct), integer=False)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)
+
+
+def replace_client_bound_runs(row: dict[str, Any], top_up: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its client-bound runs dropped and `top_up`'s runs added, its numbers recombined."""
+    kept = [r for r in row["per_run"] if not r["client"]["client_bound"]] + list(top_up["per_run"])
+    out = {**row, **combine_runs(kept), "per_run": kept, "runs": len(kept),
+           "replaced_runs": row.get("replaced_runs", 0) + len(row["per_run"]) + len(top_up["per_run"]) - len(kept)}
+    out["client_bound"] = any(r["client"]["client_bound"] for r in kept)
+    out["count_mismatch"] = any(not r["token_count"]["ok"] for r in kept)
+    out["valid"] = not (out["client_bound"] or out["count_mismatch"] or any(r["errors"] for r in kept))
+    return out
 
 
 def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:

@@ -54,7 +54,7 @@ class Probe:
     max_queued: int | None = None
     flags: list[str] = field(default_factory=list)
     wall_s: float = 0.0
-    attempts: int = 1                           # measured again when the client was the bottleneck
+    replaced_runs: int = 0                      # runs measured again: the client, not the server, set their pace
 
     @property
     def users(self) -> int:

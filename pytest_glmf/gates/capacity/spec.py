@@ -105,8 +105,8 @@ class CapacitySettings:
     resolution_pct: float = setting(10.0, above=0, max=100, doc="...else this percent of the last passing value "
                                                                 "(at least one user)")
     spread_max_pct: float = setting(5.0, min=0, doc="a probe whose runs spread more than this is flagged")
-    client_retries: int = setting(2, min=0, doc="measure a probe again (up to this many times) when the client's "
-                                                "self-check says the numbers were the client's, not the server's")
+    client_retries: int = setting(2, min=0, doc="extra runs per probe (at most) to replace runs the client's "
+                                                "self-check marks: their numbers are the client's, not the server's")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model)")
     frontier: FrontierSettings = setting(FrontierSettings(), doc="the search at several context lengths")
@@ -117,7 +117,7 @@ DEFAULTS = CapacitySettings()
 
 METRICS = [
     Metric("users", "higher", "count", doc="capacity: the most concurrent users that met the service level"),
-    Metric("rate_per_s", "higher", "count", doc="open-loop capacity: the highest Poisson request rate (per s) "
+    Metric("rate_per_s", "higher", "req/s", doc="open-loop capacity: the highest Poisson request rate (per s) "
                                                 "that met the service level"),
 ]
 

@@ -34,9 +34,10 @@ def test_speed_bound_capacity_is_the_truth():
     assert r.last_pass.runs == 2 and r.last_pass.requests == 2 * 22
     # bracket 20, 21, 23 (the step doubles), then bisect 22: each value once
     assert [p.users for p in r.probes] == [20, 21, 23, 22]
-    # each attempt: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens
+    # each probe: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens (and a
+    # run for each one the client's self-check threw out)
     assert sorted({j["max_tokens"] for j in truth}) == [16, 60]
-    assert len(truth) == sum(3 * p.users * p.attempts for p in r.probes)
+    assert len(truth) == sum(p.users * (1 + 2 + p.replaced_runs) for p in r.probes)
 
 
 def test_ttft_bound_capacity_is_the_truth():

@@ -1,0 +1,113 @@
+"""`glmf_capacity`: the public measurement functions bound to the session's server, its boot facts
+and the lane's `capacity` section. A user's own test reads like the suite:
+
+    from pytest_glmf.gates.capacity.check import assert_capacity
+    from pytest_glmf.gates.capacity.spec import SLO
+
+    def test_chat_capacity(glmf_capacity):
+        result = glmf_capacity.measure(SLO(per_user_tok_s=50, ttft_s=1.0), prompt_tokens=4000)
+        assert_capacity(result, {"users": {"min": 32}})
+
+`measure`, `frontier` and `rate` take a service level (default: the lane's `capacity.slo`) and
+settings overrides by name (default: the lane's `capacity.settings`). A measurement is made once
+per session: asking again with the same arguments returns the same result, and the frontier
+reuses a headline search of the same workload.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
+    from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
+    from pytest_glmf.gates.curve.runner import Progress
+
+
+@dataclass
+class LaneCapacity:
+    base_url: str
+    settings: "CapacitySettings"
+    slo: "SLO | None" = None
+    facts: Mapping[str, Any] | None = None
+    time_scale: float = 1.0
+    timeouts: Mapping[str, float] | None = None
+    source: str = "capacity"                       # where slo and settings came from, for messages
+    progress: "Progress | None" = None
+    api_key: str | None = None
+    _done: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _slo(self, slo: "SLO | None") -> "SLO":
+        slo = slo or self.slo
+        if slo is None:
+            raise ValueError(f"{self.source}: no service level: pass one (SLO(per_user_tok_s=..., ttft_s=...)) or "
+                             "add `slo: {per_user_tok_s: 50, ttft_s: 1.0}` to the lane's capacity section")
+        return slo
+
+    def _kw(self) -> dict[str, Any]:
+        return {"facts": self.facts, "time_scale": self.time_scale, "timeouts": self.timeouts,
+                "progress": self.progress, "api_key": self.api_key}
+
+    def measure(self, slo: "SLO | None" = None, **overrides: Any) -> "CapacityResult":
+        """The most concurrent users meeting the service level (capacity.settings with `overrides`)."""
+        from pytest_glmf.gates.capacity.measure import measure_capacity
+
+        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        key = f"users {slo!r} {settings!r}"
+        if key not in self._done:
+            self._done[key] = measure_capacity(self.base_url, slo, settings, **self._kw())
+        return self._done[key]
+
+    def frontier(self, slo: "SLO | None" = None, contexts: list[int] | None = None, **overrides: Any) -> "FrontierResult":
+        """Capacity at each context length (settings.frontier.contexts unless given)."""
+        from pytest_glmf.gates.capacity.measure import frontier_settings, measure_frontier
+
+        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        contexts = list(contexts if contexts is not None else settings.frontier.contexts)
+        known = {}
+        for context in contexts:    # a headline search of the same workload is not measured again
+            same = f"users {slo!r} {frontier_settings(settings, context)!r}"
+            if same in self._done:
+                known[context] = self._done[same]
+        key = f"frontier {slo!r} {settings!r} {contexts!r}"
+        if key not in self._done:
+            self._done[key] = measure_frontier(self.base_url, slo, settings, contexts=contexts, known=known,
+                                               **self._kw())
+            for point in self._done[key].points:
+                cs = replace(settings, prompt_tokens=point.workload["prompt_tokens"],
+                             max_tokens=point.workload["max_tokens"], runs=point.workload["runs"])
+                self._done.setdefault(f"users {slo!r} {cs!r}", point)
+        return self._done[key]
+
+    def rate(self, slo: "SLO | None" = None, **overrides: Any) -> "RateResult":
+        """The highest Poisson request rate meeting the service level; starts from a users capacity
+        of the same workload when one was measured in this session."""
+        from pytest_glmf.gates.capacity.measure import measure_rate_capacity
+
+        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        key = f"rate {slo!r} {settings!r}"
+        if key not in self._done:
+            users = self._done.get(f"users {slo!r} {settings!r}")
+            self._done[key] = measure_rate_capacity(self.base_url, slo, settings, users_capacity=users, **self._kw())
+        return self._done[key]
+
+
+@pytest.fixture(scope="session")
+def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_boot_facts: Any, glmf_lane: Any,
+                  glmf_thresholds: Any) -> LaneCapacity:
+    """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
+    section gives the default service level and settings. On the simulator, numbers are in the
+    units of the GPU it models (its time scale applied)."""
+    from pytest_glmf.gates.capacity.spec import build_slo
+    from pytest_glmf.plugin.progress import live_progress
+
+    section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
+    source = glmf_thresholds.source(glmf_lane.name, "capacity")
+    slo = build_slo(section["slo"], f"{source}.slo") if "slo" in section else None
+    return LaneCapacity(base_url=glmf_server.base_url, settings=glmf_thresholds.settings(glmf_lane.name, "capacity"),
+                        slo=slo, facts=glmf_boot_facts.to_dict(),
+                        time_scale=float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0,
+                        timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig))

@@ -1,0 +1,137 @@
+"""Capacity gate: "48 users at 50 tok/s each, first token inside a second", as a number with a bound.
+
+`test_capacity`: the largest number of concurrent users for which the lane's service level
+(`capacity.slo`) holds, searched (bracket, then bisect to the stated resolution) with the curve's
+discipline: one discarded warm pass per probed shape, `runs` measured runs, the client's
+self-check. It never probes beyond the seats and the KV pool of the boot log (unless the service
+level allows queueing) and says which bound stopped it and the flag that raises it. Fails when
+the capacity misses `capacity.users`; the failure shows the last passing and the first failing
+probe with their numbers.
+
+`test_capacity_frontier` (with `capacity.settings.frontier.contexts`): the same search at each
+context length per user, a table and a PNG (results directory) of users at the service level
+against context, the KV pool's bound beside it. It fails when a point rests on an invalid
+measurement (failed requests, a client that could not keep up) or when capacity rises with
+context by more than the resolution (physics says it cannot: the numbers are noise).
+
+`test_capacity_rate` (with a `capacity.rate_per_s` bound): the open-loop twin, the highest
+Poisson arrival rate at which the service level holds.
+
+Settings and their defaults: pytest_glmf/gates/capacity/spec.py.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_glmf.gates.capacity.check import assert_capacity
+from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult
+from pytest_glmf.gates.capacity.table import capacity_report, frontier_rows, frontier_table, rate_report
+from pytest_glmf.plugin.progress import live_progress
+
+pytestmark = [pytest.mark.glmf_gate("capacity"), pytest.mark.glmf_serial]
+
+INVALID = ("failed requests", "client self-check", "token counts")
+
+
+def _section(glmf_lane, glmf_thresholds) -> dict[str, Any]:
+    section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
+    if "slo" not in section:
+        pytest.skip(f"no capacity service level (slo) for lane {glmf_lane.name!r} in "
+                    f"{glmf_thresholds.source(glmf_lane.name, 'capacity')}")
+    return section
+
+
+def _say(request: pytest.FixtureRequest, text: str) -> None:
+    say = live_progress(request.config)
+    for line in [""] + text.splitlines():
+        if say is not None:
+            say(line)
+
+
+def record(glmf_results, key: str, result: CapacityResult, **extra: Any) -> dict[str, Any]:
+    """The result as a baseline entry: `users` compares like any metric, the search's resolution
+    is its spread (a change within one step is not a regression)."""
+    value = result.users
+    step = result.search.step
+    data = {"users": value, "stopped_by": result.stopped_by, "workload": result.workload,
+            "slo": result.slo.to_dict(), "time_scale": result.time_scale,
+            "spread_by_metric_pct": {"users": 100.0 * step / value} if value else {},
+            "bound": vars(result.search.bound), "search": result.search.to_dict(), **extra}
+    glmf_results.record("capacity", key, data)
+    return data
+
+
+def test_capacity(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, record_property, request):
+    _section(glmf_lane, glmf_thresholds)
+    source = glmf_thresholds.source(glmf_lane.name, "capacity")
+    bounds = glmf_thresholds.bounds(glmf_lane.name, "capacity")
+    start = (bounds.get("users") or {}).get("min")
+    result = glmf_capacity.measure(**({"start_users": int(start)} if start and not glmf_capacity.settings.start_users
+                                      else {}))
+    w = result.workload
+    record(glmf_results, f"users@{w['prompt_tokens'] or 'file'}+{w['max_tokens']}", result)
+    record_property("capacity.users", result.users)
+    record_property("capacity.stopped_by", result.stopped_by)
+    _say(request, capacity_report(result))
+    assert_capacity(result, bounds, source=source, title=f"capacity of lane {glmf_lane.name!r}")
+
+
+def _frontier_problems(frontier: FrontierResult) -> list[str]:
+    problems = []
+    for p in frontier.points:
+        for probe in (p.last_pass, p.first_fail):
+            bad = [m.text() for m in (probe.misses if probe else []) if m.what in INVALID]
+            if bad:
+                problems.append(f"{p.workload['prompt_tokens']:,} tokens @ {probe.users} users: {'; '.join(bad)}")
+    measured = [(p.workload["prompt_tokens"], p.users, p.search.step) for p in frontier.points if p.users]
+    for (c0, u0, _), (c1, u1, s1) in zip(measured, measured[1:]):
+        if u1 > u0 + s1:
+            problems.append(f"capacity rises with context: {u0} users at {c0:,} tokens, {u1} at {c1:,} "
+                            f"(more than the resolution, {s1:g}): noisy measurements")
+    return problems
+
+
+def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, glmf_boot_facts, request):
+    _section(glmf_lane, glmf_thresholds)
+    if not glmf_capacity.settings.frontier.contexts:
+        pytest.skip(f"no capacity.settings.frontier.contexts for lane {glmf_lane.name!r}")
+    bounds = glmf_thresholds.bounds(glmf_lane.name, "capacity")
+    start = (bounds.get("users") or {}).get("min")
+    frontier = glmf_capacity.frontier(**({"start_users": int(start)} if start and not glmf_capacity.settings.start_users
+                                         else {}))
+    facts = glmf_boot_facts.to_dict()
+    for point, row in zip(frontier.points, frontier_rows(frontier, facts)):
+        record(glmf_results, f"frontier@{row['context_tokens']}", point,
+               **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")})
+    text = (f"capacity frontier of lane {glmf_lane.name!r}: {frontier.slo.describe()} "
+            f"({frontier.wall_s:.0f} s)\n{frontier_table(frontier, facts)}")
+    try:
+        from pytest_glmf.gates.capacity.plot import plot_frontier
+
+        png = plot_frontier(frontier, glmf_results.results_dir / f"{glmf_lane.name}-frontier.png", facts=facts,
+                            title=f"lane {glmf_lane.name}: {frontier.slo.describe()}")
+        text += f"\nplot: {png}"
+    except RuntimeError as exc:      # matplotlib missing: the table is still the result
+        text += f"\nno plot: {exc}"
+    _say(request, text)
+    problems = _frontier_problems(frontier)
+    if problems:
+        pytest.fail("capacity frontier not measured cleanly:\n" + "\n".join(problems) + "\n\n" + text, pytrace=False)
+
+
+def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, record_property, request):
+    _section(glmf_lane, glmf_thresholds)
+    bounds = glmf_thresholds.bounds(glmf_lane.name, "capacity")
+    if "rate_per_s" not in bounds:
+        pytest.skip(f"no capacity.rate_per_s bound for lane {glmf_lane.name!r}")
+    result = glmf_capacity.rate()
+    glmf_results.record("capacity", "rate", {"rate_per_s": result.rate_per_s, "stopped_by": result.stopped_by,
+                                             "spread_by_metric_pct": {"rate_per_s": glmf_capacity.settings.resolution_pct},
+                                             "search": result.search.to_dict()})
+    record_property("capacity.rate_per_s", result.rate_per_s)
+    _say(request, rate_report(result))
+    assert_capacity(result, bounds, source=glmf_thresholds.source(glmf_lane.name, "capacity"),
+                    title=f"open-loop capacity of lane {glmf_lane.name!r}")
+
