@@ -93,7 +93,7 @@ def _frontier_problems(frontier: FrontierResult) -> list[str]:
     return problems
 
 
-def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, glmf_boot_facts, request):
+def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, request):
     _section(glmf_lane, glmf_thresholds)
     if not glmf_capacity.settings.frontier.contexts:
         pytest.skip(f"no capacity.settings.frontier.contexts for lane {glmf_lane.name!r}")
@@ -101,7 +101,7 @@ def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_resul
     start = (bounds.get("users") or {}).get("min")
     frontier = glmf_capacity.frontier(**({"start_users": int(start)} if start and not glmf_capacity.settings.start_users
                                          else {}))
-    facts = glmf_boot_facts.to_dict()
+    facts = glmf_capacity.facts
     for point, row in zip(frontier.points, frontier_rows(frontier, facts)):
         record(glmf_results, f"frontier@{row['context_tokens']}", point,
                **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")})

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.capacity.search import Bound
-from pytest_glmf.gates.curve.checks import seat_hint
+from pytest_glmf.gates.boot.hints import seat_cap_hint
 
 
 def kv_hint(facts: Mapping[str, Any]) -> str:
@@ -43,7 +43,7 @@ def users_bound(facts: Mapping[str, Any] | None, *, prompt_tokens: float, max_to
     if seats:
         # the hint carries the boot log's cap reason with the flag that raises it
         bounds.append(Bound(seats, "seats", f"{seats} seats (max_running_requests)",
-                            seat_hint({"cap_reason": facts.get("cap_reason")})))
+                            seat_cap_hint(facts.get("cap_reason"))))
     n = kv_users(facts, prompt_tokens, max_tokens, shared_tokens)
     if n is not None:
         per_user = prompt_tokens + max_tokens - shared_tokens

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class LaneCapacity:
-    base_url: str
+    base_url: str | list[str]
     settings: "CapacitySettings"
     slo: "SLO | None" = None
     facts: Mapping[str, Any] | None = None
@@ -96,18 +96,19 @@ class LaneCapacity:
 
 
 @pytest.fixture(scope="session")
-def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_boot_facts: Any, glmf_lane: Any,
-                  glmf_thresholds: Any) -> LaneCapacity:
+def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any, glmf_thresholds: Any) -> LaneCapacity:
     """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
     from pytest_glmf.gates.capacity.spec import build_slo
+    from pytest_glmf.gates.curve.endpoints import server_endpoints
     from pytest_glmf.plugin.progress import live_progress
 
     section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
     source = glmf_thresholds.source(glmf_lane.name, "capacity")
     slo = build_slo(section["slo"], f"{source}.slo") if "slo" in section else None
-    return LaneCapacity(base_url=glmf_server.base_url, settings=glmf_thresholds.settings(glmf_lane.name, "capacity"),
-                        slo=slo, facts=glmf_boot_facts.to_dict(),
+    urls, facts = server_endpoints(glmf_server)    # replicas: streams dealt over them, seats summed
+    return LaneCapacity(base_url=urls if len(urls) > 1 else urls[0],
+                        settings=glmf_thresholds.settings(glmf_lane.name, "capacity"), slo=slo, facts=facts,
                         time_scale=float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0,
                         timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig))

@@ -25,11 +25,12 @@ from pytest_glmf.gates.capacity.bounds import kv_users, users_bound
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
+from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.records import combine_runs
 from pytest_glmf.gates.curve.runner import (
+    ClientCost,
     CurveSettings,
     Progress,
-    Target,
     Workload,
     event_loop_factory,
     measure_run,
@@ -125,7 +126,7 @@ class RateResult:
 class _Session:
     """One event loop, one target and the fitted prompts, for every probe of a measurement."""
 
-    base_url: str
+    base_url: str | Sequence[str]           # one server (or router), or replicas the streams are dealt over
     settings: CapacitySettings
     slo: SLO
     facts: Mapping[str, Any] | None = None
@@ -134,14 +135,15 @@ class _Session:
     progress: Progress | None = None
     api_key: str | None = None
     runner: asyncio.Runner = field(init=False)
-    target: Target = field(init=False)
+    target: Endpoints = field(init=False)
+    cost: ClientCost = field(init=False, default_factory=ClientCost)   # sizes the client's worker processes
     model: str | None = field(init=False, default=None)
     prompts: dict[tuple[int, bool], list[str]] = field(init=False, default_factory=dict)
     tags: int = field(init=False, default=0)
 
     def __enter__(self) -> "_Session":
         self.runner = asyncio.Runner(loop_factory=event_loop_factory())
-        self.target = Target(self.base_url, self.api_key)
+        self.target = Endpoints.from_urls(self.base_url, self.api_key)
         self.model = self.settings.model or self.runner.run(self.target.served_model())
         return self
 
@@ -164,7 +166,7 @@ class _Session:
             else:
                 t0 = time.perf_counter()
                 try:
-                    fitted, counts = fit_prompts(self.base_url, variants, settings.prompt_tokens, self.model,
+                    fitted, counts = fit_prompts(self.target.urls[0], variants, settings.prompt_tokens, self.model,
                                                  lengthen=True)
                 except ValueError as exc:
                     raise ValueError(f"capacity settings.prompt_tokens: {exc}".replace(
@@ -196,7 +198,7 @@ class _Session:
                           workload.path)
         self.say(f"capacity {label}: warm pass (discarded) {time.perf_counter() - t0:.1f} s")
         row = await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
-                            run_offset=self.tags * 1000)
+                            run_offset=self.tags * 1000, cost=self.cost)
         extra = 0
         while row["client_bound"] and extra < settings.client_retries:
             bad = sum(1 for r in row["per_run"] if r["client"]["client_bound"])
@@ -205,7 +207,7 @@ class _Session:
                      f"{more} more")
             self.tags += 1
             top_up = await run_row(self.target, n, workload, replace(run_settings, runs=more), self.facts,
-                                   self.progress, run_offset=self.tags * 1000)
+                                   self.progress, run_offset=self.tags * 1000, cost=self.cost)
             row = replace_client_bound_runs(row, top_up)
             extra += more
         return row
@@ -230,8 +232,8 @@ class _Session:
     def probe_rate(self, rate: float, settings: CapacitySettings) -> Probe:
         n = settings.rate.requests
         # the simulator runs 1 / time_scale times faster: the same load is that many times the rate
-        run_settings = self.curve_settings(settings, n, rate_per_s=rate / self.time_scale, arrivals="poisson",
-                                           arrival_seed=settings.rate.seed)
+        run_settings = self.curve_settings(settings, n, rate_per_s=rate / self.time_scale, arrival="poisson",
+                                           seed=settings.rate.seed)
         return self._probe(rate, n, run_settings, settings, f"rate={rate:.3g}/s", open_loop=True)
 
     def _said(self, label: str, probe: Probe) -> None:
@@ -285,12 +287,14 @@ def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:
             "shared_prefix": settings.shared_prefix, "path": settings.path, "runs": settings.runs}
 
 
-def measure_capacity(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+def measure_capacity(base_url: str | Sequence[str], slo: SLO, settings: CapacitySettings = DEFAULTS, *,
                      facts: Mapping[str, Any] | None = None, start_users: int | None = None, time_scale: float = 1.0,
                      timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,
                      api_key: str | None = None) -> CapacityResult:
-    """The most concurrent users meeting `slo` with `settings`' workload. `facts`: the boot facts
-    (BootFacts.to_dict(): seats, KV pool) that bound the search; `time_scale`: a simulator's."""
+    """The most concurrent users meeting `slo` with `settings`' workload. `base_url`: a server (or a
+    router), or several replicas' URLs the streams are dealt over; `facts`: the boot facts
+    (BootFacts.to_dict(): seats, KV pool; summed over replicas) that bound the search;
+    `time_scale`: a simulator's."""
     with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
         return session.capacity(settings, start_users)
 
@@ -302,7 +306,7 @@ def frontier_settings(settings: CapacitySettings, context: int) -> CapacitySetti
                    runs=fs.runs or settings.runs)
 
 
-def measure_frontier(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+def measure_frontier(base_url: str | Sequence[str], slo: SLO, settings: CapacitySettings = DEFAULTS, *,
                      contexts: Sequence[int] | None = None, facts: Mapping[str, Any] | None = None,
                      start_users: int | None = None, time_scale: float = 1.0, timeouts: Mapping[str, float] | None = None,
                      progress: Progress | None = None, api_key: str | None = None,
@@ -324,7 +328,7 @@ def measure_frontier(base_url: str, slo: SLO, settings: CapacitySettings = DEFAU
                           kv_tokens=(facts or {}).get("kv_tokens"))
 
 
-def measure_rate_capacity(base_url: str, slo: SLO, settings: CapacitySettings = DEFAULTS, *,
+def measure_rate_capacity(base_url: str | Sequence[str], slo: SLO, settings: CapacitySettings = DEFAULTS, *,
                           facts: Mapping[str, Any] | None = None, start_per_s: float | None = None,
                           users_capacity: CapacityResult | None = None, time_scale: float = 1.0,
                           timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,

@@ -80,7 +80,8 @@ def test_the_seats_stop_the_search_and_the_failure_names_the_flag(pytester, trut
     result.stdout.fnmatch_lines([
         "users @ * | 12 * | >= 16 * | -25.0 %; stopped by the seats: 12 seats (max_running_requests): "
         "max_running_requests capped to 12 by the mamba state cache (max_mamba_cache_size=60, 5 state slots per "
-        "request): raise --max-mamba-cache-size; (thresholds.yaml: lanes.truth.capacity)",
+        "request): increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
+        "--mamba-ssm-dtype bfloat16; (thresholds.yaml: lanes.truth.capacity)",
     ])
 
 

@@ -60,7 +60,8 @@ def test_the_seats_stop_it_first_with_the_flag_that_raises_them():
         r = measure_capacity(ts.url, SLO(per_user_tok_s=26.88), SETTINGS, facts=facts)
     assert r.users == 12 and r.stopped_by == "seats" and r.first_fail is None
     assert max(p.users for p in r.probes) == 12 and r.last_pass.users == 12
-    assert r.search.bound.hint == f"{CAP}: raise --max-mamba-cache-size"
+    assert r.search.bound.hint == (f"{CAP}: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve "
+                                   "the state size with --mamba-ssm-dtype bfloat16")
 
 
 def test_the_kv_pool_stops_it_first_with_the_flag_that_raises_it():
