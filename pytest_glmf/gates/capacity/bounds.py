@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_glmf.gates.capacity.search import Bound
 from pytest_glmf.gates.boot.hints import seat_cap_hint
+from pytest_glmf.gates.capacity.search import Bound
 
 
 def kv_hint(facts: Mapping[str, Any]) -> str:
