@@ -117,6 +117,17 @@ _SHARED_0523 = {
     "not_enough_memory": _f("not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static.",
                             "sglang/srt/model_executor/pool_configurator.py",
                             "Not enough memory. Please try to increase --mem-fraction-static."),
+    # every call of the old endpoint names logs this WARNING (the project probes the new names first)
+    "deprecated_get_model_info": _f("deprecated_get_model_info", "Endpoint '/get_model_info' is deprecated and will "
+                                    "be removed in a future version. Please use '/model_info' instead.",
+                                    "sglang/srt/entrypoints/http_server.py",
+                                    "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                                    "Please use '/model_info' instead."),
+    "deprecated_get_server_info": _f("deprecated_get_server_info", "Endpoint '/get_server_info' is deprecated and "
+                                     "will be removed in a future version. Please use '/server_info' instead.",
+                                     "sglang/srt/entrypoints/http_server.py",
+                                     "Endpoint '/get_server_info' is deprecated and will be removed in a future "
+                                     "version. Please use '/server_info' instead."),
     "decode_batch": _f("decode_batch", "Decode batch, #running-req: {running}, {usage}",
                        "sglang/srt/managers/scheduler_components/metrics_reporter.py",
                        "Decode batch{}, #running-req: {}, {}"),

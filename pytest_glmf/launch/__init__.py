@@ -27,10 +27,18 @@ def get_launcher(name: str) -> Launcher:
 
 
 def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
-    """Start (or attach to) the lane's server; blocks until ready or raises BootError."""
+    """Start (or attach to) the lane's server; blocks until ready or raises BootError.
+
+    Before the start, preflight checks the lane's command line with the engine's own parser
+    (launch/preflight); after it, the engine is a checked fact (launch/identity.py): a server
+    that is not the engine the lane declares is stopped and reported, never measured."""
+    from pytest_glmf.launch.identity import check_identity
+
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    return get_launcher(lane.launcher).start(lane, results_dir, session_id)
+    server = get_launcher(lane.launcher).start(lane, results_dir, session_id)
+    check_identity(server)
+    return server
 
 
 def server_to_dict(server: Server) -> dict:

@@ -50,21 +50,15 @@ def host_provenance(repo_dir: Path) -> dict[str, Any]:
 
 
 def engine_version(base_url: str, timeout_s: float = 3.0) -> str | None:
-    """The engine's own version string: SGLang `/get_server_info` (or `/server_info`) `version`,
-    vLLM `/version`. None when the server does not say (never an error: provenance must not
-    stop a run)."""
-    import httpx
+    """The engine's own version string (vLLM `/version`, SGLang `/server_info`; see
+    pytest_glmf/engine/introspect.py). None when the server does not say (never an error:
+    provenance must not stop a run)."""
+    from pytest_glmf.engine.client import Client, Timeouts
+    from pytest_glmf.engine.introspect import engine_version as ask
 
-    for path in ("/version", "/get_server_info", "/server_info"):
-        try:
-            r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s)
-            if r.status_code == 200:
-                version = r.json().get("version")
-                if isinstance(version, str) and version:
-                    return version
-        except (httpx.HTTPError, ValueError, AttributeError):
-            continue
-    return None
+    t = Timeouts(connect_s=timeout_s, first_token_s=timeout_s, between_tokens_s=timeout_s)
+    with Client(base_url, t) as client:
+        return ask(client)[0]
 
 
 def model_provenance(model: str | None) -> dict[str, Any]:

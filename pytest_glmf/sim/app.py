@@ -8,22 +8,26 @@ native_api.py (/generate). Admin (simulator only, not part of SGLang): `GET|POST
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
 from collections import OrderedDict
 from typing import Any
 
-from pytest_glmf.sim import boot, timing
+from pytest_glmf.engine.logformats import V0_5_23, render
+from pytest_glmf.sim import boot, native_api, openai_api, timing
 from pytest_glmf.sim.args import SimConfig
 from pytest_glmf.sim.faults import Faults
-from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, send_text
+from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, read_json, send_json, send_text
 from pytest_glmf.sim.logits import START, Ctx, LogitModel, context_of
 from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
 from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
+from pytest_glmf.sim.streaming import run_to_end
 from pytest_glmf.sim.tokenizer import decode
 
-VERSION = "0.5.19-glmf-sim"
+# What /server_info says: the SGLang whose formats the simulator speaks (--log-format), marked as ours.
+VERSIONS = {"nightly-2026-09": "0.5.22.dev0+nightly20260911-glmf-sim", "0.5.23": "0.5.23-glmf-sim"}
 
 
 class SimApp:
@@ -37,8 +41,8 @@ class SimApp:
         self._ctx_cache: OrderedDict[tuple[int, ...], Ctx] = OrderedDict()
         self._routes = {
             ("GET", "/health"): self.health, ("GET", "/health_generate"): self.health_generate,
-            ("GET", "/get_server_info"): self.server_info, ("GET", "/server_info"): self.server_info,
-            ("GET", "/get_model_info"): self.model_info, ("GET", "/model_info"): self.model_info,
+            ("GET", "/get_server_info"): self.get_server_info, ("GET", "/server_info"): self.server_info,
+            ("GET", "/get_model_info"): self.get_model_info, ("GET", "/model_info"): self.model_info,
             ("GET", "/v1/models"): self.models, ("GET", "/metrics"): self.metrics,
             ("POST", "/flush_cache"): self.flush_cache, ("GET", "/flush_cache"): self.flush_cache,
             ("GET", "/sim/faults"): self.faults_get, ("POST", "/sim/faults"): self.faults_post,
@@ -54,9 +58,9 @@ class SimApp:
             return
         if scope["type"] != "http":
             return
-        from pytest_glmf.sim import native_api, openai_api
-
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        if self.cfg.record_requests and method in ("POST", "PUT"):
+            receive = _recording(receive, self.cfg.record_requests, method, path)
         gen = {"/v1/chat/completions": openai_api.chat, "/v1/completions": openai_api.completions,
                "/generate": native_api.generate}.get(path)
         try:
@@ -156,22 +160,6 @@ class SimApp:
         return SimRequest(rid=rid, prompt_ids=prompt_ids, max_new_tokens=max_new_tokens, ctx=self.context(prompt_ids),
                           temperature=temperature, cls=cls, sample_seed=seed, **kw)
 
-    async def run_to_end(self, r: SimRequest, receive: Receive) -> None:
-        """Submit and wait for the end (non-streaming); abort if the client goes away."""
-        from pytest_glmf.sim.http import watch_disconnect
-
-        assert self.scheduler is not None
-        self.scheduler.submit(r)
-        watcher = watch_disconnect(receive, lambda: self.scheduler.abort(r))  # type: ignore[union-attr]
-        try:
-            while not r.done:
-                await r.event.wait()
-                r.event.clear()
-        finally:
-            watcher.cancel()
-        if r.finish_reason == "abort":
-            raise StreamCut("client disconnected")
-
     # -- introspection --------------------------------------------------------------------------
     async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_text(send, "")
@@ -180,23 +168,27 @@ class SimApp:
         self.admit_generation()
         ids = [1, 2, 4] + list(range(400, 408)) + [5]
         r = self.new_request(ids, 1, cls=timing.DEFAULT_CLASS)
-        await self.run_to_end(r, receive)
+        assert self.scheduler is not None
+        await run_to_end(self.scheduler, [r], receive)
         await send_text(send, "")
 
-    def server_args_dict(self) -> dict[str, Any]:
-        args = {k: v for k, v in self.cfg.server_args.items() if k not in boot.SIM_ONLY_KEYS}
-        args.update(speculative_algorithm=self.cfg.spec, served_model_name=self.cfg.served_model_name,
-                    mem_fraction_static=self.cfg.mem_fraction_static, context_length=self.cfg.server_args.get("context_length"),
-                    chunked_prefill_size=self.cfg.chunked_prefill_size)
-        return args
+    async def get_server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Deprecated on 0.5.23: answers, and logs a WARNING per call (sglang/srt/entrypoints/http_server.py)."""
+        self.log.http(render(V0_5_23, "deprecated_get_server_info"))
+        await self.server_info(scope, receive, send)
+
+    async def get_model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.log.http(render(V0_5_23, "deprecated_get_model_info"))
+        await self.model_info(scope, receive, send)
 
     async def server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
         s = self.scheduler
         c = s.counters if s else None
         accept_len = (1 + c.spec_accepted / c.spec_verify_ct) if c and c.spec_verify_ct else None
-        info = dict(self.server_args_dict())
+        info = dict(boot.server_args(self.cfg))
         info.update({
-            "max_total_num_tokens": self.plan.kv_tokens, "version": VERSION, "status": "ready",
+            "max_total_num_tokens": self.plan.kv_tokens, "version": VERSIONS[self.cfg.log_format], "status": "ready",
+            "frontend": "python", "startup_time": self.created,
             "internal_states": [{
                 "effective_max_running_requests_per_dp": self.plan.seats,
                 "avg_spec_accept_length": accept_len,
@@ -208,8 +200,12 @@ class SimApp:
         await send_json(send, info)
 
     async def model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send_json(send, {"model_path": self.cfg.model_path, "tokenizer_path": self.cfg.model_path,
-                               "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+        # the keys of SGLang 0.5.23's /model_info (sglang/srt/entrypoints/http_server.py `model_info`)
+        await send_json(send, {"model_path": self.cfg.model_path, "served_model_name": self.cfg.served_model_name,
+                               "tokenizer_path": self.cfg.model_path, "is_generation": True,
+                               "preferred_sampling_params": None, "weight_version": "default", "load_format": "auto",
+                               "reasoning_parser": self.cfg.reasoning_parser,
+                               "tool_call_parser": self.cfg.tool_call_parser, "disaggregation_mode": "null",
                                "has_image_understanding": False, "has_audio_understanding": False,
                                "model_type": boot.MODEL_TYPE, "architectures": [boot.ARCHITECTURE]})
 
@@ -284,7 +280,7 @@ class SimApp:
         tokens = body.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise HTTPError(400, "detokenize needs `tokens`: a list of token ids")
-        await send_json(send, {"prompt": decode(tokens)})
+        await send_json(send, {"text": decode(tokens)})   # DetokenizeResponse (sglang/srt/entrypoints/openai/protocol.py)
 
     # -- admin ----------------------------------------------------------------------------------
     async def faults_get(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -324,5 +320,19 @@ class SimApp:
         await send_json(send, {"tuned_shapes": sorted(self.scheduler.tuned_shapes)})
 
 
-def prompt_text_for_class(prompt_ids: list[int]) -> str:
-    return decode(prompt_ids[-1500:])
+def _recording(receive: Receive, out: str, method: str, path: str) -> Receive:
+    """`receive`, also appending the request's body to `out` as one JSON line (--record-requests):
+    what clients send, for checking against the engine's own request models."""
+    chunks: list[bytes] = []
+
+    async def wrapped() -> dict[str, Any]:
+        msg = await receive()
+        if msg["type"] == "http.request":
+            chunks.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                raw = b"".join(chunks).decode("utf-8", "replace")
+                with open(out, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"method": method, "path": path, "body": raw}) + "\n")
+        return msg
+
+    return wrapped

@@ -55,7 +55,7 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--context-length", type=int, default=None)
     # SGLang 0.5.23 (sglang/srt/arg_groups/fields/exec_.py) and the recipe's nightly: the old
     # --cuda-graph-max-bs is an ambiguous prefix of these two, as it is here (allow_abbrev)
-    g.add_argument("--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
+    g.add_argument("--cuda-graph-max-bs-decode", type=int, default=None)
     g.add_argument("--cuda-graph-max-bs-prefill", type=int, default=None)
     g.add_argument("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
     _bool_flag(g, "--disable-cuda-graph")
@@ -117,6 +117,9 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     s.add_argument("--log-format", default=logformats.NIGHTLY, choices=logformats.GENERATIONS,
                    help="which SGLang's boot-log lines to print: the recipe's pinned nightly (default) or the "
                         "released 0.5.23 (pytest_glmf/engine/logformats.py has both)")
+    s.add_argument("--record-requests", default=None, metavar="FILE",
+                   help="append every POST body the simulator receives to FILE, one JSON line each "
+                        "({method, path, body}): what a client really sends")
     s.add_argument("--fault", action="append", default=[],
                    help="inject a fault; repeatable: " + ", ".join(faults_mod.FAULT_FORMS))
     return ap
@@ -158,6 +161,7 @@ class SimConfig:
     faults: faults_mod.Faults
     nice: int = 0
     log_format: str = logformats.NIGHTLY
+    record_requests: str | None = None
     server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
 
 
@@ -214,7 +218,8 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         model_path=ns.model_path, served_model_name=served, host=ns.host, port=ns.port,
         spec=spec, draft_path=ns.speculative_draft_model_path, dflash_block_size=block if spec == "DFLASH" else None,
         num_draft_tokens=num_draft, kv_cache_dtype=ns.kv_cache_dtype, mem_fraction_static=mem, context_length=ctx,
-        cuda_graph_max_bs=ns.cuda_graph_max_bs if ns.cuda_graph_max_bs is not None else (48 if spec else 160),
+        cuda_graph_max_bs=(ns.cuda_graph_max_bs_decode if ns.cuda_graph_max_bs_decode is not None
+                           else (48 if spec else 160)),
         max_running_requests=ns.max_running_requests, max_mamba_cache_size=ns.max_mamba_cache_size,
         mamba_ssm_dtype=ns.mamba_ssm_dtype, mamba_full_memory_ratio=ns.mamba_full_memory_ratio,
         mamba_scheduler_strategy=ns.mamba_scheduler_strategy, tool_call_parser=ns.tool_call_parser,
@@ -225,4 +230,5 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         perturb_shared_sigma=ns.perturb_shared_sigma, perturb_own_sigma=ns.perturb_own_sigma,
         gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
         autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
-        faults=faults, server_args=server_args, nice=ns.nice, log_format=ns.log_format)
+        faults=faults, server_args=server_args, nice=ns.nice, log_format=ns.log_format,
+        record_requests=ns.record_requests)

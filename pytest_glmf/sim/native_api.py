@@ -1,39 +1,47 @@
 """SGLang's native /generate: text or input_ids (one or a batch), sampling_params, log-probs.
 
-`meta_info` carries `prompt_tokens`, `completion_tokens`, `cached_tokens`, `finish_reason`
-(`{"type": "length", "length": N}` or `{"type": "stop", "matched": id}`), `e2e_latency`, and with
-`return_logprob`: `input_token_logprobs` (from `logprob_start_len`; -1 means none, the first
-prompt position's logprob is null), `output_token_logprobs`, and with `top_logprobs_num > 0`
-`input_top_logprobs` / `output_top_logprobs`; entries are `[logprob, token_id, text|null]`.
-Under speculative decoding: `spec_verify_ct`, `spec_accept_rate` (accepted / (verify_ct *
-draft tokens)), `spec_accept_length` (completion_tokens / spec_verify_ct), `spec_accept_token_num`,
-`spec_draft_token_num`. Streaming (`stream: true`) sends the cumulative text and meta_info per
-chunk, then `data: [DONE]`.
+The answer's shape is SGLang 0.5.23's (sglang/srt/managers/tokenizer_manager.py, where meta_info is
+built): `id`, `finish_reason` (`{"type": "length", "length": N}` or `{"type": "stop", "matched":
+id}`), `prompt_tokens`, `weight_version`, `num_retractions`, `reasoning_tokens`,
+`completion_tokens`, `cached_tokens`, and once finished `e2e_latency`. With `return_logprob`:
+`input_token_logprobs` from `logprob_start_len` (-1: none) whose first entry is null (its
+predicting logits are not computed: sglang/srt/managers/scheduler_components/
+logprob_result_processor.py `[None] + input_token_logprobs[:-1]`), `output_token_logprobs`,
+`output_token_logprobs_length`, and with `top_logprobs_num > 0` `input_top_logprobs` /
+`output_top_logprobs`; entries are `[logprob, token_id, text|null]`. Under speculative decoding,
+on the finished answer only and only when `spec_verify_ct > 0` (tokenizer_manager.py
+`_calculate_spec_decoding_metrics`): `spec_accept_rate` (correct / proposed drafts),
+`spec_accept_length` (completion_tokens / spec_verify_ct), `spec_num_correct_drafts`,
+`spec_num_proposed_drafts` (verify_ct x (draft tokens per step)), `spec_verify_ct`. Streaming
+(`stream: true`) sends the cumulative text and meta_info per chunk, then `data: [DONE]`.
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.sim import timing
-from pytest_glmf.sim.app import SimApp, prompt_text_for_class
-from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, StreamCut, read_json, send_json, watch_disconnect
+from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, read_json, send_json
 from pytest_glmf.sim.logits import START, extend
-from pytest_glmf.sim.scheduler import SimRequest
-from pytest_glmf.sim.tokenizer import EOS_ID, decode, encode, token_text
+from pytest_glmf.sim.streaming import TokenStream, run_to_end
+from pytest_glmf.sim.tokenizer import EOS_ID, decode, encode, prompt_text_for_class, token_text
+
+if TYPE_CHECKING:
+    from pytest_glmf.sim.app import SimApp
+    from pytest_glmf.sim.scheduler import SimRequest
 
 
 def _triple(lp: float | None, tid: int, with_text: bool) -> list[Any]:
     return [lp, tid, token_text(tid) if with_text else None]
 
 
-def _input_logprobs(app: SimApp, ids: list[int], start: int, n_top: int, with_text: bool) -> tuple[list[Any], list[Any]]:
+def _input_logprobs(app: "SimApp", ids: list[int], start: int, n_top: int, with_text: bool) -> tuple[list[Any], list[Any]]:
     tokens: list[Any] = []
     tops: list[Any] = []
     ctx = START
     for i, tid in enumerate(ids):
         if i >= start:
-            if i == 0:
+            if i == start:
                 tokens.append(_triple(None, tid, with_text))
                 tops.append(None)
             else:
@@ -44,7 +52,7 @@ def _input_logprobs(app: SimApp, ids: list[int], start: int, n_top: int, with_te
     return tokens, tops
 
 
-def _meta(app: SimApp, r: SimRequest, req: dict[str, Any]) -> dict[str, Any]:
+def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]:
     if r.finish_reason == "length":
         finish: Any = {"type": "length", "length": len(r.out_ids)}
     elif r.finish_reason == "stop":
@@ -54,14 +62,7 @@ def _meta(app: SimApp, r: SimRequest, req: dict[str, Any]) -> dict[str, Any]:
     else:
         finish = None
     meta: dict[str, Any] = {"id": r.rid, "finish_reason": finish, "prompt_tokens": len(r.prompt_ids),
-                            "completion_tokens": len(r.out_ids), "cached_tokens": 0,
-                            "e2e_latency": (r.t_done or time.perf_counter()) - r.t_arrival}
-    if app.cfg.spec is not None:
-        d = app.cfg.num_draft_tokens or 1
-        meta.update(spec_verify_ct=r.spec_verify_ct,
-                    spec_accept_rate=r.spec_accepted / (r.spec_verify_ct * d) if r.spec_verify_ct else 0.0,
-                    spec_accept_length=len(r.out_ids) / r.spec_verify_ct if r.spec_verify_ct else 0.0,
-                    spec_accept_token_num=r.spec_accepted, spec_draft_token_num=r.spec_drafted)
+                            "weight_version": "default", "num_retractions": 0}
     if req.get("return_logprob"):
         with_text = bool(req.get("return_text_in_logprobs"))
         n_top = int(req.get("top_logprobs_num") or 0)
@@ -75,10 +76,19 @@ def _meta(app: SimApp, r: SimRequest, req: dict[str, Any]) -> dict[str, Any]:
         if n_top:
             meta["input_top_logprobs"] = inp_top
             meta["output_top_logprobs"] = [[_triple(lp, t, with_text) for lp, t in top] for top in r.out_top]
+        meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
+    meta.update(reasoning_tokens=0, completion_tokens=len(r.out_ids), cached_tokens=0)
+    if r.done:
+        meta["e2e_latency"] = (r.t_done or time.perf_counter()) - r.t_arrival
+        if app.cfg.spec is not None and r.spec_verify_ct > 0:
+            meta.update(spec_accept_rate=r.spec_accepted / r.spec_drafted if r.spec_drafted else 0.0,
+                        spec_accept_length=len(r.out_ids) / r.spec_verify_ct,
+                        spec_num_correct_drafts=r.spec_accepted, spec_num_proposed_drafts=r.spec_drafted,
+                        spec_verify_ct=r.spec_verify_ct)
     return meta
 
 
-def _one_request(app: SimApp, req: dict[str, Any], ids: list[int] | None, text: str | None) -> SimRequest:
+def _one_request(app: "SimApp", req: dict[str, Any], ids: list[int] | None, text: str | None) -> SimRequest:
     if ids is None:
         if text is None:
             raise HTTPError(400, "Either text or input_ids should be provided.")
@@ -98,60 +108,32 @@ def _one_request(app: SimApp, req: dict[str, Any], ids: list[int] | None, text: 
     return r
 
 
-def _result(app: SimApp, r: SimRequest, req: dict[str, Any]) -> dict[str, Any]:
+def _result(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]:
     ids = [t for t in r.out_ids if t != EOS_ID]
     return {"text": decode(ids), "output_ids": list(r.out_ids), "meta_info": _meta(app, r, req)}
 
 
-async def generate(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def generate(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> None:
     req = await read_json(receive)
     ids, text = req.get("input_ids"), req.get("text")
     batch = (isinstance(ids, list) and ids and isinstance(ids[0], list)) or isinstance(text, list)
     app.admit_generation()
+    assert app.scheduler is not None
     if batch:
         items = ids if ids is not None else [None] * len(text)
         texts = text if isinstance(text, list) else [None] * len(items)
         rs = [_one_request(app, req, i, t) for i, t in zip(items, texts)]
-        await _run_all(app, rs, receive)
+        await run_to_end(app.scheduler, rs, receive)
         await send_json(send, [_result(app, r, req) for r in rs])
         return
     r = _one_request(app, req, ids, text)
     if not req.get("stream"):
-        await app.run_to_end(r, receive)
+        await run_to_end(app.scheduler, [r], receive)
         await send_json(send, _result(app, r, req))
         return
-    assert app.scheduler is not None
     sse = SSE(send, cut_after=app.faults.stream_cut)
-    app.scheduler.submit(r)
-    watcher = watch_disconnect(receive, lambda: app.scheduler.abort(r))  # type: ignore[union-attr]
-    try:
+    async with TokenStream(app.scheduler, r, receive) as tokens:
         await sse.start()
-        while True:
-            await r.event.wait()
-            got = r.take()
-            if r.finish_reason == "abort":
-                raise StreamCut("client disconnected")
-            if got or r.done:
-                await sse.data(_result(app, r, req))
-            if r.done:
-                break
+        async for _ in tokens:
+            await sse.data(_result(app, r, req))
         await sse.done()
-    finally:
-        watcher.cancel()
-        if not r.done:
-            app.scheduler.abort(r)
-
-
-async def _run_all(app: SimApp, rs: list[SimRequest], receive: Receive) -> None:
-    """A batch: submit all, wait for all (one disconnect watcher for the whole batch)."""
-    assert app.scheduler is not None
-    for r in rs:
-        app.scheduler.submit(r)
-    watcher = watch_disconnect(receive, lambda: [app.scheduler.abort(r) for r in rs])  # type: ignore[union-attr]
-    try:
-        for r in rs:
-            while not r.done:
-                await r.event.wait()
-                r.event.clear()
-    finally:
-        watcher.cancel()

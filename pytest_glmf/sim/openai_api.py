@@ -1,41 +1,38 @@
-"""OpenAI-compatible endpoints: /v1/chat/completions and /v1/completions (SGLang's shapes).
+"""OpenAI-compatible endpoints: /v1/chat/completions and /v1/completions (SGLang 0.5.23's shapes).
 
-Streaming: the first chunk is role-only (`{"role": "assistant", "content": ""}`) and is sent with the
-first token batch, like SGLang's serving_chat; then one chunk per decode step (several tokens per
-chunk under speculative decoding); a finish chunk with an empty delta; the usage chunk
-(`choices: []`) when `stream_options.include_usage`; `data: [DONE]`.
+Streaming (sglang/srt/entrypoints/openai/serving_chat.py and sse_utils.py): the first chunk is
+role-only (`{"reasoning_content": null, "role": "assistant", "content": ""}`) and is sent with the
+first token batch; then one chunk per decode step (several tokens per chunk under speculative
+decoding), whose delta always carries `reasoning_content` (null here: no reasoning parser); with
+`stream_options.continuous_usage_stats` every content chunk carries the cumulative usage; a finish
+chunk with an empty delta; the usage chunk (`choices: []`) when `stream_options.include_usage`;
+`data: [DONE]`.
 """
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.sim import timing, tools
-from pytest_glmf.sim.app import SimApp, prompt_text_for_class
-from pytest_glmf.sim.http import (
-    SSE,
-    HTTPError,
-    Receive,
-    Scope,
-    Send,
-    StreamCut,
-    dumps,
-    read_json,
-    send_json,
-    watch_disconnect,
-)
-from pytest_glmf.sim.logits import mix, unif
-from pytest_glmf.sim.scheduler import SimRequest
+from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, dumps, read_json, send_json
+from pytest_glmf.sim.logits import START, extend, mix, unif
+from pytest_glmf.sim.streaming import TokenStream, run_to_end
 from pytest_glmf.sim.tokenizer import (
     EOS_ID,
     StreamDecoder,
     apply_chat_template,
     content_text,
+    decode,
     encode,
+    prompt_text_for_class,
     token_bytes,
     token_text,
 )
+
+if TYPE_CHECKING:
+    from pytest_glmf.sim.app import SimApp
+    from pytest_glmf.sim.scheduler import SimRequest
 
 HIDDEN_IDS = {EOS_ID}
 MALFORMED = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": "\n\n'
@@ -50,16 +47,18 @@ def _sampling(body: dict[str, Any], default_max: int | None) -> dict[str, Any]:
             "sample_seed": body.get("seed")}
 
 
-def _usage(r: SimRequest) -> dict[str, Any]:
-    return {"prompt_tokens": len(r.prompt_ids), "completion_tokens": len(r.out_ids),
-            "total_tokens": len(r.prompt_ids) + len(r.out_ids), "prompt_tokens_details": None}
+def _usage(r: "SimRequest", completion: int | None = None) -> dict[str, Any]:
+    """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them."""
+    n = len(r.out_ids) if completion is None else completion
+    return {"prompt_tokens": len(r.prompt_ids), "total_tokens": len(r.prompt_ids) + n, "completion_tokens": n,
+            "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None}
 
 
 def _visible(ids: list[int]) -> list[int]:
     return [t for t in ids if t not in HIDDEN_IDS]
 
 
-def _chat_logprobs(r: SimRequest, start: int, ids: list[int]) -> dict[str, Any]:
+def _chat_logprobs(r: "SimRequest", start: int, ids: list[int]) -> dict[str, Any]:
     out = []
     for k, tid in enumerate(ids, start):
         top = r.out_top[k] if k < len(r.out_top) else []
@@ -72,7 +71,7 @@ def _tool_call_obj(rid: str, i: int, name: str, args: str) -> dict[str, Any]:
     return {"id": f"call_{rid[:24]}{i}", "index": i, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-async def chat(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> None:
     body = await read_json(receive)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -99,16 +98,15 @@ async def chat(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
     if app.faults.no_tokens:
         r.max_new_tokens = 0
     model = body.get("model") or app.cfg.served_model_name
+    assert app.scheduler is not None
     if body.get("stream"):
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        await _chat_stream(app, r, receive, send, model, include_usage, parse_calls, offered, parser)
+        await _chat_stream(app, r, receive, send, model, body.get("stream_options") or {}, parse_calls, offered,
+                           parser)
         return
-    await app.run_to_end(r, receive)
-    ids = _visible(r.out_ids)
-    from pytest_glmf.sim.tokenizer import decode
-
-    text = decode(ids)
-    message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
+    await run_to_end(app.scheduler, [r], receive)
+    text = decode(_visible(r.out_ids))
+    # ChatMessage drops tool_calls when there are none (sglang/srt/entrypoints/openai/protocol.py)
+    message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": None}
     finish = r.finish_reason
     if parse_calls:
         content, parsed = tools.parse_text(parser or "", text, offered)
@@ -124,74 +122,64 @@ async def chat(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
                            "choices": [choice], "usage": _usage(r)})
 
 
-async def _chat_stream(app: SimApp, r: SimRequest, receive: Receive, send: Send, model: str, include_usage: bool,
-                       parse_calls: bool, offered: Any, parser: str | None) -> None:
+async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: Send, model: str,
+                       options: dict[str, Any], parse_calls: bool, offered: Any, parser: str | None) -> None:
     assert app.scheduler is not None
+    include_usage, continuous = bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
     sse = SSE(send, cut_after=app.faults.stream_cut)
-    created = int(time.time())
-    base = {"id": r.rid, "object": "chat.completion.chunk", "created": created, "model": model}
-
-    # the hot path (plain content, no logprobs) splices pre-serialized halves around the text
-    head = b"data: " + dumps({**base, "choices": [{"index": 0, "delta": {"content": ""}}]})[:-len(b'""}}]}')]
-    tail = b'}, "logprobs": null, "finish_reason": null, "matched_stop": null}]}\n\n'
+    base = {"id": r.rid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    taken = 0
 
     def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
-                                     "matched_stop": r.matched_stop if finish else None}]}
+        out = {**base, "choices": [{"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": logprobs,
+                                    "finish_reason": finish, "matched_stop": r.matched_stop if finish else None}]}
+        if continuous and (delta.get("content") or delta.get("tool_calls")):
+            out["usage"] = _usage(r, taken)
+        return out
 
-    app.scheduler.submit(r)
-    watcher = watch_disconnect(receive, lambda: app.scheduler.abort(r))  # type: ignore[union-attr]
+    # the hot path (plain content, no logprobs, no running usage) splices pre-serialized halves around the text
+    head = b"data: " + dumps(chunk({"content": ""}))[:-len(b'""}, "logprobs": null, "finish_reason": null, '
+                                                         b'"matched_stop": null}]}')]
+    tail = b'}, "logprobs": null, "finish_reason": null, "matched_stop": null}]}\n\n'
     decoder = StreamDecoder()
     stream_parser = tools.ToolStream(parser or "", offered) if parse_calls else None
     n_calls = 0
-    taken = 0
     first = True
     malformed_sent = not app.faults.malformed_sse
-    try:
+    async with TokenStream(app.scheduler, r, receive) as tokens:
         await sse.start()
-        while True:
-            await r.event.wait()
-            ids = r.take()
-            if r.finish_reason == "abort":
-                raise StreamCut("client disconnected")
-            if first and (ids or r.done):
+        async for ids in tokens:
+            if first:
                 await sse.data(chunk({"role": "assistant", "content": ""}))
                 first = False
-            if ids:
-                text = decoder.feed(_visible(ids))
-                lp = _chat_logprobs(r, taken, ids) if r.want_logprobs else None
-                taken += len(ids)
-                if stream_parser is None:
-                    if lp:
-                        await sse.data(chunk({"content": text}, logprobs=lp))
-                    elif text:
-                        await sse.raw(head + json.dumps(text, ensure_ascii=False).encode() + tail)
-                else:
-                    for ev in stream_parser.feed(text):
-                        n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)
-                if not malformed_sent and taken >= 2:
-                    await sse.raw(MALFORMED)
-                    malformed_sent = True
-            if r.done:
-                break
-        tail = decoder.flush()
+            if not ids:
+                continue
+            text = decoder.feed(_visible(ids))
+            lp = _chat_logprobs(r, taken, ids) if r.want_logprobs else None
+            taken += len(ids)
+            if stream_parser is not None:
+                for ev in stream_parser.feed(text):
+                    n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)
+            elif lp or (continuous and text):
+                await sse.data(chunk({"content": text}, logprobs=lp))
+            elif text:
+                await sse.raw(head + json.dumps(text, ensure_ascii=False).encode() + tail)
+            if not malformed_sent and taken >= 2:
+                await sse.raw(MALFORMED)
+                malformed_sent = True
+        rest = decoder.flush()
         if stream_parser is not None:
-            for ev in stream_parser.feed(tail) + stream_parser.finish():
+            for ev in stream_parser.feed(rest) + stream_parser.finish():
                 n_calls += await _send_tool_event(sse, chunk, r, ev, n_calls)
-        elif tail:
-            await sse.data(chunk({"content": tail}))
-        finish = "tool_calls" if n_calls else r.finish_reason
-        await sse.data(chunk({}, finish))
+        elif rest:
+            await sse.data(chunk({"content": rest}))
+        await sse.data(chunk({}, "tool_calls" if n_calls else r.finish_reason))
         if include_usage:
             await sse.data({**base, "choices": [], "usage": _usage(r)})
         await sse.done()
-    finally:
-        watcher.cancel()
-        if not r.done:
-            app.scheduler.abort(r)
 
 
-async def _send_tool_event(sse: SSE, chunk: Any, r: SimRequest, ev: tuple[str, ...], index: int) -> int:
+async def _send_tool_event(sse: SSE, chunk: Any, r: "SimRequest", ev: tuple[str, ...], index: int) -> int:
     if ev[0] == "content":
         if ev[1]:
             await sse.data(chunk({"content": ev[1]}))
@@ -218,14 +206,9 @@ def _prompt_ids(prompt: Any) -> list[int]:
     raise HTTPError(400, "prompt must be a string, a list of token ids, or a one-element list of either")
 
 
-def _completion_logprobs(r: SimRequest, app: SimApp, echo: bool, n_top: int) -> dict[str, Any]:
-    from pytest_glmf.sim.logits import extend
-
+def _completion_logprobs(r: "SimRequest", app: "SimApp", echo: bool, n_top: int) -> dict[str, Any]:
     tokens, lps, tops, offsets, pos = [], [], [], [], 0
     if echo:
-        ctx = None
-        from pytest_glmf.sim.logits import START
-
         ctx = START
         for i, tid in enumerate(r.prompt_ids):
             d = app.model.dist(ctx) if i else None
@@ -244,7 +227,7 @@ def _completion_logprobs(r: SimRequest, app: SimApp, echo: bool, n_top: int) -> 
     return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
 
 
-async def completions(app: SimApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> None:
     body = await read_json(receive)
     if "prompt" not in body:
         raise HTTPError(400, "prompt is required")
@@ -262,43 +245,35 @@ async def completions(app: SimApp, scope: Scope, receive: Receive, send: Send) -
         r.max_new_tokens = 0
     model = body.get("model") or app.cfg.served_model_name
     base = {"id": r.rid, "object": "text_completion", "created": int(time.time()), "model": model}
-    from pytest_glmf.sim.tokenizer import decode
-
+    assert app.scheduler is not None
     if not body.get("stream"):
-        await app.run_to_end(r, receive)
+        await run_to_end(app.scheduler, [r], receive)
         text = (decode(prompt_ids) if echo else "") + decode(_visible(r.out_ids))
         choice = {"index": 0, "text": text, "logprobs": _completion_logprobs(r, app, echo, int(n_lp or 0)) if want_lp else None,
                   "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}
         await send_json(send, {**base, "choices": [choice], "usage": _usage(r)})
         return
-    assert app.scheduler is not None
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    options = body.get("stream_options") or {}
+    continuous = bool(options.get("continuous_usage_stats"))
     sse = SSE(send, cut_after=app.faults.stream_cut)
-    app.scheduler.submit(r)
-    watcher = watch_disconnect(receive, lambda: app.scheduler.abort(r))  # type: ignore[union-attr]
     decoder = StreamDecoder()
     malformed_sent = not app.faults.malformed_sse
-    try:
+    taken = 0
+    async with TokenStream(app.scheduler, r, receive) as tokens:
         await sse.start()
-        while True:
-            await r.event.wait()
-            ids = r.take()
-            if r.finish_reason == "abort":
-                raise StreamCut("client disconnected")
+        async for ids in tokens:
+            taken += len(ids)
             text = decoder.feed(_visible(ids)) if ids else ""
             if text:
-                await sse.data({**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}]})
+                out = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}]}
+                if continuous:
+                    out["usage"] = _usage(r, taken)
+                await sse.data(out)
                 if not malformed_sent:
                     await sse.raw(MALFORMED)
                     malformed_sent = True
-            if r.done:
-                break
         await sse.data({**base, "choices": [{"index": 0, "text": decoder.flush(), "logprobs": None,
                                              "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}]})
-        if include_usage:
+        if options.get("include_usage"):
             await sse.data({**base, "choices": [], "usage": _usage(r)})
         await sse.done()
-    finally:
-        watcher.cancel()
-        if not r.done:
-            app.scheduler.abort(r)

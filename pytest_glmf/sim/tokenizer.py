@@ -125,6 +125,11 @@ def decode(ids: list[int] | tuple[int, ...]) -> str:
     return b"".join(PIECES[i] for i in ids if 0 <= i < VOCAB_SIZE).decode("utf-8", errors="replace")
 
 
+def prompt_text_for_class(prompt_ids: list[int]) -> str:
+    """The prompt's tail as text, for the simulator's prompt-class guess (timing.classify)."""
+    return decode(prompt_ids[-1500:])
+
+
 def token_text(tid: int) -> str:
     return PIECES[tid].decode("utf-8", errors="replace") if 0 <= tid < VOCAB_SIZE else ""
 

@@ -41,6 +41,8 @@ SAMPLE: dict[str, dict[str, Any]] = {
     "scheduler_exception": {"traceback": "Traceback (most recent call last):"},
     "sigquit": {},
     "not_enough_memory": {},
+    "deprecated_get_model_info": {},
+    "deprecated_get_server_info": {},
     "decode_batch": {"running": 9, "usage": "#token: 4100, token usage: 0.01"},
     "server_args": {"args_dict": {"model_path": "/m", "max_running_requests": 74}},
     "tree_cache": {"source": "default", "impl": "UnifiedRadixCache", "swa": False, "ssm": True, "hicache": False},

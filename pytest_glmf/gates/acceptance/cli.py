@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.acceptance.probe import detect_engine, load_prompt_classes, probe
+from pytest_glmf.engine.introspect import EngineUnknown, detect_engine
+from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 
@@ -32,7 +33,10 @@ def cli(argv: list[str] | None = None) -> int:
             ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
         classes = [c for c in classes if c.name in wanted]
     with Client(args.url) as client:
-        engine = args.engine or detect_engine(client)
+        try:
+            engine = args.engine or detect_engine(client)
+        except EngineUnknown as exc:
+            ap.error(f"{exc} (--engine sglang|vllm)")
         result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
                        max_tokens_scale=args.max_tokens_scale, template=args.template)
     print(render_result(result))

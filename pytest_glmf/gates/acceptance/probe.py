@@ -16,8 +16,9 @@ Sources (recorded in every result as `source`):
 - SGLang: native `/generate` with the chat rendered client-side by a named template (default
   `glm`, the GLM-4.5+ layout, which the simulator also uses server-side), streamed; the last chunk's `meta_info` carries
   `spec_verify_ct` and, depending on the version, `spec_accept_rate` / `spec_accept_length` and
-  accepted/drafted counters (`spec_accept_token_num`/`spec_draft_token_num`,
-  `spec_num_correct_drafts`/`spec_num_proposed_drafts`, `spec_accepted_drafts`/`spec_proposed_drafts`).
+  accepted/drafted counters (0.5.23: `spec_num_correct_drafts`/`spec_num_proposed_drafts`, only on the
+  finished answer and only when `spec_verify_ct > 0`, sglang/srt/managers/tokenizer_manager.py;
+  other builds: `spec_accepted_drafts`/`spec_proposed_drafts`, `spec_accept_token_num`/`spec_draft_token_num`).
   The chat endpoint does not return `meta_info`, which is why the native endpoint is used.
 - vLLM: `/v1/chat/completions` streamed (the server applies its own chat template), and the
   difference of the Prometheus counters `vllm:spec_decode_num_accepted_tokens_total`,
@@ -32,9 +33,8 @@ propose) has `accept_rate: null` and `draft_tokens: 0`.
 """
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 from pytest_glmf.config.yamlfile import parse_yaml
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
+from pytest_glmf.engine.introspect import parse_metrics, served_model
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -131,26 +132,12 @@ def spec_from_meta_info(meta: dict[str, Any]) -> dict[str, Any]:
     has_any = any(k.startswith("spec_") for k in meta)
     completion = meta.get("completion_tokens") or 0
     if not has_any:
-        out["speculative"] = False
+        # 0.5.23 adds the spec fields only when spec_verify_ct > 0: a one-token answer says nothing
+        out["speculative"] = False if completion > 1 else None
     else:
         # spec_verify_ct present but 0 over a multi-token answer: the algorithm is off.
         steps = out["verify_steps"]
         out["speculative"] = not (steps == 0 and completion > 1 and not out["draft_tokens"])
-    return out
-
-
-_PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
-
-
-def parse_prometheus_counters(text: str, names: Iterable[str]) -> dict[str, float]:
-    """Sum of each named series over its label sets (engine="0", model_name=...); absent names
-    are left out, so a server without speculative decoding returns {}."""
-    wanted = set(names)
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _PROM_LINE.match(line)
-        if m and m.group(1) in wanted:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
     return out
 
 
@@ -204,7 +191,7 @@ def measure_sglang(client: Client, class_name: str, prompt_index: int, messages:
 
 
 def _read_spec_counters(client: Client) -> dict[str, float]:
-    return parse_prometheus_counters(client.get_text("/metrics"), (VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS))
+    return parse_metrics(client.get_text("/metrics"), (VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS))
 
 
 def _settled_counters(client: Client, settle_s: float = 1.0) -> dict[str, float]:
@@ -313,32 +300,13 @@ def mean_over_classes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def detect_engine(client: Client) -> str:
-    """sglang when /get_server_info (or /server_info) answers, vllm when /version does."""
-    for path, engine in (("/get_server_info", "sglang"), ("/server_info", "sglang"), ("/version", "vllm")):
-        try:
-            client.get_json(path)
-            return engine
-        except Exception:  # noqa: BLE001 - try the next probe
-            continue
-    raise RuntimeError(f"{client.base_url}: neither an SGLang nor a vLLM server (tried /get_server_info, /version)")
-
-
-def _first_model(client: Client) -> str | None:
-    try:
-        data = client.get_json("/v1/models").get("data") or []
-        return data[0]["id"] if data else None
-    except Exception:  # noqa: BLE001 - the model field is optional for single-model servers
-        return None
-
-
 def probe(client: Client, engine: str, classes: list[PromptClass], *, prompts_per_class: int | None = None,
           max_tokens_scale: float = DEFAULTS.max_tokens_scale, template: str = DEFAULTS.template,
           stop_if_not_speculative: bool = True,
           on_record: Callable[[AcceptRecord], None] | None = None) -> dict[str, Any]:
     """Measure every class, one request at a time. With `stop_if_not_speculative`, a first
     response showing no speculation ends the probe (the rest would only confirm it)."""
-    model = _first_model(client) if engine == "vllm" else None
+    model = served_model(client) if engine == "vllm" else None
     records: list[AcceptRecord] = []
     rows = []
     stopped = False

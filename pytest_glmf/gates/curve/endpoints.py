@@ -10,30 +10,18 @@ this is in the timed path.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa: F401  (parse_metrics: re-exported)
 from pytest_glmf.gates.curve import http as load_http
 
 if TYPE_CHECKING:
     from pytest_glmf.launch.base import Server
 
-_METRIC_RE = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+([-+0-9.eEinfaN]+)", re.M)
 GEN_TOKENS = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
 RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
 QUEUED = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Sum each metric over its label sets (one value per name)."""
-    out: dict[str, float] = {}
-    for name, _, value in _METRIC_RE.findall(text):
-        try:
-            out[name] = out.get(name, 0.0) + float(value)
-        except ValueError:
-            pass
-    return out
 
 
 def pick(metrics: Mapping[str, float], names: Sequence[str]) -> float | None:
@@ -56,16 +44,16 @@ class Target:
     async def metrics(self) -> dict[str, float] | None:
         try:
             status, body = await self.call("/metrics")
-        except (TimeoutError, OSError):
+            return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
+        except (TimeoutError, OSError, ValueError):   # ValueError: not Prometheus text
             return None
-        return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
 
     async def served_model(self) -> str | None:
         """The first model id of /v1/models (vLLM rejects any other name; SGLang accepts any)."""
         try:
             status, body = await self.call("/v1/models")
-            return json.loads(body)["data"][0]["id"] if status == 200 else None
-        except (TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError):
+            return first_model_id(json.loads(body)) if status == 200 else None
+        except (TimeoutError, OSError, ValueError):
             return None
 
     async def flush(self) -> str | None:

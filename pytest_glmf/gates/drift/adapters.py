@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import httpx
 
 from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import EngineUnknown, detect_engine, engine_version, served_model
 from pytest_glmf.gates.drift.stats import PromptScores
 
 
@@ -82,11 +83,7 @@ class _Base:
     def model(self) -> str | None:
         with self._lock:
             if self._model is None:
-                try:
-                    data = self.client.get_json("/v1/models").get("data") or []
-                    self._model = data[0]["id"] if data else ""
-                except (httpx.HTTPError, ValueError, KeyError):
-                    self._model = ""
+                self._model = served_model(self.client) or ""
             return self._model or None
 
     def _body(self, **kw: Any) -> dict[str, Any]:
@@ -190,7 +187,8 @@ class SGLangAdapter(_Base):
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"engine": self.engine, "url": self.base_url, "model": self.model}
-        for path in ("/get_model_info", "/model_info"):
+        # /model_info first: the old /get_model_info logs a deprecation warning on 0.5.23
+        for path in ("/model_info", "/get_model_info"):
             try:
                 m = self.client.get_json(path)
                 info["model_path"] = m.get("model_path")
@@ -198,13 +196,9 @@ class SGLangAdapter(_Base):
                 break
             except (httpx.HTTPError, ValueError):
                 continue
-        for path in ("/get_server_info", "/server_info"):
-            try:
-                s = self.client.get_json(path)
-                info["engine_version"] = s.get("version")
-                break
-            except (httpx.HTTPError, ValueError):
-                continue
+        version, _ = engine_version(self.client, "sglang")
+        if version is not None:
+            info["engine_version"] = version
         try:  # only the built-in simulator answers: its checkpoint variant and logit perturbation
             st = self.client.get_json("/sim/state")
             info["checkpoint"], info["sim_logits"] = st.get("checkpoint"), st.get("logits")
@@ -265,10 +259,9 @@ class VLLMAdapter(_Base):
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"engine": self.engine, "url": self.base_url, "model": self.model}
-        try:
-            info["engine_version"] = self.client.get_json("/version").get("version")
-        except (httpx.HTTPError, ValueError):
-            pass
+        version, _ = engine_version(self.client, "vllm")
+        if version is not None:
+            info["engine_version"] = version
         try:
             data = self.client.get_json("/v1/models").get("data") or [{}]
             info["model_path"] = data[0].get("root")
@@ -281,34 +274,17 @@ class VLLMAdapter(_Base):
 ADAPTERS = {"sglang": SGLangAdapter, "vllm": VLLMAdapter}
 
 
-def detect_engine(base_url: str, timeouts: Timeouts | None = None) -> str:
-    """'vllm' or 'sglang' from what the server says about itself."""
-    with Client(base_url, timeouts) as c:
-        try:
-            owner = ((c.get_json("/v1/models").get("data") or [{}])[0].get("owned_by") or "").lower()
-            if owner in ADAPTERS:
-                return owner
-        except (httpx.HTTPError, ValueError):
-            pass
-        for path, engine in (("/get_model_info", "sglang"), ("/version", "vllm")):
-            try:
-                c.get_json(path)
-                return engine
-            except (httpx.HTTPError, ValueError):
-                continue
-    raise ScoringError(f"{base_url}: cannot tell whether this is SGLang or vLLM; pass the engine explicitly")
-
-
 def make_adapter(base_url: str, engine: str | None = None, timeouts: Timeouts | None = None, *,
                  hint: str | None = None) -> DriftAdapter:
     """`engine` forces the adapter; otherwise the server says what it is, and `hint` (e.g. the
     lane's engine, which an attached server may not match) is used only when it cannot tell."""
     if engine is None:
         try:
-            engine = detect_engine(base_url, timeouts)
-        except ScoringError:
+            with Client(base_url, timeouts) as client:
+                engine = detect_engine(client)
+        except EngineUnknown as exc:
             if hint is None:
-                raise
+                raise ScoringError(str(exc)) from None
             engine = hint
     if engine not in ADAPTERS:
         raise ValueError(f"unknown engine {engine!r}: expected one of {sorted(ADAPTERS)}")

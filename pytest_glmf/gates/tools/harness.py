@@ -38,6 +38,7 @@ import jsonschema
 from pytest_glmf.config.yamlfile import parse_yaml
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
+from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
@@ -293,7 +294,7 @@ def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int =
     if tool_choice not in TOOL_CHOICES:
         raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")
     if model is None:
-        model = _first_model(client)  # vLLM wants the served model's name; SGLang ignores it
+        model = served_model(client)  # vLLM wants the served model's name; SGLang ignores it
     skipped = {s.id: why for s in scenarios if (why := applies(s, tool_choice))}
     todo = [s for s in scenarios if s.id not in skipped]
     repeats = max(1, -(-concurrency // len(todo))) if todo else 0
@@ -305,11 +306,3 @@ def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int =
     out.update({"concurrency": concurrency, "tool_choice": tool_choice, "strict": strict,
                 "results": [{**asdict(r), "ok": r.ok} for r in results]})
     return out
-
-
-def _first_model(client: Client) -> str | None:
-    try:
-        data = client.get_json("/v1/models").get("data") or []
-        return data[0]["id"] if data else None
-    except Exception:  # noqa: BLE001 - optional
-        return None

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_glmf.engine.client import Client
+from pytest_glmf.engine.introspect import detect_engine
 from pytest_glmf.gates.acceptance.cli import cli as accept_cli
 from pytest_glmf.gates.acceptance.probe import (
     SOURCE_SGLANG,
@@ -26,9 +27,7 @@ from pytest_glmf.gates.acceptance.probe import (
     VLLM_ACCEPTED,
     VLLM_DRAFT_TOKENS,
     VLLM_DRAFTS,
-    detect_engine,
     load_prompt_classes,
-    parse_prometheus_counters,
     probe,
     spec_from_meta_info,
 )
@@ -286,14 +285,6 @@ def test_meta_info_without_spec_fields_means_no_speculation():
     got = spec_from_meta_info({"completion_tokens": 50, "spec_verify_ct": 12,
                                           "spec_num_correct_drafts": 30, "spec_num_proposed_drafts": 72})
     assert got["speculative"] is True and (got["accepted_tokens"], got["draft_tokens"]) == (30, 72)
-
-
-def test_prometheus_counters_sum_over_label_sets():
-    text = ('# HELP x\nvllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0\n'
-            'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 5.0\n'
-            'vllm:spec_decode_num_drafts_created 1.7e9\n')
-    assert parse_prometheus_counters(text, [VLLM_DRAFTS, VLLM_ACCEPTED]) == {
-        VLLM_DRAFTS: 15.0}
 
 
 # ---------------------------------------------------------------------------- the suite, via pytester

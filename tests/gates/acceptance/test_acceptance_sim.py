@@ -18,7 +18,8 @@ import pytest
 
 from pytest_glmf.config.lanes import load_lanes
 from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.acceptance.probe import SOURCE_SGLANG, detect_engine, load_prompt_classes, probe
+from pytest_glmf.engine.introspect import detect_engine
+from pytest_glmf.gates.acceptance.probe import SOURCE_SGLANG, load_prompt_classes, probe
 from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.launch import launch_lane
 from pytest_glmf.sim import timing

@@ -13,7 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from pytest_glmf.gates.drift.adapters import ScoringError, SGLangAdapter, VLLMAdapter, detect_engine, make_adapter
+from pytest_glmf.engine.client import Client
+from pytest_glmf.engine.introspect import detect_engine
+from pytest_glmf.gates.drift.adapters import ScoringError, SGLangAdapter, VLLMAdapter, make_adapter
 from pytest_glmf.gates.drift.cli import cli as drift_cli
 from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import (
@@ -210,7 +212,8 @@ MSGS = [{"role": "user", "content": "What causes the seasons on Earth?"}]
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 def test_adapter_generates_and_scores_exactly(toy, engine):
     server = toy(engine, noise=0.0)
-    assert detect_engine(server.url) == engine
+    with Client(server.url) as client:
+        assert detect_engine(client) == engine
     adapter = make_adapter(server.url)
     try:
         prompt = adapter.chat_ids(MSGS)
