@@ -32,11 +32,15 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     Before the start, preflight checks the lane's command line with the engine's own parser
     (launch/preflight); after it, the engine is a checked fact (launch/identity.py): a server
     that is not the engine the lane declares is stopped and reported, never measured."""
+    from pytest_glmf.launch import preflight
     from pytest_glmf.launch.identity import check_identity
 
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
+    checked = preflight.check(lane, preflight.argv_for(lane)) if lane.launcher in ("docker", "process") else None
     server = get_launcher(lane.launcher).start(lane, results_dir, session_id)
+    if checked is not None:
+        server.provenance["preflight"] = checked.to_dict()
     check_identity(server)
     return server
 

@@ -9,40 +9,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from oracle_env import oracle_python
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SETUP = HERE / "setup"
 WORKER = HERE / "oracle" / "worker.py"
 PROBE = REPO / "pytest_glmf" / "launch" / "preflight" / "probe.py"
 SGLANG_VERSION = "0.5.23"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def oracle_python() -> Path:
-    """The oracle venv's interpreter, checked current (`setup --check`); skip or fail otherwise."""
-    try:
-        proc = subprocess.run(["bash", str(SETUP), "--check"], capture_output=True, text=True, timeout=60)
-        ok, why = proc.returncode == 0, (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, why = False, [f"{type(exc).__name__}: {exc}"]
-    if not ok:
-        msg = f"contract oracle not set up ({why[0]}); run `{SETUP.relative_to(REPO)}` (~90 s cold, 2.5 GB)"
-        if in_ci():
-            pytest.fail(f"CI=true and {msg}", pytrace=False)
-        pytest.skip(msg)
-    return Path(subprocess.run(["bash", str(SETUP), "--python"], capture_output=True, text=True,
-                               check=True).stdout.strip())
 
 
 class SGLangOracle:

