@@ -86,11 +86,19 @@ def lanes_cli(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="glmf lanes", description=SUBCOMMANDS["lanes"][1])
     parser.add_argument("--lanes", metavar="FILE", help="lanes file (default: the built-in lanes)")
+    parser.add_argument("--lane", metavar="NAME", help="check this lane as `pytest --glmf-lane NAME` would "
+                                                       "(its launcher's needs, its model paths) and print only it")
+    parser.add_argument("--thresholds", metavar="FILE", help="with --lane: the thresholds file must have a section "
+                                                             "for it (default: the built-in thresholds.yaml)")
     parser.add_argument("--json", action="store_true", help="print the lanes as JSON")
     args = parser.parse_args(argv)
     lanes = _load_config("lanes", load_lanes, args.lanes)
     if lanes is None:
         return 2
+    if args.lane is not None:
+        lanes = _load_config("lanes", lambda _: {args.lane: _selected_lane(lanes, args)}, None)
+        if lanes is None:
+            return 2
     if args.json:
         print(json.dumps({name: {**lane.to_dict(), "argv": build_server_argv(lane)}
                           for name, lane in lanes.items()}, indent=2))
@@ -102,6 +110,19 @@ def lanes_cli(argv: list[str]) -> int:
         target = lane.url if lane.launcher == "attach" else shlex.join(argv)
         print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}):\n  {target}")
     return 0
+
+
+def _selected_lane(lanes: dict[str, Any], args: argparse.Namespace) -> Any:
+    """The lane as pytest selects it (same checks, same errors), with the thresholds file's section."""
+    from pytest_glmf.config.lanes import apply_overrides, check_local_volumes, select_lane
+    from pytest_glmf.config.thresholds import load_thresholds
+    from pytest_glmf.plugin.verified import refuse_ungated_lane
+
+    lane = select_lane(lanes, args.lane, args.lanes or "the built-in lanes")
+    lane = apply_overrides(lane)
+    check_local_volumes(lane)
+    refuse_ungated_lane(lane.name, load_thresholds(args.thresholds), args.thresholds)
+    return lane
 
 
 def thresholds_cli(argv: list[str]) -> int:

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
+from pytest_glmf.engine.httperror import SSEError, status_message
+
+__all__ = ["DONE", "SSEError", "Client", "Timeouts", "iter_sse", "parse_sse_line"]
+
 DONE = object()  # sentinel returned by parse_sse_line for "data: [DONE]"
-
-
-class SSEError(ValueError):
-    """A line in an event stream that is not valid SSE/JSON."""
 
 
 def parse_sse_line(line: str) -> Any:
@@ -80,32 +80,32 @@ class Client:
         self.close()
 
     def get_json(self, path: str) -> Any:
-        r = self._http.get(path)
-        r.raise_for_status()
-        return r.json()
+        return _checked(self._http.get(path), "GET", path).json()
 
     def get_text(self, path: str) -> str:
-        r = self._http.get(path)
-        r.raise_for_status()
-        return r.text
+        return _checked(self._http.get(path), "GET", path).text
 
     def post_json(self, path: str, body: dict[str, Any]) -> Any:
-        r = self._http.post(path, json=body)
-        if r.status_code >= 400:
-            raise httpx.HTTPStatusError(
-                f"POST {path} -> HTTP {r.status_code}: {r.text[:300]}", request=r.request, response=r)
-        return r.json()
+        return _checked(self._http.post(path, json=body), "POST", path).json()
 
     def stream_events(self, path: str, body: dict[str, Any]) -> Iterator[tuple[float, Any]]:
         """POST with stream=true and yield (perf_counter receive time, event dict) per SSE event."""
         with self._http.stream("POST", path, json={**body, "stream": True}) as r:
             if r.status_code >= 400:
                 r.read()
-                raise httpx.HTTPStatusError(
-                    f"POST {path} -> HTTP {r.status_code}: {r.text[:300]}", request=r.request, response=r)
+                _checked(r, "POST", path)
             for line in r.iter_lines():
                 event = parse_sse_line(line)
                 if event is DONE:
                     return
                 if event is not None:
                     yield time.perf_counter(), event
+
+
+def _checked(r: httpx.Response, method: str, path: str) -> httpx.Response:
+    """`r`, or an HTTPStatusError saying status, endpoint and a short excerpt of the body (a
+    server's HTML error page never reaches a failure message whole)."""
+    if r.status_code >= 400:
+        raise httpx.HTTPStatusError(status_message(method, path, r.status_code, r.text),
+                                    request=r.request, response=r)
+    return r

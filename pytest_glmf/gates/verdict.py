@@ -14,6 +14,12 @@ from typing import Any
 
 from pytest_glmf.gates.registry import gate_spec
 
+# Why a check failed, as measured (the failure ledger's cause class), most telling first: a request
+# that never reached the server explains everything after it; the server's errors explain missed
+# numbers; a client-bound run makes its numbers the client's; otherwise the lane, as configured,
+# missed its bound.
+CAUSES = ("network", "server", "client-bound", "configuration")
+
 
 @dataclass
 class Check:
@@ -25,6 +31,7 @@ class Check:
     where: str = ""          # e.g. "@ 48 users", "class=prose"
     source: str = ""         # e.g. "thresholds.yaml: lanes.batch.curve[48]"
     hint: str = ""           # the knob to turn, when known
+    cause: str = "configuration"   # one of CAUSES: what a failure of this check says went wrong
 
     @property
     def ok(self) -> bool:
@@ -92,16 +99,55 @@ def failure_table(checks: Iterable[Check]) -> str:
     return render_table(rows, ["metric", "measured", "expected", "note"])
 
 
-def assert_checks(checks: Iterable[Check], title: str = "") -> None:
-    """Fail the calling test with one table of every violated check (all checks are evaluated,
-    not just the first failure)."""
-    __tracebackhide__ = True
+# ---------------------------------------------------------------------------- "something was verified"
+# A session in which no check was evaluated must not pass (plugin/verified.py). The helpers here
+# have no handle on the session, so they count what they evaluate in this one tally (per process;
+# the plugin reads it before and after each test phase and sends the difference with the test's
+# report, also from xdist workers). Checks made without a `Check` call `note_evaluated`.
+
+
+class _Tally:
+    evaluated = 0
+    failed_causes: set[str] = set()
+
+
+def note_evaluated(n: int = 1) -> None:
+    """Count `n` checks evaluated (a verdict given), for checks not made through `failed_checks`."""
+    _Tally.evaluated += n
+
+
+def evaluated_count() -> int:
+    """Checks evaluated in this process so far."""
+    return _Tally.evaluated
+
+
+def failed_checks(checks: Iterable[Check]) -> list[Check]:
+    """Evaluate every check (counted as evaluated) and return the violated ones (their causes
+    are noted for the failure ledger)."""
+    checks = list(checks)
+    note_evaluated(len(checks))
     failed = [c for c in checks if not c.ok]
+    _Tally.failed_causes.update(c.cause for c in failed)
+    return failed
+
+
+def take_failure_cause() -> str | None:
+    """The most telling cause of the checks failed since the last call (CAUSES order), then forget them."""
+    causes, _Tally.failed_causes = _Tally.failed_causes, set()
+    return next((c for c in CAUSES if c in causes), None)
+
+
+def assert_checks(checks: Iterable[Check], title: str = "", details: str = "") -> None:
+    """Fail the calling test with one table of every violated check (all checks are evaluated,
+    not just the first failure), then `details` (e.g. the bad turns behind a fraction)."""
+    __tracebackhide__ = True
+    failed = failed_checks(checks)
     if failed:
         import pytest
 
         head = f"{title}: " if title else ""
-        pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}", pytrace=False)
+        tail = f"\n\n{details}" if details else ""
+        pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}{tail}", pytrace=False)
 
 
 def checks_from_bounds(gate: str, measured: Mapping[str, Any], bounds: Mapping[str, Any], *,

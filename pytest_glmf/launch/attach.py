@@ -34,8 +34,10 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
             if ready:
                 break
             if time.monotonic() > deadline:
+                # `last` names the endpoint's answer ("GET /v1/models -> 503") or, when none came, the error
                 raise BootError(f"lane {lane.name!r} (attach launcher): {base_url} is not serving "
-                                f"(waited {wait_s:g} s; {last})")
+                                f"(waited {wait_s:g} s; {last})",
+                                cause="server" if last.startswith("GET ") else "network")
             time.sleep(0.3)
     log_path = Path(lane.boot_log) if lane.boot_log else None
     if log_path is not None and not log_path.is_file():

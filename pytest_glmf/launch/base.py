@@ -31,7 +31,13 @@ def log_tail_lines(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
 
 class BootError(RuntimeError):
     """The server did not become ready. The message is the sentence a user reads: what happened,
-    the last lines of the boot log and the parsed `problems`."""
+    the last lines of the boot log and the parsed `problems`. `cause` is the failure ledger's
+    class (gates/verdict.py CAUSES): a lane that does not boot is its configuration's failure
+    unless the server could not be reached at all ("network") or answered wrongly ("server")."""
+
+    def __init__(self, message: str, cause: str = "configuration") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass

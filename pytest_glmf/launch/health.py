@@ -71,23 +71,20 @@ def gone_message(server: "Server", when: str) -> str | None:
 
 def _broken_cause(exc: BaseException) -> str | None:
     """A one-line cause for failures that are the server's (or the wire's), None for others."""
-    import httpx
-
-    from pytest_glmf.engine.client import SSEError
+    from pytest_glmf.engine.httperror import request_failure
 
     if isinstance(exc, GateTimeout):
         return str(exc)
-    if isinstance(exc, httpx.TimeoutException):
-        return f"the server did not answer in time ({type(exc).__name__}: {exc or 'timed out'})"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"the server answered with an error status ({str(exc).splitlines()[0]})"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"the server dropped the connection mid-response ({exc})"
-    if isinstance(exc, httpx.TransportError):
-        return f"the request could not reach the server ({type(exc).__name__}: {exc})"
-    if isinstance(exc, SSEError):
-        return f"the server sent a malformed event stream ({exc})"
-    return None
+    failure = request_failure(exc)
+    return failure[1] if failure is not None else None
+
+
+def cause_class(exc: BaseException) -> str:
+    """The failure ledger's cause class of a broken request or a gate timeout."""
+    from pytest_glmf.engine.httperror import request_failure
+
+    failure = request_failure(exc)
+    return failure[0] if failure is not None else "server"
 
 
 def _where(exc: BaseException, root: Path | None) -> str:

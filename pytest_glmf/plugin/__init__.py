@@ -19,6 +19,7 @@ from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.config.thresholds import Thresholds, load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import GATES
+from pytest_glmf.plugin import verified
 from pytest_glmf.plugin.options import OPTIONS, resolve_settings
 from pytest_glmf.plugin.session import GlmfSession, session_of
 
@@ -35,6 +36,7 @@ MARKERS = [
     "tests (also under xdist)",
 ]
 SERIAL_GROUP = "glmf_serial"
+KNOWN_LANES = pytest.StashKey[list[str]]()
 NO_LANE = "no lane selected: pass --glmf-lane NAME (built-in lanes: daily, batch) or set glmf_lane in the ini file"
 
 
@@ -57,6 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
                     help=help_text + " (ini: glmf_update_baseline)")
     parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
+    verified.addoption(group, parser)
 
 
 # ---------------------------------------------------------------------------- configure
@@ -75,8 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
             thresholds = load_thresholds(settings.thresholds_file)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
+    config.stash[KNOWN_LANES] = verified.known_lanes(settings)
     if settings.lane is not None:
-        GlmfSession.start(config, settings, thresholds)
+        verified.Verification.register(config, GlmfSession.start(config, settings, thresholds))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -93,6 +97,7 @@ def _marker_lanes(item: pytest.Item) -> tuple[str, ...] | None:
         if mark.kwargs or not mark.args or not all(isinstance(a, str) and a for a in mark.args):
             raise pytest.UsageError(f"{item.nodeid}: glmf_lanes takes lane names as strings, e.g. "
                                     f"@pytest.mark.glmf_lanes(\"batch\", \"daily\"); got {mark}")
+        verified.check_marker_lanes(item.nodeid, mark.args, item.config.stash.get(KNOWN_LANES, list(mark.args)))
         names = tuple(mark.args) if names is None else tuple(n for n in names if n in mark.args)
     return names
 

@@ -53,7 +53,7 @@ def enrich_provenance(server: "Server", lane: "LaneConfig") -> None:
 # ---------------------------------------------------------------------------- failure ledger
 
 
-def ledger_line(state: "GlmfSession", what: str, cause: str) -> None:
+def ledger_line(state: "GlmfSession", what: str, cause: str, cause_class: str = "configuration") -> None:
     """One line in the failure ledger next to the results (owner process only)."""
     from pytest_glmf.results import ledger
     from pytest_glmf.results.redact import Redactor
@@ -62,7 +62,7 @@ def ledger_line(state: "GlmfSession", what: str, cause: str) -> None:
     argv = (state.server.provenance.get("argv") if state.server is not None else None) or [*lane.extra]
     redact = Redactor.from_environment(lane.env)
     ledger.append(state.settings.results_dir, lane=lane.name, image=lane.image, what=what,
-                  flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause))
+                  flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause), cause_class=cause_class)
 
 
 def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
@@ -72,7 +72,9 @@ def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
     if report.failed and report.when in ("setup", "call") and not (state.boot_error and report.when == "setup"):
         lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
-        ledger_line(state, report.nodeid.split("::")[-1], cause)
+        from pytest_glmf.results.ledger import cause_of
+
+        ledger_line(state, report.nodeid.split("::")[-1], cause, cause_of(report.user_properties))
 
 
 # ---------------------------------------------------------------------------- result file
@@ -125,7 +127,7 @@ def recover_killed(state: "GlmfSession") -> None:
 
     for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
         ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
-                      what="killed", flags=[*(lane.get("extra") or [])],
+                      what="killed", flags=[*(lane.get("extra") or [])], cause_class="interrupted",
                       cause=f"session {sid} was killed before it ended; partial results: {out}")
         state.extra.setdefault("recovered", []).append(str(out))
         history.mark_pending(state, out)

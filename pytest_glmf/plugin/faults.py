@@ -19,9 +19,13 @@ if TYPE_CHECKING:
     from pytest_glmf.plugin.session import GlmfSession
 
 
-def mark_incomplete(item: pytest.Item, reason: str) -> None:
+def mark_incomplete(item: pytest.Item, reason: str, cause_class: str = "server") -> None:
     # user_properties travel with the report to the xdist controller, which writes the result file
+    # and the failure ledger (a server fault is the server's, or the network's: results/ledger.py)
+    from pytest_glmf.results.ledger import CAUSE_PROPERTY
+
     item.user_properties.append(("glmf_incomplete", reason))
+    item.user_properties.append((CAUSE_PROPERTY, cause_class))
 
 
 def fail_if_gone(item: pytest.Item, state: "GlmfSession", when: str) -> None:
@@ -69,7 +73,7 @@ def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, 
             raise pytest.fail.Exception(message, pytrace=False) from None
         message = health.broken_request_message(exc, server, lane.name, item.config.rootpath)
         if message is not None:
-            mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}")
+            mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}", health.cause_class(exc))
             raise pytest.fail.Exception(message, pytrace=False) from None   # the sentence says it all
         raise
     fail_if_gone(item, state, "during this test (the test itself passed)")

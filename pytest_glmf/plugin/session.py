@@ -131,7 +131,7 @@ class GlmfSession:
                     self.server = launch_lane(self.lane, self.settings.results_dir, self.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     self.boot_error = f"{type(exc).__name__}: {exc}"
-                    bookkeeping.ledger_line(self, "boot", self.boot_error)
+                    bookkeeping.ledger_line(self, "boot", self.boot_error, getattr(exc, "cause", "configuration"))
                 else:
                     bookkeeping.enrich_provenance(self.server, self.lane)
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
@@ -192,7 +192,8 @@ class GlmfSession:
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
         if self.thresholds is not None and not self.thresholds.has_lane(lane.name):
             # a lane name the thresholds file does not know gates nothing: say so before the skips pile up
-            thresholds += f" (NO SECTION for lane {lane.name!r}: every gate skips)"
+            thresholds += (f" (NO SECTION for lane {lane.name!r}: nothing is gated; the session fails unless "
+                           "--glmf-allow-unverified)")
         line = (f"glmf: lane={lane.name} launcher={lane.launcher} {where} thresholds={thresholds} "
                 f"baseline={s.baseline or ('history' if s.history and s.history.baseline_runs else '-')} "
                 f"results={s.results_dir}")
@@ -243,7 +244,9 @@ class GlmfSession:
         if not self.owner:
             return
         try:
-            status = bookkeeping.finish_session(self, exitstatus)
+            # session.exitstatus, not the argument: an earlier hook may have failed the session
+            # (plugin/verified.py: nothing was verified), and such a run is not blessed as a baseline
+            status = bookkeeping.finish_session(self, session.exitstatus)
             if status is not None:
                 session.exitstatus = status   # a store fault under --glmf-history-required
         finally:

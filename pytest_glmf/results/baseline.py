@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.registry import metric_directions
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import fmt, note_evaluated, render_table
 
 DEFAULT_REL_PCT = 5.0
 # Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS
@@ -173,7 +173,10 @@ def regression_table(comparisons: Iterable[Comparison]) -> str:
 
 
 def regression_message(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> str | None:
-    """The failure text for the regressed metrics (None when nothing regressed)."""
+    """The failure text for the regressed metrics (None when nothing regressed). Each comparison
+    is a verdict given, counted as a check (plugin/verified.py)."""
+    comparisons = list(comparisons)
+    note_evaluated(len(comparisons))
     bad = [c for c in comparisons if c.regressed]
     if not bad:
         return None

@@ -4,12 +4,16 @@ The call rule (deterministic; a harness can rely on it). With `tools` offered an
 `tool_choice` not "none":
   1. the last message is a tool result (`role: tool`)        -> no call: a plain answer;
   2. `tool_choice: {"type": "function", "function": {"name": X}}` -> call X;
-  3. otherwise the last user message is scanned for each offered tool's keywords: the parts of
-     its name (minus generic verbs: get, set, create, send, list, ...) plus a few synonyms
-     (SYNONYMS below, e.g. "book"/"schedule"/"meeting" for calendar/event, "mail" for email);
-     whole words, case-insensitive, or the tool's exact name. Tools are called in the order their
-     first keyword appears. No match: no call, unless `tool_choice: "required"` (then the first
-     tool offered).
+  3. otherwise the last user message is matched against each offered tool, a user's own tools
+     as much as the packaged ones:
+     a. its name: the tool's exact name, or a part of it (minus generic verbs: get, set, create,
+        send, list, ...) or a synonym of one (SYNONYMS below, e.g. "book"/"schedule"/"meeting"
+        for calendar/event, "mail" for email), as a whole word, case-insensitive;
+     b. else its description and parameter names: at least two different words of them in the
+        message (plurals folded: "prices" is "price"; common English words, generic verbs and
+        generic parameter names such as query, text, id, title are not counted).
+     Tools are called in the order their first matching word appears. No match: no call (the
+     model answers with text), unless `tool_choice: "required"` (then the first tool offered).
   Arguments: an explicit JSON object right after the tool's name in the message
   (`get_weather {"city": "Oslo"}`, several allowed) is used as is. Otherwise they are built from the
   tool's JSON schema and the message: enums matched by word prefix ("cooling" -> "cool"), emails,
@@ -38,6 +42,15 @@ GENERIC = {"get", "set", "create", "send", "list", "fetch", "make", "do", "run",
 SYNONYMS = {"calendar": ["book", "schedule", "meeting", "appointment"], "event": ["book", "schedule", "meeting"],
             "email": ["mail", "e-mail"], "time": ["clock"], "thermostat": ["heating", "cooling"],
             "ticket": ["issue"], "search": ["look up", "google"], "weather": ["forecast"]}
+# Words a description or a parameter name shares with ordinary requests: never evidence of intent.
+STOPWORDS = {"a", "an", "and", "or", "the", "of", "to", "in", "on", "at", "for", "by", "with", "from", "into",
+             "is", "are", "be", "it", "its", "this", "that", "as", "what", "which", "who", "how", "when",
+             "where", "your", "you", "my", "me", "we", "our", "all", "any", "some", "no", "not", "can", "will",
+             "one", "e", "g", "eg", "etc", "given", "take", "argument", "return", "result", "user", "tool",
+             "function", "call", "use"}
+GENERIC_PARAMS = {"id", "name", "text", "body", "content", "message", "query", "q", "title", "value", "type",
+                  "data", "input", "to", "from", "limit", "max", "min", "mode", "unit", "format", "options",
+                  "result", "results", "count", "number", "description", "subject"}
 PLACE_PARAMS = {"city", "location", "place", "town"}
 TAIL_PARAMS = {"body", "text", "content", "message"}
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -60,6 +73,47 @@ def keywords(name: str) -> list[str]:
     for p in parts:
         out += SYNONYMS.get(p, [])
     return out
+
+
+def _stem(word: str) -> str:
+    """Plurals folded to the singular (prices -> price, cities -> city), nothing cleverer."""
+    w = word.lower()
+    for suffix, repl in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("s", "")):
+        if w.endswith(suffix) and not w.endswith("ss") and len(w) - len(suffix) >= 3:
+            return w[: -len(suffix)] + repl
+    return w
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def describing_words(fn: dict[str, Any]) -> set[str]:
+    """The stems of a tool's description and parameter names that can show a message is about it."""
+    params = ((fn.get("parameters") or {}).get("properties") or {})
+    words = _words(fn.get("description") or "")
+    for pname in params:
+        if pname.lower() not in GENERIC_PARAMS:
+            words += [w for w in _words(pname.replace("_", " ")) if w not in GENERIC_PARAMS]
+    stems = {_stem(w) for w in words if len(w) >= 3}
+    return {w for w in stems if w not in STOPWORDS and w not in GENERIC}
+
+
+def _described_pos(text: str, fn: dict[str, Any]) -> int | None:
+    """Where the first of at least two different describing words appears in `text`, else None."""
+    wanted = describing_words(fn)
+    hits: dict[str, int] = {}
+    for m in re.finditer(r"[A-Za-z0-9]+", text):
+        stem = _stem(m.group(0))
+        if stem in wanted:
+            hits.setdefault(stem, m.start())
+    return min(hits.values()) if len(hits) >= 2 else None
+
+
+def _match_pos(text: str, fn: dict[str, Any]) -> int | None:
+    """Where the message first shows it wants this tool (rule 3 above), None when it does not."""
+    by_name = _first_pos(text, keywords(fn.get("name", "")))
+    return by_name if by_name is not None else _described_pos(text, fn)
 
 
 def _first_pos(text: str, words: list[str]) -> int | None:
@@ -87,7 +141,8 @@ def plan_calls(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
         name = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
         chosen = [name] if name in by_name else []
     else:
-        hits = sorted((pos, i, n) for i, n in enumerate(by_name) if (pos := _first_pos(text, keywords(n))) is not None)
+        hits = sorted((pos, i, n) for i, (n, fn) in enumerate(by_name.items())
+                      if (pos := _match_pos(text, fn)) is not None)
         chosen = [n for _, _, n in hits]
         if not chosen and tool_choice == "required":
             chosen = [next(iter(by_name))]

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
 from pytest_glmf.gates.acceptance.table import render_result
-from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, render_table
+from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, note_evaluated, render_table
 
 pytestmark = pytest.mark.glmf_gate("acceptance")
 
@@ -66,6 +66,7 @@ def test_acceptance_is_measured(acceptance_result, acceptance_section, glmf_lane
     the thresholds exists in the prompt set (a typo must not silently disable a class's gate)."""
     record_property("acceptance.source", acceptance_result["source"])
     print(render_result(acceptance_result))
+    note_evaluated()
     if acceptance_result["speculative"] is not True:
         pytest.fail(f"lane {glmf_lane.name!r} sets spec={glmf_lane.spec!r} but the server reports no "
                     f"speculative decoding ({acceptance_result['source']}): check --speculative-algorithm "

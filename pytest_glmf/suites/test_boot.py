@@ -12,7 +12,7 @@ import pytest
 
 from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, render_table
+from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds, note_evaluated, render_table
 
 pytestmark = pytest.mark.glmf_gate("boot")
 
@@ -37,6 +37,7 @@ def test_boot_log_has_no_problems(glmf_boot_facts, glmf_results, glmf_server, re
     glmf_results.record("boot", "facts", facts)
     for key in ("max_running_requests", "kv_tokens", "context_len"):
         record_property(f"boot.{key}", facts[key])
+    note_evaluated()
     if glmf_boot_facts.problems:
         rows = [[str(i + 1), p] for i, p in enumerate(glmf_boot_facts.problems)]
         pytest.fail(f"the boot log of lane {glmf_server.lane.name!r} reports {len(rows)} problem(s)\n"
@@ -57,6 +58,7 @@ def test_kv_pool_dtypes(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lan
     expected = boot_section.get("kv_pool_dtypes")
     if expected is None:
         pytest.skip(f"no kv_pool_dtypes in {glmf_thresholds.source(glmf_lane.name, 'boot')}")
+    note_evaluated()
     bad = kv_pool_dtype_mismatch(glmf_boot_facts.kv_pools, glmf_boot_facts.kv_pool_layout, expected)
     if bad:
         source = glmf_thresholds.source(glmf_lane.name, "boot")
@@ -77,6 +79,7 @@ def test_seats_cover_every_curve_row(glmf_boot_facts, glmf_thresholds, glmf_lane
     seats = glmf_boot_facts.max_running_requests
     source = glmf_thresholds.source(glmf_lane.name, "curve")
     hint = seat_cap_hint(glmf_boot_facts.cap_reason)
+    note_evaluated(len(users))
     failed = [[f"seats < users @ {u} users", str(seats), f">= {u}", f"{hint} ({source})"]
               for u in users if seats is None or seats < u]
     if failed:

@@ -31,7 +31,7 @@ from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workers import WorkerError
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
-from pytest_glmf.gates.verdict import failure_table
+from pytest_glmf.gates.verdict import failed_checks, failure_table
 from pytest_glmf.plugin.progress import live_progress
 from pytest_glmf.plugin.session import session_of
 
@@ -130,7 +130,7 @@ def test_curve_row(curve_row, request, glmf_server, glmf_lane, glmf_thresholds, 
     table = curve_table([gated])
     unit_note = f" (simulator time scale {scale:g}: numbers in recipe units)" if scale != 1.0 else ""
     title = f"curve of lane {glmf_lane.name!r} @ {users} users{unit_note}"
-    failed = [c for c in checks if not c.ok]
+    failed = failed_checks(checks)
     if failed:
         pytest.fail(f"{title}: {len(failed)} threshold(s) missed\n{failure_table(failed)}\n\nthe row:\n{table}",
                     pytrace=False)

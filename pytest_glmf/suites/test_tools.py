@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.harness import failure_hint, load_scenarios, request_error_cause, run_harness
 from pytest_glmf.gates.tools.spec import DEFAULT_BOUNDS, FALLBACK_CONCURRENCY
 from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
 from pytest_glmf.gates.tools.table import render_summary
-from pytest_glmf.gates.verdict import assert_checks, checks_from_bounds
+from pytest_glmf.gates.verdict import Check, assert_checks, checks_from_bounds
 
 pytestmark = pytest.mark.glmf_gate("tools")
 
@@ -49,15 +49,19 @@ def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, 
     bounds = glmf_thresholds.bounds(glmf_lane.name, "tools") or DEFAULT_BOUNDS
     source = (glmf_thresholds.source(glmf_lane.name, "tools") if bounds is not DEFAULT_BOUNDS
               else "default: the recipe's 10/10 parsed, no leaks")
-    checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=HINTS)
+    # the parser hint only when the parser is the likely cause (not failed requests, not text answers)
+    hints = {**HINTS, "parsed_fraction": failure_hint(summary) or HINTS["parsed_fraction"]}
+    checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=hints)
+    if summary["failed_requests"]:
+        checks.append(Check("failed requests", summary["failed_requests"], {"max": 0}, where=f"@ {users} user(s)",
+                            hint=next(iter(summary["request_errors"])), cause=request_error_cause(summary)))
     if not summary["turns"]:
         pytest.fail(f"no tool turn applies under tool_choice={summary['tool_choice']}", pytrace=False)
+    failed_requests = f", failed requests {summary['failed_requests']}" if summary["failed_requests"] else ""
     title = (f"tool gate of lane {glmf_lane.name!r} @ {users} user(s): parsed {summary['parsed']}/{summary['turns']}, "
-             f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}")
-    try:
-        assert_checks(checks, title)
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}\n\nbad turns:\n{tools_failure_table(summary)}", pytrace=False)
+             f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}{failed_requests}")
+    # one failure, the bad turns under the table (never raised while handling another: no chained traceback)
+    assert_checks(checks, title, details=f"bad turns:\n{tools_failure_table(summary)}")
 
 
 def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property):

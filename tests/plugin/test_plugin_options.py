@@ -173,4 +173,5 @@ def test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane(pytes
     result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "bacth", "--co",
                                 "test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane.py")
     result.stdout.fnmatch_lines(["glmf: lane=bacth launcher=attach url=http://127.0.0.1:9 thresholds=built-in "
-                                 "thresholds.yaml (NO SECTION for lane 'bacth': every gate skips) baseline=- *"])
+                                 "thresholds.yaml (NO SECTION for lane 'bacth': nothing is gated; the session fails unless "
+                                 "--glmf-allow-unverified) baseline=- *"])

@@ -6,6 +6,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pytest_glmf.results import ledger
 from pytest_glmf.results.provenance import git_commit, gpu_info, host_provenance
 
@@ -15,12 +17,26 @@ def test_ledger_appends_one_readable_line_per_failure(tmp_path: Path):
                   flags=["--max-mamba-cache-size", "38", "--mem-fraction-static", "0.85"],
                   cause="RuntimeError: Not enough memory.\nPlease try to increase --mem-fraction-static.")
     ledger.append(tmp_path, lane="batch", image=None, flags=[], cause="curve: per_user_tok_s @ 48 users 41 < 45")
+    ledger.append(tmp_path, lane="batch", image=None, flags=[], what="test_curve_row[users=48]",
+                  cause_class="client-bound", cause="client CPU 97 % of a core")
     lines = ledger.read(tmp_path)
-    assert len(lines) == 2
-    assert "| lane daily | boot | image lmsysorg/sglang:nightly | flags `--max-mamba-cache-size 38" in lines[0]
+    assert len(lines) == 3
+    assert ("| lane daily | boot | configuration | image lmsysorg/sglang:nightly | flags `--max-mamba-cache-size 38"
+            in lines[0])
     assert lines[0].endswith("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
-    assert "| lane batch | gate | image - |" in lines[1]
+    assert "| lane batch | gate | configuration | image - |" in lines[1]
+    assert "| lane batch | test_curve_row[users=48] | client-bound | image - |" in lines[2]
     assert (tmp_path / "failure-ledger.md").read_text().startswith("# pytest-glmf failure ledger")
+
+
+def test_ledger_cause_classes_are_a_closed_set(tmp_path: Path):
+    with pytest.raises(ValueError, match="cause class 'timeout': use one of configuration, server, client-bound, "
+                                         "network, interrupted"):
+        ledger.append(tmp_path, lane="b", image=None, flags=[], cause="x", cause_class="timeout")
+    # several classes on one report: the most telling wins (a failed request explains a missed number)
+    props = [("glmf_cause", "configuration"), ("other", "network"), ("glmf_cause", "server")]
+    assert ledger.cause_of(props) == "server"
+    assert ledger.cause_of([]) == "configuration"
 
 
 def test_gpu_info_reads_nvidia_smi(tmp_path: Path, monkeypatch):

@@ -109,7 +109,7 @@ def test_a_killed_session_leaves_an_incomplete_result_file_and_a_ledger_line(pyt
     assert recovered["incomplete"] == [f"the session's process (pid {proc.pid}) died without a clean stop (killed)"]
     assert recovered["gates"]["curve"]["users=1"]["users"] == 1
     (line,) = [ln for ln in ledger.read(results) if "| killed |" in ln]
-    assert "lane truth" in line and "was killed before it ended" in line
+    assert "lane truth" in line and "| killed | interrupted |" in line and "was killed before it ended" in line
 
 
 def test_a_clean_session_that_recorded_nothing_is_not_taken_for_a_killed_one(pytester):

@@ -302,3 +302,38 @@ def test_fault_specs():
         Faults.parse(["stream-cut"])
     with pytest.raises(SimArgError, match="unknown or malformed fault"):
         parse_args(["--fault", "explode"])
+
+
+def _tool(name: str, description: str = "", **params: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": params, "required": list(params)[:1]}}}
+
+
+def test_a_users_own_tool_is_called_by_its_name_or_by_two_words_of_its_description():
+    """README "Tools on the simulator", rule 3: the name, or two describing words (plurals folded)."""
+    stock = _tool("get_stock_price", "Latest trading price of a company share, by ticker symbol.",
+                  ticker={"type": "string"})
+    orders = _tool("lookup_order", "Look up a customer order and its shipping status.",
+                   order_number={"type": "string"})
+    offered = [stock, orders]
+
+    def called(text: str) -> list[str]:
+        return [n for n, _ in tools.plan_calls([{"role": "user", "content": text}], offered)]
+
+    assert called("What is the stock price of NVDA?") == ["get_stock_price"]              # name words
+    assert called("How is NVDA trading today? Ticker symbol NVDA.") == ["get_stock_price"]  # description words
+    assert called("Shipping status for customer 1234, and the share prices of NVDA") == ["lookup_order",
+                                                                                       "get_stock_price"]
+    assert called("Tell me about NVDA.") == []                      # nothing names it: a text answer
+    assert called("What trading strategy do you like?") == []       # one describing word is not enough
+    assert called("What is the status of the weather?") == []       # ... nor one generic-looking one
+
+
+def test_generic_words_of_a_description_are_not_evidence():
+    search = _tool("search_web", "Search the web and return the top results.", query={"type": "string"},
+                   max_results={"type": "integer"})
+    # "return", "results" and the generic parameter names query / max_results do not count
+    assert tools.describing_words(search["function"]) == {"search", "web", "top"}
+    assert tools.plan_calls([{"role": "user", "content": "Return the results of 17 times 23."}], [search]) == []
+    assert [n for n, _ in tools.plan_calls([{"role": "user", "content": "The top web pages on SGLang?"}],
+                                           [search])] == ["search_web"]

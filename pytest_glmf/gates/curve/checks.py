@@ -191,16 +191,18 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     if bad_client:
         notes = "; ".join(row["per_run"][bad_client[0] - 1]["client"]["notes"])
         checks.append(Check("client-bound runs", len(bad_client), {"max": 0}, where=where,
-                            source=f"runs {bad_client}", hint=f"run invalid, not the server's speed: {notes}"))
+                            source=f"runs {bad_client}", hint=f"run invalid, not the server's speed: {notes}",
+                            cause="client-bound"))
     bad_count = [i + 1 for i, r in enumerate(row.get("per_run", [])) if not r["token_count"]["ok"]]
     if bad_count:
         notes = "; ".join(row["per_run"][bad_count[0] - 1]["token_count"]["problems"])
         checks.append(Check("token-count mismatches", len(bad_count), {"max": 0}, where=where,
-                            source=f"runs {bad_count}", hint=notes))
+                            source=f"runs {bad_count}", hint=notes, cause="server"))
     errors = sum(r["errors"] for r in row.get("per_run", []))
     if errors:
         examples = sorted({e for r in row["per_run"] for e in r.get("error_examples", [])})[:2]
-        checks.append(Check("failed requests", errors, {"max": 0}, where=where, hint="; ".join(examples)))
+        checks.append(Check("failed requests", errors, {"max": 0}, where=where, hint="; ".join(examples),
+                            cause="server"))
     return checks
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_glmf.engine.httperror import body_excerpt
 from pytest_glmf.gates.curve import sockstamp
 
 perf = time.perf_counter
@@ -233,7 +234,7 @@ def decode_reads(reads: list[tuple[float, bytes]]) -> tuple[int | None, list[tup
             body = body[nl + 1:]
     if status is not None and status != 200:
         text = "".join(line for _, line in lines) + body.decode("utf-8", "replace")
-        error = f"HTTP {status}: {text[:200]}"
+        error = f"HTTP {status}: {body_excerpt(text)}"
     elif body.strip():
         lines.append((reads[-1][0], body.decode("utf-8", "replace")))
     return status, lines, error

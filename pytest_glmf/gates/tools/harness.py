@@ -12,6 +12,11 @@ this module checks, non-streamed and streamed:
   that validate against the tool's JSON schema (required keys, types, enums), and `{}` where the
   schema requires keys is named as such;
 - no call was wanted: no `tool_calls`, and a non-empty answer;
+- a call was wanted and none came back: markup left in the answer is the parser's failure
+  (NOT_PARSED); a plain answer is the model's (`answered with text, finish_reason=length: the model
+  did not call get_stock_price`); a failed request says what the server answered (status,
+  endpoint, a short excerpt of the body) and is counted as `failed_requests`, never blamed on the
+  parser;
 - no tool markup in `content` or the reasoning text;
 - the streamed answer (deltas assembled per `index`) makes the same calls with the same arguments
   (compared as parsed JSON) as the non-streamed one, and carries exactly one finish_reason.
@@ -38,6 +43,7 @@ import jsonschema
 from pytest_glmf.config.yamlfile import parse_yaml
 from pytest_glmf.data import read_text as read_data_file
 from pytest_glmf.engine.client import Client
+from pytest_glmf.engine.httperror import request_failure
 from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 
@@ -85,7 +91,8 @@ class ToolAnswer:
     reasoning: str = ""
     calls: list[dict[str, str]] = field(default_factory=list)   # {"name", "arguments"} (raw strings)
     finish_reasons: int = 0                           # how many chunks carried one (stream)
-    error: str | None = None
+    error: str | None = None                          # the request failed: why, in one line
+    error_cause: str | None = None                    # "server" | "network" (gates/verdict.py CAUSES)
 
     def brief(self) -> str:
         if self.error:
@@ -182,7 +189,13 @@ def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> lis
             problems.append(f"{tag}: no call wanted, but the answer is empty (finish={ans.finish_reason})")
         return problems
     if not ans.calls:
-        problems.append(f"{tag}: NOT_PARSED: expected {s.expect}, tool_calls empty (finish={ans.finish_reason})")
+        if find_leaks(ans.content) or find_leaks(ans.reasoning):
+            problems.append(f"{tag}: NOT_PARSED: expected {s.expect}, tool markup in the answer but tool_calls "
+                            f"empty (finish={ans.finish_reason})")
+        else:
+            said = "answered with text" if ans.content.strip() else "answered with nothing"
+            problems.append(f"{tag}: {said}, finish_reason={ans.finish_reason}: the model did not call "
+                            f"{', '.join(dict.fromkeys(s.expect))}")
         return problems
     ok_finish = ("tool_calls", "stop") if tool_choice == "named" else ("tool_calls",)
     if ans.finish_reason not in ok_finish:
@@ -257,6 +270,14 @@ class TurnResult:
     def wrong_call(self) -> bool:
         return any(k in p for p in self.problems for k in ("WRONG_CALL", "BAD_ARGS", "EMPTY_ARGS"))
 
+    @property
+    def failed_request(self) -> ToolAnswer | None:
+        return next((a for a in self.answers if a.error), None)
+
+    @property
+    def text_answer(self) -> bool:
+        return any(": answered with " in p for p in self.problems)
+
 
 def ask(client: Client, body: dict[str, Any], stream: bool) -> ToolAnswer:
     try:
@@ -264,7 +285,9 @@ def ask(client: Client, body: dict[str, Any], stream: bool) -> ToolAnswer:
             return answer_from_chunks(ev for _, ev in client.stream_events("/v1/chat/completions", body))
         return answer_from_response(client.post_json("/v1/chat/completions", body))
     except Exception as exc:  # noqa: BLE001 - the turn reports it
-        return ToolAnswer("stream" if stream else "non-stream", error=f"{type(exc).__name__}: {exc}"[:300])
+        # the server answered something unusable (e.g. a 200 that is not JSON): its doing too
+        cause, why = request_failure(exc) or ("server", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+        return ToolAnswer("stream" if stream else "non-stream", error=why[:300], error_cause=cause)
 
 
 def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: str | None = None,
@@ -281,11 +304,37 @@ def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: s
 
 def summarize(results: list[TurnResult], skipped: dict[str, str]) -> dict[str, Any]:
     n = len(results)
+    failed = [a for r in results if (a := r.failed_request) is not None]
     return {"turns": n, "parsed": sum(r.ok for r in results),
             "parsed_fraction": sum(r.ok for r in results) / n if n else None,
             "leaks": sum(r.leaked for r in results), "wrong_calls": sum(r.wrong_call for r in results),
             "empty_args": sum(any("EMPTY_ARGS" in p for p in r.problems) for r in results),
+            "failed_requests": len(failed),
+            "request_errors": dict(Counter(a.error for a in failed).most_common()),
+            "text_answers": sum(r.text_answer for r in results),
             "bad_turns": [f"{r.scenario}#{r.repeat}" for r in results if not r.ok], "skipped": skipped}
+
+
+def request_error_cause(summary: dict[str, Any]) -> str | None:
+    """The failure ledger's class of the run's failed requests: "network" when none reached the
+    server, else "server"; None without failed requests."""
+    causes = {a.get("error_cause") for r in summary["results"] for a in r["answers"] if a.get("error")}
+    return None if not causes else "network" if causes == {"network"} else "server"
+
+
+def failure_hint(summary: dict[str, Any]) -> str | None:
+    """The cause behind the unparsed turns, when it is not the tool-call parser: failed requests
+    (the server's answer, once) or the model answering with text. None: look at the parser."""
+    bad = summary["turns"] - summary["parsed"]
+    if not bad:
+        return None
+    if summary.get("failed_requests") == bad:
+        top = next(iter(summary["request_errors"]))
+        return f"{bad} turn(s) got no answer: {top}; not a tool-parser problem"
+    if summary.get("text_answers") == bad:
+        return (f"the model answered with text instead of calling in {bad} turn(s): not a parser problem; "
+                "check the prompt, tool_choice (required or named for small models) and max_tokens")
+    return None
 
 
 def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1,

@@ -159,7 +159,7 @@ class DockerLauncher:
             hint = "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it."
             problem = local_socket_problem()
             if problem:
-                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {problem}. {hint}")
+                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {problem}. {hint}", cause="network")
             client = None
             try:
                 client = docker.from_env()
@@ -167,7 +167,8 @@ class DockerLauncher:
             except docker.errors.DockerException as exc:
                 if client is not None:
                     client.close()
-                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {exc}. {hint}") from exc
+                raise BootError(f"no Docker engine answers at DOCKER_HOST={where}: {exc}. {hint}",
+                                cause="network") from exc
             self._client = client
         return self._client
 
