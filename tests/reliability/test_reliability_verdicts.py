@@ -33,7 +33,7 @@ def test_an_attach_run_whose_gates_all_skip_fails_with_the_reason(pytester, trut
     why = (f"4 test(s): 4 skipped; first skip: no boot log for lane 'batch' (attached to {truth.url}); "
            "set boot_log: FILE in the lane to gate boot facts")
     result.stdout.fnmatch_lines([NO_CHECK.format(lane="batch", why=why),
-                                 "*= 4 skipped, 21 deselected, 1 unverified session in *"])
+                                 "*= 4 skipped, * deselected, 1 unverified session in *"])
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])
