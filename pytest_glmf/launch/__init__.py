@@ -32,6 +32,7 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     Before the start, preflight checks the lane's command line with the engine's own parser
     (launch/preflight); after it, the engine is a checked fact (launch/identity.py): a server
     that is not the engine the lane declares is stopped and reported, never measured."""
+    from pytest_glmf.engine.surface import record_at_launch
     from pytest_glmf.launch import preflight
     from pytest_glmf.launch.identity import check_identity
 
@@ -42,7 +43,18 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     if checked is not None:
         server.provenance["preflight"] = checked.to_dict()
     check_identity(server)
+    record_at_launch(server, checked.options if checked is not None and checked.options else sim_flags(lane))
     return server
+
+
+def sim_flags(lane: "LaneConfig") -> list[str] | None:
+    """The simulator's own SGLang flags (sim lanes get no preflight: the simulator is the parser)."""
+    if lane.launcher != "sim":
+        return None
+    from pytest_glmf.sim.args import build_parser
+
+    group = next(g for g in build_parser()._action_groups if g.title == "SGLang flags")
+    return sorted(s for a in group._group_actions for s in a.option_strings)
 
 
 def server_to_dict(server: Server) -> dict:

@@ -147,6 +147,10 @@ class GlmfSession:
     def stop(self) -> None:
         if self.server is not None and self.owner and not self.stopped:
             self.note_if_exited()
+            if self.gone is None and not self.extra.get("ending_abruptly"):
+                from pytest_glmf.engine.surface import record_at_end
+
+                record_at_end(self.server)   # the served surface's generation part: every gate has run
             self.stopped = True
             self.server.stop()
 
@@ -154,6 +158,7 @@ class GlmfSession:
         """The process ends before the session did (SIGTERM: CI cancelled the job; or an exit):
         what was recorded goes to the result file with the reason, then the server stops."""
         reason = "terminated by SIGTERM" if urgent else "the process exited before the session ended"
+        self.extra["ending_abruptly"] = True     # no last probe of the server: just stop it
         try:
             bookkeeping.write_results(self, [reason])
         finally:

@@ -112,10 +112,21 @@ def _headline(doc: Mapping[str, Any]) -> str:
     return "pytest-glmf results: " + ", ".join(bits) + state
 
 
+def surface_lines(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    """What changed in the engine since the baseline (engine/surface.py), one line each."""
+    from pytest_glmf.engine.surface import surface_changes
+
+    return surface_changes((doc.get("provenance") or {}).get("served_surface"),
+                           (baseline.get("provenance") or {}).get("served_surface"))
+
+
 def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     out = []
     if isinstance(baseline.get("made_of"), Mapping):   # a baseline made of stored runs: say which
         out.append(f"Baseline: {baseline_label(baseline)}")
+    if changed := surface_lines(doc, baseline):
+        out.append("The engine's served surface changed since the baseline (not a failure by itself):\n  "
+                   + "\n  ".join(changed))
     diffs = machine_differences(doc, baseline)
     if diffs:
         out.append("WARNING: the baseline comes from a different setup; changes may not be regressions:\n  "
@@ -165,6 +176,9 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     if baseline is not None:
         if isinstance(baseline.get("made_of"), Mapping):
             out.append(f"Baseline: {baseline_label(baseline)}")
+        if changed := surface_lines(doc, baseline):
+            out.append("> **The engine's served surface changed since the baseline** (not a failure by itself):\n"
+                       + "\n".join(f"> - {c}" for c in changed))
         diffs = machine_differences(doc, baseline)
         if diffs:
             out.append("> **Warning:** the baseline comes from a different setup:\n"
