@@ -89,7 +89,7 @@ def lanes_cli(argv: list[str]) -> int:
     parser.add_argument("--lane", metavar="NAME", help="check this lane as `pytest --glmf-lane NAME` would "
                                                        "(its launcher's needs, its model paths) and print only it")
     parser.add_argument("--thresholds", metavar="FILE", help="with --lane: the thresholds file must have a section "
-                                                             "for it (default: the built-in thresholds.yaml)")
+                                                             "for it (a session of a lane without one fails)")
     parser.add_argument("--json", action="store_true", help="print the lanes as JSON")
     args = parser.parse_args(argv)
     lanes = _load_config("lanes", load_lanes, args.lanes)
@@ -113,7 +113,7 @@ def lanes_cli(argv: list[str]) -> int:
 
 
 def _selected_lane(lanes: dict[str, Any], args: argparse.Namespace) -> Any:
-    """The lane as pytest selects it (same checks, same errors), with the thresholds file's section."""
+    """The lane as pytest selects it (same checks, same errors), and with --thresholds its section there."""
     from pytest_glmf.config.lanes import apply_overrides, check_local_volumes, select_lane
     from pytest_glmf.config.thresholds import load_thresholds
     from pytest_glmf.plugin.verified import refuse_ungated_lane
@@ -121,7 +121,8 @@ def _selected_lane(lanes: dict[str, Any], args: argparse.Namespace) -> Any:
     lane = select_lane(lanes, args.lane, args.lanes or "the built-in lanes")
     lane = apply_overrides(lane)
     check_local_volumes(lane)
-    refuse_ungated_lane(lane.name, load_thresholds(args.thresholds), args.thresholds)
+    if args.thresholds is not None:
+        refuse_ungated_lane(lane.name, load_thresholds(args.thresholds), args.thresholds)
     return lane
 
 

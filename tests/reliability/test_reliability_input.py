@@ -1,5 +1,7 @@
 """Reliability matrix, bad input: every mistake in a lanes file, a thresholds file or an option is a
-UsageError with one exact line (file, line or lane, key, what is allowed), before any server starts."""
+UsageError with one exact line (file, line or lane, key, what is allowed), before any server starts; the
+shell checkers `glmf lanes --lanes FILE --lane NAME` and `glmf thresholds FILE` refuse the same file with
+the same line."""
 from __future__ import annotations
 
 import pytest
@@ -47,7 +49,23 @@ THRESHOLD_CASES = [
      "ERROR: {th}: lanes.batch: unknown gate 'latency'; allowed: acceptance, boot, capacity, curve, drift, tools"),
     ("malformed-yaml", "lanes:\n  batch:\n    boot: {max_running_requests: {min: 1}\n  daily: {}\n",
      "ERROR: {th}:4: invalid YAML: expected ',' or '}}', but got '<scalar>'"),
+    # settings and bounds, validated by the gates' declarations (gates/<gate>/spec.py)
+    ("settings-typo", "lanes:\n  batch:\n    drift:\n      settings: {promts: 2}\n",
+     "ERROR: {th}: lanes.batch.drift.settings: unknown key 'promts'; allowed: check_tokenizer, k, max_tokens, "
+     "not_worse_than, oracle_engine, oracle_url, prompt_file, prompts, reference, regenerate, self_check"),
+    ("settings-type", "lanes:\n  batch:\n    acceptance:\n      settings: {prompts_per_class: two}\n",
+     "ERROR: {th}: lanes.batch.acceptance.settings.prompts_per_class: expected an integer >= 1, got 'two'"),
+    ("min-above-max", "lanes:\n  batch:\n    boot: {max_running_requests: {min: 5, max: 1}}\n",
+     "ERROR: {th}: lanes.batch.boot: max_running_requests: min 5 > max 1: no measurement can meet both"),
+    ("fraction-above-one", "lanes:\n  batch:\n    tools: {parsed_fraction: {min: 1.5}}\n",
+     "ERROR: {th}: lanes.batch.tools: parsed_fraction: min 1.5 can never be met: parsed_fraction is a fraction "
+     "in [0, 1]"),
+    ("negative-latency", "lanes:\n  batch:\n    curve:\n      rows:\n        - {users: 8, ttft_p95_s: {max: -1}}\n",
+     "ERROR: {th}: lanes.batch.curve.rows[0] (users=8): ttft_p95_s: max -1 can never be met: ttft_p95_s is a "
+     "time in seconds, >= 0"),
 ]
+# pytest prints a refused file's line after "ERROR: ", `glmf lanes` / `glmf thresholds` after "glmf <command>: "
+CHECKER_PREFIX = "ERROR: "
 
 
 def nothing_started(pytester: pytest.Pytester) -> None:
@@ -56,7 +74,7 @@ def nothing_started(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("lanes_text, lane, options, line", [c[1:] for c in LANES_CASES],
                          ids=[c[0] for c in LANES_CASES])
-def test_bad_lanes_input_is_a_usage_error_before_anything_starts(pytester, monkeypatch, lanes_text, lane,
+def test_bad_lanes_input_is_a_usage_error_before_anything_starts(pytester, monkeypatch, capsys, lanes_text, lane,
                                                                   options, line) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     pytester.makepyfile(USES_LANE)
@@ -66,10 +84,13 @@ def test_bad_lanes_input_is_a_usage_error_before_anything_starts(pytester, monke
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([line.format(lanes=lanes).replace("[", "[[]")])
     nothing_started(pytester)
+    if not options:   # the file and the lane alone: `glmf lanes --lanes FILE --lane NAME` refuses them alike
+        assert checker(capsys, "lanes", "--lanes", str(lanes), "--lane", lane) == (
+            2, "glmf lanes: " + line.format(lanes=lanes).removeprefix(CHECKER_PREFIX) + "\n")
 
 
 @pytest.mark.parametrize("text, line", [c[1:] for c in THRESHOLD_CASES], ids=[c[0] for c in THRESHOLD_CASES])
-def test_bad_thresholds_are_a_usage_error_before_anything_starts(pytester, text, line) -> None:
+def test_bad_thresholds_are_a_usage_error_before_anything_starts(pytester, capsys, text, line) -> None:
     pytester.makepyfile(USES_LANE)
     th = pytester.path / "th.yaml"
     th.write_text(text)
@@ -77,6 +98,17 @@ def test_bad_thresholds_are_a_usage_error_before_anything_starts(pytester, text,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([line.format(th=th).replace("[", "[[]")])
     nothing_started(pytester)
+    assert checker(capsys, "thresholds", str(th)) == (
+        2, "glmf thresholds: " + line.format(th=th).removeprefix(CHECKER_PREFIX) + "\n")
+
+
+def checker(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """(exit code, stderr) of `glmf ARGV`, after dropping what the in-process pytester run wrote."""
+    from pytest_glmf.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    return code, capsys.readouterr().err
 
 
 def test_baseline_of_another_schema_stops_the_session(pytester) -> None:
