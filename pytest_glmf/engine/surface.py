@@ -98,6 +98,8 @@ def _entry_shape(entry: Any) -> str:
     if isinstance(entry, list):
         return "[" + ", ".join("null" if x is None else type(x).__name__ for x in entry) + "]"
     if isinstance(entry, dict):
+        if entry and all(str(k).lstrip("-").isdigit() for k in entry):   # vLLM: keyed by token id
+            return "{<token id>: " + _entry_shape(next(iter(entry.values()))) + "}"
         return "{" + ", ".join(sorted(entry)) + "}"
     return "null" if entry is None else type(entry).__name__
 

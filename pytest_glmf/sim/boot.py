@@ -169,3 +169,20 @@ def print_http_ready(log: BootLog, host: str, port: int, pid: int) -> None:
     log.http("INFO:     Application startup complete.")
     log.http(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
     log.http(lf.render(lf.V0_5_23, "ready"))
+
+
+def boot_log_text(argv: list[str]) -> str:
+    """The whole boot log the simulator prints for these flags, as text (for tests and scripts)."""
+    import io
+
+    from pytest_glmf.sim.args import parse_args
+    from pytest_glmf.sim.memory import plan
+
+    cfg = parse_args(argv)
+    p = plan(cfg)
+    out = io.StringIO()
+    log = BootLog(out)
+    print_until_weights(log, cfg, p.weights_gb, p.drafter_gb)
+    print_pools_and_graphs(log, cfg, p)
+    print_http_ready(log, "127.0.0.1", cfg.port, 1)
+    return out.getvalue()

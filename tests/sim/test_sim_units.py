@@ -2,7 +2,6 @@
 timing, tool-call rule and parsers, flags."""
 from __future__ import annotations
 
-import io
 import json
 
 import jsonschema
@@ -33,14 +32,7 @@ RECIPE = {
 
 
 def boot_text(argv: str) -> str:
-    cfg = parse_args(argv.split())
-    p = plan(cfg)
-    out = io.StringIO()
-    log = boot.BootLog(out)
-    boot.print_until_weights(log, cfg, p.weights_gb, p.drafter_gb)
-    boot.print_pools_and_graphs(log, cfg, p)
-    boot.print_http_ready(log, "127.0.0.1", 30000, 1)
-    return out.getvalue()
+    return boot.boot_log_text(argv.split())
 
 
 @pytest.mark.parametrize("name", list(RECIPE))

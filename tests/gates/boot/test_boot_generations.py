@@ -4,8 +4,6 @@ pool layouts. The 0.5.23 format strings themselves are pinned against the releas
 tests/contract/test_boot_formats.py."""
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from pytest_glmf.engine import logformats as lf
@@ -24,14 +22,8 @@ BATCH = ("--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.90 --context-length 
 
 
 def boot_text(argv: str, generation: str) -> tuple[str, object]:
-    cfg = parse_args([*argv.split(), "--log-format", generation])
-    p = plan(cfg)
-    out = io.StringIO()
-    log = boot.BootLog(out)
-    boot.print_until_weights(log, cfg, p.weights_gb, p.drafter_gb)
-    boot.print_pools_and_graphs(log, cfg, p)
-    boot.print_http_ready(log, "127.0.0.1", 30000, 1)
-    return out.getvalue(), p
+    flags = [*argv.split(), "--log-format", generation]
+    return boot.boot_log_text(flags), plan(parse_args(flags))
 
 
 @pytest.mark.parametrize("generation", lf.GENERATIONS)
