@@ -146,7 +146,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.write_line(f"note and server logs: {report['results_dir']}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped after the module that used them: vLLM holds ~3 GB and a core
 def real_servers(real_lanes: dict[str, Any], real_report: dict[str, Any], real_results_dir: Path) -> Any:
     servers = RealServers(real_lanes, real_results_dir, real_report)
     try:
