@@ -49,10 +49,12 @@ def load() -> str:
     return "load average " + " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def pin_pool(pool: WorkerPool | None, cores: int) -> None:
+def pin_pool(pool: WorkerPool | None, cores: int, where: str) -> None:
+    """spread: worker k on core (k - 1) mod cores (the last one shares the truth server's core);
+    first: every worker on core 0 (the client never runs on the truth server's core)."""
     if pool is not None and hasattr(os, "sched_setaffinity") and cores > 1:
         for k, pid in enumerate(pool.pids):
-            os.sched_setaffinity(pid, {k % cores})
+            os.sched_setaffinity(pid, {k % cores} if where == "spread" else {0})
 
 
 def one_run(ts: PinnedTruth, streams: int, tokens: int, pool: WorkerPool | None) -> dict[str, Any]:
@@ -112,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=200)
     p.add_argument("--ttft-ms", type=float, default=50.0)
     p.add_argument("--itl-ms", type=float, default=10.0, help="10 ms = 100 tok/s per stream")
+    p.add_argument("--worker-cores", choices=("spread", "first"), default="spread",
+                   help="spread: worker k on core k-1 mod cores; first: all workers on core 0")
+    p.add_argument("--truth-nice", type=int, default=0,
+                   help="run the truth server at this nice level (negative: it owns its core, a client worker "
+                        "there only gets its idle time; needs CAP_SYS_NICE)")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     counts = [int(w) for w in a.workers.split(",") if w]
@@ -121,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if hasattr(os, "sched_setaffinity") and cores > 1:
         os.sched_setaffinity(0, {0})          # this process (the one-worker client, the pool's parent): core 0
-    with PinnedTruth(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms) as ts:
+    truth = PinnedTruth(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms)
+    if a.truth_nice:
+        truth.argv = ["nice", "-n", str(a.truth_nice)] + truth.argv
+    with truth as ts:
         pools = {w: (WorkerPool(w) if w > 1 else None) for w in counts}
         try:
             for pool in pools.values():
-                pin_pool(pool, cores)
+                pin_pool(pool, cores, a.worker_cores)
             for w, pool in pools.items():                   # 1. cost per event, unsaturated
                 r = per_core(one_run(ts, a.per_worker * w, a.tokens, pool))
                 result["per_core"].append(r)
@@ -174,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(result: dict[str, Any], a: argparse.Namespace) -> None:
     print(f"sharded load (truth: TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.tokens} tokens; {result['cores']} "
-          f"cores; truth server pinned to the last core; started {result['started']}, load average at start "
+          f"cores; truth server pinned to the last core at nice {a.truth_nice}; workers {a.worker_cores}; "
+          f"started {result['started']}, load average at start "
           f"{result['load_start'][0]:.2f}, at end {result['load_end'][0]:.2f})")
     base = next((r for r in result["per_core"] if r["workers"] == 1), None)
     rows = [[str(r["workers"]), str(r["streams"]), f"{r['events_per_s']:,.0f}", f"{r['events_per_core_s']:,.0f}",
