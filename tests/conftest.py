@@ -132,3 +132,18 @@ def running_fake_server(pytester: pytest.Pytester, fake_lanes: Callable[..., Pat
                          pytester.path / "ext", "ext")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def daily_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Server"]:
+    """The built-in daily lane (DFlash2, tool parser glm47) on the simulator at 1/50 of the recipe's
+    time, one per test module."""
+    import dataclasses
+
+    from pytest_glmf.config.lanes import builtin_lanes
+    from pytest_glmf.launch import launch_lane
+
+    lane = dataclasses.replace(builtin_lanes()["daily"], time_scale=0.02)
+    server = launch_lane(lane, tmp_path_factory.mktemp("sim-daily"), "daily-sim")
+    yield server
+    server.stop()

@@ -137,6 +137,14 @@ def take_failure_cause() -> str | None:
     return next((c for c in CAUSES if c in causes), None)
 
 
+def failure_message(failed: list[Check], title: str = "", details: str = "") -> str:
+    """The failure text of violated checks: the title, how many bounds were missed, one table row
+    per missed bound, then `details` (e.g. the measured row, the bad turns)."""
+    head = f"{title}: " if title else ""
+    tail = f"\n\n{details}" if details else ""
+    return f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}{tail}"
+
+
 def assert_checks(checks: Iterable[Check], title: str = "", details: str = "") -> None:
     """Fail the calling test with one table of every violated check (all checks are evaluated,
     not just the first failure), then `details` (e.g. the bad turns behind a fraction)."""
@@ -145,9 +153,7 @@ def assert_checks(checks: Iterable[Check], title: str = "", details: str = "") -
     if failed:
         import pytest
 
-        head = f"{title}: " if title else ""
-        tail = f"\n\n{details}" if details else ""
-        pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}{tail}", pytrace=False)
+        pytest.fail(failure_message(failed, title, details), pytrace=False)
 
 
 def checks_from_bounds(gate: str, measured: Mapping[str, Any], bounds: Mapping[str, Any], *,

@@ -1,0 +1,251 @@
+"""The drift gate's public API: teacher-forced log-prob drift of a server against an oracle
+reference, judged against bounds written like the thresholds file's.
+
+    from pytest_glmf.gates.drift import assert_drift, make_drift_reference, measure_drift
+
+    ref = make_drift_reference("http://oracle:30000", prompts=8, max_tokens=64)   # or a stored file
+    drift = measure_drift("http://127.0.0.1:30000", ref)
+    print(drift.mean_abs_dlogp, drift.argmax_mismatch)
+    assert_drift(drift, mean_abs_dlogp={"max": 0.15}, argmax_mismatch={"max": 0.17})   # in a test
+
+A reference (`glmf drift reference`, or `make_drift_reference`) holds per prompt the exact token
+ids the oracle templated and generated, and its scores; the candidate is scored on exactly those
+ids (`reference.py`). In a test the `glmf_drift` fixture does both on the session's server, with
+the oracle given as a stored reference, a URL or a lane to launch (simulator lanes start their
+own oracle).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_glmf.gates.bounds import checked_bounds
+from pytest_glmf.gates.drift.prompts import load_chat_prompts
+from pytest_glmf.gates.drift.reference import (
+    DriftFileError,
+    Template,
+    check_reference,
+    compare,
+    make_reference,
+    pick_template,
+    score_candidate,
+)
+from pytest_glmf.gates.drift.spec import DEFAULTS
+from pytest_glmf.gates.drift.table import render_table as drift_table
+from pytest_glmf.gates.verdict import Check, checks_from_bounds, failure_message, fmt, note_judged, render_table
+
+HINTS = {
+    "mean_abs_dlogp": "the checkpoint/quantization moved the model: compare candidates with `glmf drift compare`",
+    "argmax_mismatch": "greedy tokens flip: check the quantized modules (attention, lm_head) and kv dtype",
+    "self_abs_dlogp": "the engine is not bit-reproducible: disable batching effects or use float32 for the check",
+}
+
+
+@dataclass
+class DriftResult:
+    """This server scored on the oracle's exact tokens, against the oracle's own scores."""
+
+    label: str
+    mean_abs_dlogp: float
+    median_abs_dlogp: float
+    p95_abs_dlogp: float
+    argmax_mismatch: float             # share of positions whose top-1 token differs from the oracle's
+    kl_topk: float | None
+    self_abs_dlogp: float              # the noise floor: the same tokens scored twice (oracle or candidate)
+    ci95: list[float]                  # of mean_abs_dlogp, bootstrap over prompts
+    argmax_mismatch_ci95: list[float]
+    n_prompts: int
+    n_tokens: int
+    stats: dict[str, Any] = field(default_factory=dict, repr=False)       # every statistic of stats.py
+    reference: dict[str, Any] = field(default_factory=dict, repr=False)   # the oracle reference used
+    candidate: dict[str, Any] = field(default_factory=dict, repr=False)   # this server's scores (a file)
+    comparison: dict[str, Any] = field(default_factory=dict, repr=False)  # `glmf drift compare` output
+    lane: str | None = None
+
+    def table(self) -> str:
+        """The recipe's table: mean / median / p95 |dlogp|, argmax flips, CI and noise floor."""
+        return drift_table(self.comparison)
+
+    def to_record(self) -> dict[str, Any]:
+        """What the result file keeps."""
+        ref = self.reference
+        return {"candidate": self.label, **self.stats, "prompts": self.n_prompts, "tokens": self.n_tokens,
+                "oracle_self_check": ref.get("self_check") or {},
+                "reference": {"sha256": ref.get("sha256"), "provenance": ref.get("provenance"), "k": ref.get("k")}}
+
+
+def load_drift_reference(path: str | Path, *, prompt_file: str | Path | None = None, prompts: int | None = None,
+                         check_prompt_set: bool = False) -> dict[str, Any]:
+    """A stored reference (`glmf drift reference --out FILE`), refused with DriftFileError when it
+    is not one or was edited. With `check_prompt_set`, it must also have been made from the
+    prompt set `prompt_file` (None: the packaged one), first `prompts` (None: as many as it holds)."""
+    path = Path(path)
+    try:
+        ref = json.loads(path.read_text())
+    except OSError as exc:
+        raise DriftFileError(f"{path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DriftFileError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(ref, dict):
+        raise DriftFileError(f"{path}: not a drift reference (a JSON object from `glmf drift reference`)")
+    check_reference(ref, source=str(path))
+    if check_prompt_set:
+        try:
+            prompt_set = load_chat_prompts(prompt_file, prompts or (ref.get("prompt_set") or {}).get("n"))
+        except (OSError, ValueError) as exc:
+            raise DriftFileError(f"{path}: {exc}") from None
+        check_reference(ref, prompt_set, source=str(path))
+    return ref
+
+
+def _adapter(url: str, engine: str | None, timeouts: Mapping[str, float] | None) -> Any:
+    from pytest_glmf.engine.client import Timeouts
+    from pytest_glmf.gates.drift.adapters import make_adapter
+
+    known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
+    return make_adapter(url, timeouts=Timeouts(**known) if known else None, hint=engine)
+
+
+def make_drift_reference(oracle_url: str, *, prompts: int | None = None, prompt_file: str | Path | None = None,
+                         max_tokens: int = DEFAULTS.max_tokens, k: int = DEFAULTS.k, engine: str | None = None,
+                         template: Template | None = None, provenance: Mapping[str, Any] | None = None,
+                         timeouts: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Make an oracle reference on the server at `oracle_url`: the first `prompts` chat prompts of
+    `prompt_file` (None: the packaged set; the format of `pytest_glmf/data/drift_prompts.json`)
+    templated by the oracle, `max_tokens` greedy tokens each, scored teacher-forced with the top-`k`,
+    and scored twice (the self-check). `engine` (sglang | vllm) is used when the server does not
+    say which it is; `template` (messages -> ids) when it cannot return templated ids. The result
+    is JSON-able: `json.dump` it to reuse it as a stored reference."""
+    chats = load_chat_prompts(prompt_file, prompts)
+    adapter = _adapter(oracle_url, engine, timeouts)
+    try:
+        return make_reference(adapter, chats, max_tokens=max_tokens, k=k,
+                              provenance={"oracle_url": oracle_url, **(provenance or {})},
+                              template=pick_template(adapter, template))
+    finally:
+        adapter.close()
+
+
+def measure_drift(url: str, reference: str | Path | Mapping[str, Any], *, label: str | None = None,
+                  engine: str | None = None, check_tokenizer: bool = DEFAULTS.check_tokenizer,
+                  template: Template | None = None, provenance: Mapping[str, Any] | None = None,
+                  timeouts: Mapping[str, float] | None = None) -> DriftResult:
+    """Score the server at `url` on the exact tokens of `reference` (a stored file or a reference
+    dict) and compare with the oracle. With `check_tokenizer` the prompts are templated on this
+    server too and must give the reference's ids (else DriftFileError: the two would score other
+    text). `label` names this server in tables (default: the model it serves)."""
+    ref = load_drift_reference(reference) if isinstance(reference, (str, Path)) else dict(reference)
+    check_reference(ref)
+    adapter = _adapter(url, engine, timeouts)
+    try:
+        cand = score_candidate(adapter, ref, label=label, check_tokenizer=check_tokenizer,
+                               provenance=dict(provenance or {}), template=pick_template(adapter, template))
+    finally:
+        adapter.close()
+    return result_of(ref, cand)
+
+
+def result_of(ref: Mapping[str, Any], cand: Mapping[str, Any]) -> DriftResult:
+    """A DriftResult from a reference and a candidate scored against it (files of `glmf drift`)."""
+    res = compare(dict(ref), [dict(cand)])
+    label = next(iter(res["candidates"]))
+    stats = res["candidates"][label]
+    sc_oracle, sc_cand = ref.get("self_check") or {}, cand.get("self_check") or {}
+    stats["self_abs_dlogp"] = max(sc_oracle.get("self_abs_dlogp", 0.0), sc_cand.get("self_abs_dlogp", 0.0))
+    return DriftResult(label=label, mean_abs_dlogp=stats["mean_abs_dlogp"], median_abs_dlogp=stats["median_abs_dlogp"],
+                       p95_abs_dlogp=stats["p95_abs_dlogp"], argmax_mismatch=stats["argmax_mismatch"],
+                       kl_topk=stats.get("kl_topk"), self_abs_dlogp=stats["self_abs_dlogp"], ci95=stats["ci95"],
+                       argmax_mismatch_ci95=stats["argmax_mismatch_ci95"], n_prompts=stats["n_prompts"],
+                       n_tokens=stats["n_tokens"], stats=stats, reference=dict(ref), candidate=dict(cand),
+                       comparison=res)
+
+
+def compare_drift(result: DriftResult, other: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Pair this result's candidate (b) with `other` (a) — a candidate file scored against the same
+    reference (`glmf drift score`), or its dict — over the same prompts: `glmf drift compare`'s
+    output, whose `pair` holds `wins`, `gap` (mean |dlogp| of b - a) and its paired `gap_ci95`."""
+    source = str(other) if isinstance(other, (str, Path)) else str(other.get("label") or "other")
+    if isinstance(other, (str, Path)):
+        try:
+            other = json.loads(Path(other).read_text())
+        except OSError as exc:
+            raise DriftFileError(f"{source}: {exc.strerror or exc}") from None
+    return compare(result.reference, [dict(other), result.candidate], sources=[source, "this session"])
+
+
+# ---------------------------------------------------------------------------- assertions
+
+
+def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: Any) -> None:
+    """Fail the test unless the drift meets `bounds` (mean_abs_dlogp, median_abs_dlogp,
+    p95_abs_dlogp, argmax_mismatch, kl_topk, self_abs_dlogp, ...: {"min": x} and/or {"max": y}).
+    The failure shows the recipe's table, then one row per missed bound with its CI over prompts
+    and the noise floor."""
+    __tracebackhide__ = True
+    if source is None:
+        from pytest_glmf.gates.bounds import caller_source
+
+        source = caller_source()
+    bounds = checked_bounds("drift", bounds, "assert_drift", (), source)
+    stats = result.stats
+    checks = checks_from_bounds("drift", stats, bounds, where=f"{result.label} vs oracle", source=source, hints=HINTS)
+    # the CI over prompts belongs next to the number it qualifies, and so does a non-zero noise floor
+    noise = f"; noise floor {fmt(stats['self_abs_dlogp'])}" if stats["self_abs_dlogp"] else ""
+    for c in checks:
+        if c.metric == "mean_abs_dlogp":
+            c.where += f" (95% CI {fmt(stats['ci95'][0])}..{fmt(stats['ci95'][1])}{noise})"
+        elif c.metric == "argmax_mismatch":
+            c.where += f" (95% CI {fmt(stats['argmax_mismatch_ci95'][0])}..{fmt(stats['argmax_mismatch_ci95'][1])}{noise})"
+        elif noise and c.metric != "self_abs_dlogp":
+            c.where += f" ({noise[2:]})"
+    note_judged(checks)
+    message = failure_message(checks, f"drift of {result.label} against the oracle\n{result.table()}\n")
+    if message is not None:
+        import pytest
+
+        pytest.fail(message, pytrace=False)
+
+
+def assert_drift_self_check(result: DriftResult) -> None:
+    """Fail the test unless scoring the same tokens twice gave exactly the same numbers, on the
+    oracle and on this server (the recipe's "0.00000"): otherwise every drift number carries a
+    noise floor."""
+    __tracebackhide__ = True
+    rows = []
+    for who, sc in (("oracle", result.reference.get("self_check")), ("candidate", result.candidate.get("self_check"))):
+        if sc and not sc["exact"]:
+            rows.append([who, fmt(sc["self_abs_dlogp"]), fmt(sc["self_mean_abs_dlogp"]),
+                         str(sc["self_argmax_changes"]), str(sc["n_tokens"])])
+    note_judged([Check("self_abs_dlogp", result.self_abs_dlogp, {"max": 0})])
+    if rows:
+        import pytest
+
+        pytest.fail("instrument self-check: the same tokens scored twice differ (noise floor, shown next to every "
+                    "drift number; nothing subtracted)\n"
+                    + render_table(rows, ["server", "max |dlogp|", "mean |dlogp|", "top-1 changes", "tokens"])
+                    + "\n(set drift.settings.self_check: report to accept a non-reproducible engine)", pytrace=False)
+
+
+def assert_drift_not_worse_than(comparison: Mapping[str, Any], *, margin: float = 0.0,
+                                source: str | None = None) -> None:
+    """Fail the test when candidate b of `compare_drift`'s output is significantly further from the
+    oracle than a: the whole paired 95 % CI of the gap mean |dlogp|(b) - (a) lies above `margin`."""
+    __tracebackhide__ = True
+    if source is None:
+        from pytest_glmf.gates.bounds import caller_source
+
+        source = caller_source()
+    pair = comparison["pair"]
+    check = Check("mean_abs_dlogp", pair["gap_ci95"][0], {"max": margin},
+                  where=f"gap {pair['b']} - {pair['a']}, lower end of the paired 95% CI "
+                        f"[{fmt(pair['gap_ci95'][0])}, {fmt(pair['gap_ci95'][1])}]; wins {pair['wins'][0]}:{pair['wins'][1]}",
+                  source=source, hint=f"{pair['b']} is significantly further from the oracle than {pair['a']}")
+    note_judged([check])
+    message = failure_message([check], f"{pair['b']} not worse than {pair['a']}\n{drift_table(dict(comparison))}\n")
+    if message is not None:
+        import pytest
+
+        pytest.fail(message, pytrace=False)
