@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from pytest_glmf.launch.base import Server
     from pytest_glmf.results.recorder import SessionRecorder
 
+# The measuring fixtures, the glmf_users marker and the note of judged checks (plugin/fixtures.py).
+pytest_plugins = ["pytest_glmf.plugin.fixtures"]
+
 MARKERS = [
     "glmf_lanes(*names): run this test only on the named lanes; skipped with a reason on other lanes",
     "glmf_gate(name): the gate a test belongs to (" + ", ".join(GATES) + ")",
