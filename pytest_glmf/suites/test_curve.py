@@ -21,17 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.endpoints import server_endpoints
-from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
-from pytest_glmf.gates.curve.measure import summary as curve_summary
-from pytest_glmf.gates.curve.records import knee
-from pytest_glmf.gates.curve.runner import run_rows
-from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workers import WorkerError
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
-from pytest_glmf.gates.verdict import failed_checks, failure_table
+from pytest_glmf.gates.curve import CurveResult, CurveRow, assert_curve
 from pytest_glmf.plugin.progress import live_progress
 from pytest_glmf.plugin.session import session_of
 
@@ -62,75 +52,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="module")
 def curve_collected(request: pytest.FixtureRequest):
     """Rows measured in this module; the full table is written when the module finishes."""
-    rows: list[dict[str, Any]] = []
+    rows: list[CurveRow] = []
     yield rows
     say = live_progress(request.config)
     if rows and say is not None:
+        curve = CurveResult(rows)
         say("")
-        say(f"glmf concurrency curve ({rows[0].get('units', 'measured')}):")
-        for line in curve_table(sorted(rows, key=lambda r: r["users"])).splitlines():
+        say(f"glmf concurrency curve ({rows[0].detail.get('units', 'measured')}):")
+        for line in curve.table().splitlines():
             say(line)
-        say(knee_sentence(knee(rows)))
+        say(curve.knee_sentence())
 
 
-def to_recipe_units(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
-    """Simulator at time scale s runs 1/s times faster: tok/s x s and seconds / s give recipe units."""
-    if time_scale == 1.0:
-        return row
-    out = dict(row)
-    for key in SPEC.metrics:
-        value = row.get(key)
-        if value is None or key == "spread_pct":
-            continue
-        out[key] = value * time_scale if "tok_s" in key else value / time_scale
-    return out
-
-
-def test_curve_row(curve_row, request, glmf_server, glmf_lane, glmf_thresholds, glmf_results,
-                   record_property, curve_collected):
+def test_curve_row(curve_row, glmf_curve, glmf_lane, glmf_thresholds, record_property, curve_collected):
     if curve_row is None:
         pytest.skip(f"no curve rows for lane {glmf_lane.name!r} in {glmf_thresholds.source(glmf_lane.name, 'curve')}")
-    # the lane's settings with the row's own on top (both checked when the file was read)
-    opts = glmf_thresholds.settings(glmf_lane.name, "curve", overrides=curve_row.get("settings"))
     users = int(curve_row["users"])
-    try:
-        prompts = load_prompt_variants(opts.prompt_file)
-    except (OSError, UnicodeDecodeError) as exc:
-        pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_file: {exc}", pytrace=False)
-    if opts.prompt_tokens:
-        # "a 2,400-token briefing" in the served model's own tokens, whatever its tokenizer
-        try:
-            prompts, counts = fit_prompts(glmf_server.base_url, prompts, opts.prompt_tokens, opts.model)
-        except ValueError as exc:
-            pytest.fail(f"{glmf_thresholds.source(glmf_lane.name, 'curve')}: settings.prompt_tokens: {exc}", pytrace=False)
-        record_property("curve.prompt_tokens", max(counts))
-    # timeouts: the row's settings, else the lane's timeouts, else the client's defaults
-    settings = run_settings_for(opts, [users], glmf_lane.timeouts)
-    # several replicas: each one's boot facts, seats summed; streams dealt round-robin over their URLs
-    urls, facts = server_endpoints(glmf_server)
-    try:
-        row = run_rows(urls, workload_for(opts, prompts), settings, facts, live_progress(request.config))[0]
-    except WorkerError as exc:
-        pytest.fail(f"curve of lane {glmf_lane.name!r} @ {users} users: client workers failed: {exc}", pytrace=False)
-
-    scale = float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0
-    gated = to_recipe_units(row, scale)
-    gated["units"] = "recipe units" if scale != 1.0 else "measured"
-    flags = describe_flags(row)
-    summary = curve_summary({"rows": [gated]})["rows"][0]
-    summary.update({"tokens_per_user": row["memory"]["tokens_per_user"], "flags": "; ".join(flags) or "ok",
-                    "time_scale": scale, "measured": {k: row.get(k) for k in SPEC.metrics}})
-    glmf_results.record("curve", f"users={users}", summary)
+    source = glmf_thresholds.source(glmf_lane.name, "curve")
+    # the lane's settings with the row's own on top (both checked when the file was read)
+    settings = glmf_thresholds.settings(glmf_lane.name, "curve", overrides=curve_row.get("settings"))
+    curve = glmf_curve(users, settings=settings, key=f"users={users}", source=f"{source}.settings")
+    row = curve[users]
+    if curve.prompt_tokens is not None:
+        record_property("curve.prompt_tokens", curve.prompt_tokens)
     for key in ("aggregate_tok_s", "per_user_tok_s", "ttft_p50_s", "ttft_p95_s", "spread_pct", "seats"):
-        record_property(f"curve.users{users}.{key}", gated.get(key))
-    curve_collected.append(gated)
-
+        record_property(f"curve.users{users}.{key}", getattr(row, key))
+    curve_collected.append(row)
     bounds = {k: v for k, v in curve_row.items() if k not in ("users", "settings")}
-    checks = row_gate_checks(gated, bounds, source=f"{glmf_thresholds.source(glmf_lane.name, 'curve')}[{users}]")
-    table = curve_table([gated])
-    unit_note = f" (simulator time scale {scale:g}: numbers in recipe units)" if scale != 1.0 else ""
-    title = f"curve of lane {glmf_lane.name!r} @ {users} users{unit_note}"
-    failed = failed_checks(checks)
-    if failed:
-        pytest.fail(f"{title}: {len(failed)} threshold(s) missed\n{failure_table(failed)}\n\nthe row:\n{table}",
-                    pytrace=False)
+    assert_curve(row, source=f"{source}[{users}]", **bounds)

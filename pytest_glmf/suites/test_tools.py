@@ -12,21 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_glmf.gates.tools.harness import failure_hint, load_scenarios, request_error_cause, run_harness
-from pytest_glmf.gates.tools.spec import DEFAULT_BOUNDS, FALLBACK_CONCURRENCY
-from pytest_glmf.gates.tools.table import failure_table as tools_failure_table
-from pytest_glmf.gates.tools.table import render_summary
-from pytest_glmf.gates.verdict import Check, assert_checks, checks_from_bounds
+from pytest_glmf.gates.tools import assert_tools
+from pytest_glmf.gates.tools.spec import FALLBACK_CONCURRENCY
 
 pytestmark = pytest.mark.glmf_gate("tools")
-
-SCENARIOS = load_scenarios()
-HINTS = {
-    "parsed_fraction": "check --tool-call-parser matches the model's format (GLM-4.7/5: glm47; Hermes/Qwen: hermes)",
-    "parsed": "check --tool-call-parser matches the model's format",
-    "leaks": "tool markup left in content: no parser, the wrong parser, or a model drifting from its format",
-    "wrong_calls": "calls with wrong names, `{}` or schema-breaking arguments, or calls nobody asked for",
-}
 
 
 def concurrency_of(glmf_thresholds, glmf_lane) -> int:
@@ -37,39 +26,24 @@ def concurrency_of(glmf_thresholds, glmf_lane) -> int:
     return max((int(r["users"]) for r in rows), default=FALLBACK_CONCURRENCY)
 
 
-def run_gate(users: int, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property) -> None:
+def run_gate(users: int, glmf_tools, glmf_lane, glmf_thresholds, record_property) -> None:
     __tracebackhide__ = True
     settings = glmf_thresholds.settings(glmf_lane.name, "tools")
-    summary = run_harness(glmf_client, SCENARIOS, concurrency=users, tool_choice=settings.tool_choice,
-                          strict=settings.strict)
-    glmf_results.record("tools", f"users={users}", summary)
+    result = glmf_tools(concurrency=users, tool_choice=settings.tool_choice, strict=settings.strict,
+                        key=f"users={users}")
     for key in ("parsed", "turns", "leaks", "wrong_calls", "empty_args"):
-        record_property(f"tools.users{users}.{key}", summary[key])
-    print(render_summary(summary))
-    bounds = glmf_thresholds.bounds(glmf_lane.name, "tools") or DEFAULT_BOUNDS
-    source = (glmf_thresholds.source(glmf_lane.name, "tools") if bounds is not DEFAULT_BOUNDS
-              else "default: the recipe's 10/10 parsed, no leaks")
-    # the parser hint only when the parser is the likely cause (not failed requests, not text answers)
-    hints = {**HINTS, "parsed_fraction": failure_hint(summary) or HINTS["parsed_fraction"]}
-    checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=hints)
-    if summary["failed_requests"]:
-        checks.append(Check("failed requests", summary["failed_requests"], {"max": 0}, where=f"@ {users} user(s)",
-                            hint=next(iter(summary["request_errors"])), cause=request_error_cause(summary)))
-    if not summary["turns"]:
-        pytest.fail(f"no tool turn applies under tool_choice={summary['tool_choice']}", pytrace=False)
-    failed_requests = f", failed requests {summary['failed_requests']}" if summary["failed_requests"] else ""
-    title = (f"tool gate of lane {glmf_lane.name!r} @ {users} user(s): parsed {summary['parsed']}/{summary['turns']}, "
-             f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}{failed_requests}")
-    # one failure, the bad turns under the table (never raised while handling another: no chained traceback)
-    assert_checks(checks, title, details=f"bad turns:\n{tools_failure_table(summary)}")
+        record_property(f"tools.users{users}.{key}", getattr(result, key))
+    # without bounds in the lane's section, assert_tools holds the recipe's bar
+    bounds = glmf_thresholds.bounds(glmf_lane.name, "tools")
+    assert_tools(result, source=glmf_thresholds.source(glmf_lane.name, "tools") if bounds else None, **bounds)
 
 
-def test_tool_calls_one_user(glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property):
-    run_gate(1, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property)
+def test_tool_calls_one_user(glmf_tools, glmf_lane, glmf_thresholds, record_property):
+    run_gate(1, glmf_tools, glmf_lane, glmf_thresholds, record_property)
 
 
-def test_tool_calls_under_concurrency(glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property):
+def test_tool_calls_under_concurrency(glmf_tools, glmf_lane, glmf_thresholds, record_property):
     users = concurrency_of(glmf_thresholds, glmf_lane)
     if users <= 1:
         pytest.skip("tools.settings.concurrency is 1: the one-user test covers it")
-    run_gate(users, glmf_client, glmf_lane, glmf_thresholds, glmf_results, record_property)
+    run_gate(users, glmf_tools, glmf_lane, glmf_thresholds, record_property)
