@@ -2,7 +2,7 @@
 
 The parser is the one `sglang.launch_server` builds (sglang/srt/server_args.py
 `prepare_server_args`: `ServerArgs.add_cli_args` on an `argparse.ArgumentParser`), run in the
-contract oracle. Lanes: the built-in ones, every SGLang lane of examples/*.yaml, and every SGLang
+contract oracle. Lanes: the built-in ones, every SGLang lane of examples/*-lanes.yaml, and every SGLang
 lane written as YAML inside the project's tests. Simulator-only flags (the simulator parser's own
 group) are stripped first: they never reach a real server.
 """
@@ -78,7 +78,7 @@ def sglang_lanes() -> list[tuple[str, LaneConfig]]:
     lanes: list[tuple[str, LaneConfig]] = [("<built-in>", lane) for lane in builtin_lanes().values()]
     # examples/real-engine-lanes.yaml needs ${GLMF_REAL_ENGINE_DIR} (an unset variable is refused)
     with mock.patch.dict(os.environ, {"GLMF_REAL_ENGINE_DIR": os.environ.get("GLMF_REAL_ENGINE_DIR", "/real-engine")}):
-        for path in sorted((REPO / "examples").glob("*.yaml")):
+        for path in sorted((REPO / "examples").glob("*-lanes.yaml")):   # the other YAML files are test data
             lanes += [(str(path.relative_to(REPO)), lane) for lane in load_lanes(path).values()]
     lanes += _yaml_lanes_in_tests()
     # lanes the engine builds a command line for: SGLang, not attached, no hand-written command

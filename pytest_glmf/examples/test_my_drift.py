@@ -1,0 +1,32 @@
+"""How far our quantized checkpoint drifts from the original, on our own prompts
+(my_drift_prompts.json): teacher-forced log-prob drift against an oracle reference.
+
+    pytest examples/test_my_drift.py --glmf-lanes examples/sim-lanes.yaml --glmf-lane batch
+    ORACLE_URL=http://127.0.0.1:30001 pytest examples/test_my_drift.py --glmf-url http://127.0.0.1:30000
+
+The oracle: ORACLE_URL (a running server with the original weights), or a stored reference
+(glmf_drift("reference.json"), made once with `glmf drift reference`), or a lane of the lanes file
+to launch for it (glmf_drift(oracle_lane="fp8-original")); a simulator lane starts its own (the
+same flags with the original checkpoint). Measured once per session per distinct arguments.
+"""
+import os
+from pathlib import Path
+
+from pytest_glmf.gates.drift import assert_drift, assert_drift_self_check
+
+PROMPTS = Path(__file__).with_name("my_drift_prompts.json")
+
+
+def measure(glmf_drift):
+    return glmf_drift(oracle_url=os.environ.get("ORACLE_URL"), prompt_file=PROMPTS, max_tokens=32, k=8)
+
+
+def test_scoring_is_exact(glmf_drift):
+    """The same tokens scored twice give the same numbers, else every drift number carries noise."""
+    assert_drift_self_check(measure(glmf_drift))
+
+
+def test_quantization_drift(glmf_drift):
+    drift = measure(glmf_drift)
+    print(drift.table())
+    assert_drift(drift, mean_abs_dlogp={"max": 0.2}, argmax_mismatch={"max": 0.2})
