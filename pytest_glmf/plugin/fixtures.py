@@ -28,6 +28,7 @@ import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.verdict import JUDGED
+from pytest_glmf.plugin.progress import live_progress
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -85,22 +86,6 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def progress_writer(config: pytest.Config) -> Callable[[str], None] | None:
-    """One line per measured run, live on the terminal (outside output capture: a curve takes minutes)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return None
-
-    def say(line: str) -> None:
-        if capman is None:
-            reporter.write_line("  " + line)
-            return
-        with capman.global_and_fixture_disabled():
-            reporter.write_line("  " + line)
-    return say
 
 
 def _setup_error(fixture: str, source: str | None, exc: Exception) -> str:
@@ -165,7 +150,7 @@ def glmf_curve(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane:
         def run() -> "CurveResult":
             try:
                 return measure_curve(urls, users, settings=base, boot_facts=facts, timeouts=glmf_lane.timeouts,
-                                     time_scale=_time_scale(glmf_lane), progress=progress_writer(request.config),
+                                     time_scale=_time_scale(glmf_lane), progress=live_progress(request.config),
                                      **settings_kw)
             except WorkerError as exc:   # the client failed, not a setting: said as the suite always said it
                 pytest.fail(f"curve of lane {glmf_lane.name!r} @ {users} users: client workers failed: {exc}",

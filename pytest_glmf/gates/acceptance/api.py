@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.acceptance.probe import PromptClass, detect_engine, load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.probe import PromptClass, load_prompt_classes, probe
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
@@ -107,6 +107,7 @@ def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | N
     (`speculative` False). `template`: the chat template SGLang's /generate text is rendered
     with (glm, glm-nothink, chatml, raw)."""
     from pytest_glmf.engine.client import Client, Timeouts
+    from pytest_glmf.engine.introspect import detect_engine
 
     if template not in TEMPLATES:
         raise ValueError(f"template {template!r}: use one of {', '.join(TEMPLATES)}")
