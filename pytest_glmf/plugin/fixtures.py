@@ -14,8 +14,8 @@ client self-check, the tool_choice a model needs, the chat template, the oracle'
 call's arguments come on top. What it measured goes to the session's result file (so baselines
 compare it and the end-of-session tables show it); `result.table()` is the gate's table.
 A test using glmf_curve, glmf_drift or glmf_acceptance measures alone (it is marked
-`glmf_serial`). While a test runs, every check an assertion helper judges is noted on the test
-(`glmf_judged` user property), so a session can tell whether anything was verified.
+`glmf_serial`). The gates' assertion helpers count every check they evaluate (gates/verdict.py),
+which is what the session's "nothing was verified" rule reads (plugin/verified.py).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.verdict import JUDGED
 from pytest_glmf.plugin.progress import live_progress
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ USERS_MARKER = ("glmf_users(*users): measure this test's curve at each users val
                 "(ids users=N); the glmf_users fixture holds the value and glmf_curve() uses it")
 # Speed (curve, acceptance) and exact numerics (drift) must not share the server with other tests.
 SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift")
-JUDGED_PROPERTY = "glmf_judged"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,17 +70,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = getattr(item, "fixturenames", ())
         if item.get_closest_marker("glmf_serial") is None and any(f in names for f in SERIAL_FIXTURES):
             item.add_marker(pytest.mark.glmf_serial)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Checks judged while the test runs are noted on it (xdist carries user properties to the
-    controller with the report)."""
-    token = JUDGED.set(lambda checks: item.user_properties.append((JUDGED_PROPERTY, len(checks))))
-    try:
-        return (yield)
-    finally:
-        JUDGED.reset(token)
 
 
 # ---------------------------------------------------------------------------- helpers

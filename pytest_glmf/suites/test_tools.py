@@ -33,6 +33,7 @@ def run_gate(users: int, glmf_tools, glmf_lane, glmf_thresholds, record_property
                         key=f"users={users}")
     for key in ("parsed", "turns", "leaks", "wrong_calls", "empty_args"):
         record_property(f"tools.users{users}.{key}", getattr(result, key))
+    print(result.table())
     # without bounds in the lane's section, assert_tools holds the recipe's bar
     bounds = glmf_thresholds.bounds(glmf_lane.name, "tools")
     assert_tools(result, source=glmf_thresholds.source(glmf_lane.name, "tools") if bounds else None, **bounds)

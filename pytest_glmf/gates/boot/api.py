@@ -19,7 +19,14 @@ from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
-from pytest_glmf.gates.verdict import Check, checks_from_bounds, failure_message, note_judged, render_table
+from pytest_glmf.gates.verdict import (
+    Check,
+    checks_from_bounds,
+    failed_checks,
+    failure_message,
+    note_evaluated,
+    render_table,
+)
 
 
 def _lane_kv(lane: Any) -> str:
@@ -42,19 +49,16 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
     expected = bounds.pop("kv_pool_dtypes", None)
     checks = checks_from_bounds("boot", facts.to_dict(), bounds, source=source,
                                 hints={"max_running_requests": seat_cap_hint(facts.cap_reason)})
-    messages = []
-    message = failure_message(checks, f"boot facts{lane_phrase(lane)}")
-    if message is not None:
-        messages.append(message)
+    failed = failed_checks(checks)
+    messages = [failure_message(failed, f"boot facts{lane_phrase(lane)}")] if failed else []
     if expected is not None:
+        note_evaluated()
         bad = kv_pool_dtype_mismatch(facts.kv_pools, facts.kv_pool_layout, _dtypes(expected))
-        checks.append(Check("kv_pool_dtypes", int(bad is None), {"min": 1}))
         if bad is not None:
             rows = [["kv_pool_dtypes", bad["measured"], bad["expected"],
                      f"{bad['layout']}; check --kv-cache-dtype ({_lane_kv(lane)}) and the attention backend; ({source})"]]
             messages.append(f"KV pool dtypes{lane_phrase(lane)} differ from the thresholds\n"
                             + render_table(rows, ["metric", "measured", "expected", "note"]))
-    note_judged(checks)
     if messages:
         import pytest
 
@@ -83,10 +87,9 @@ def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | 
         source = caller_source()
     seats = facts.max_running_requests
     checks = [Check("seats", seats, {"min": u}, where=f"@ {u} users") for u in values]
-    note_judged(checks)
     hint = seat_cap_hint(facts.cap_reason)
     failed = [[f"seats < users @ {c.bound['min']} users", str(seats), f">= {c.bound['min']}", f"{hint} ({source})"]
-              for c in checks if not c.ok]
+              for c in failed_checks(checks)]
     if failed:
         import pytest
 
@@ -100,7 +103,7 @@ def assert_boot_log_clean(facts: BootFacts, *, lane: Any = None, log_path: Any =
     """Fail the test when the boot log reports problems (fatal errors, memory failures), one row
     each, with where the log is."""
     __tracebackhide__ = True
-    note_judged([Check("boot log problems", len(facts.problems), {"max": 0})])
+    note_evaluated()
     if facts.problems:
         import pytest
 

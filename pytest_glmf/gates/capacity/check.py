@@ -8,7 +8,7 @@ from typing import Any
 from pytest_glmf.gates.capacity.measure import CapacityResult, RateResult
 from pytest_glmf.gates.capacity.spec import SPEC
 from pytest_glmf.gates.capacity.table import STOPPED, capacity_report, rate_report, workload_text
-from pytest_glmf.gates.verdict import Check, failure_table, note_judged
+from pytest_glmf.gates.verdict import Check, failed_checks, failure_table
 
 
 def _why(result: CapacityResult | RateResult) -> str:
@@ -40,9 +40,7 @@ def assert_capacity(result: CapacityResult | RateResult, bounds: Mapping[str, An
                     title: str = "") -> None:
     """Fail the calling test when the capacity misses a bound: the verdict table, then the probes."""
     __tracebackhide__ = True
-    checks = capacity_checks(result, bounds, source=source)
-    note_judged(checks)   # a judged capacity counts as something verified, passed or not
-    failed = [c for c in checks if not c.ok]
+    failed = failed_checks(capacity_checks(result, bounds, source=source))   # counted: something verified
     if failed:
         import pytest
 

@@ -29,7 +29,7 @@ from pytest_glmf.gates.curve.runner import Progress, run_rows, strip_records
 from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
-from pytest_glmf.gates.verdict import failure_message, note_judged
+from pytest_glmf.gates.verdict import failed_checks, failure_message
 
 
 @dataclass
@@ -198,12 +198,11 @@ def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, la
     messages = []
     for row in rows:
         checks = row_gate_checks(row.detail, bounds, source=source)
-        note_judged(checks)
         unit_note = f" (simulator time scale {row.time_scale:g}: numbers in recipe units)" if row.time_scale != 1.0 else ""
         title = f"curve{lane_phrase(lane)} @ {row.users} users{unit_note}"
-        message = failure_message(checks, title, f"\n\nthe row:\n{row.table()}")
-        if message is not None:
-            messages.append(message)
+        failed = failed_checks(checks)
+        if failed:
+            messages.append(failure_message(failed, title, f"the row:\n{row.table()}"))
     if messages:
         import pytest
 

@@ -35,7 +35,15 @@ from pytest_glmf.gates.drift.reference import (
 )
 from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.table import render_table as drift_table
-from pytest_glmf.gates.verdict import Check, checks_from_bounds, failure_message, fmt, note_judged, render_table
+from pytest_glmf.gates.verdict import (
+    Check,
+    checks_from_bounds,
+    failed_checks,
+    failure_message,
+    fmt,
+    note_evaluated,
+    render_table,
+)
 
 HINTS = {
     "mean_abs_dlogp": "the checkpoint/quantization moved the model: compare candidates with `glmf drift compare`",
@@ -201,12 +209,12 @@ def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: An
             c.where += f" (95% CI {fmt(stats['argmax_mismatch_ci95'][0])}..{fmt(stats['argmax_mismatch_ci95'][1])}{noise})"
         elif noise and c.metric != "self_abs_dlogp":
             c.where += f" ({noise[2:]})"
-    note_judged(checks)
-    message = failure_message(checks, f"drift of {result.label} against the oracle\n{result.table()}\n")
-    if message is not None:
+    failed = failed_checks(checks)
+    if failed:
         import pytest
 
-        pytest.fail(message, pytrace=False)
+        pytest.fail(failure_message(failed, f"drift of {result.label} against the oracle\n{result.table()}\n"),
+                    pytrace=False)
 
 
 def assert_drift_self_check(result: DriftResult) -> None:
@@ -219,7 +227,7 @@ def assert_drift_self_check(result: DriftResult) -> None:
         if sc and not sc["exact"]:
             rows.append([who, fmt(sc["self_abs_dlogp"]), fmt(sc["self_mean_abs_dlogp"]),
                          str(sc["self_argmax_changes"]), str(sc["n_tokens"])])
-    note_judged([Check("self_abs_dlogp", result.self_abs_dlogp, {"max": 0})])
+    note_evaluated()
     if rows:
         import pytest
 
@@ -243,9 +251,9 @@ def assert_drift_not_worse_than(comparison: Mapping[str, Any], *, margin: float 
                   where=f"gap {pair['b']} - {pair['a']}, lower end of the paired 95% CI "
                         f"[{fmt(pair['gap_ci95'][0])}, {fmt(pair['gap_ci95'][1])}]; wins {pair['wins'][0]}:{pair['wins'][1]}",
                   source=source, hint=f"{pair['b']} is significantly further from the oracle than {pair['a']}")
-    note_judged([check])
-    message = failure_message([check], f"{pair['b']} not worse than {pair['a']}\n{drift_table(dict(comparison))}\n")
-    if message is not None:
+    failed = failed_checks([check])
+    if failed:
         import pytest
 
-        pytest.fail(message, pytrace=False)
+        pytest.fail(failure_message(failed, f"{pair['b']} not worse than {pair['a']}\n{drift_table(dict(comparison))}\n"),
+                    pytrace=False)

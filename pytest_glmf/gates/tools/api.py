@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
-from pytest_glmf.gates.tools.harness import Scenario, load_scenarios, run_harness
+from pytest_glmf.gates.tools.harness import Scenario, failure_hint, load_scenarios, request_error_cause, run_harness
 from pytest_glmf.gates.tools.spec import DEFAULT_BOUNDS, DEFAULTS
 from pytest_glmf.gates.tools.table import failure_table, render_summary
-from pytest_glmf.gates.verdict import checks_from_bounds, failure_message, note_judged
+from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
 
 HINTS = {
     "parsed_fraction": "check --tool-call-parser matches the model's format (GLM-4.7/5: glm47; Hermes/Qwen: hermes)",
@@ -50,6 +50,9 @@ class ToolsResult:
     concurrency: int
     tool_choice: str
     strict: bool
+    failed_requests: int = 0          # requests that got no answer (HTTP errors, timeouts, refused)
+    request_errors: dict[str, int] = field(default_factory=dict)   # each distinct error, how often
+    text_answers: int = 0             # turns the model answered with text where a call was wanted
     results: list[dict[str, Any]] = field(default_factory=list, repr=False)   # per turn: answers, problems
     lane: str | None = None           # set by the glmf_tools fixture (named in failures)
 
@@ -62,7 +65,8 @@ class ToolsResult:
         """The JSON the result file keeps (and `glmf tools --json` writes)."""
         return {"turns": self.turns, "parsed": self.parsed, "parsed_fraction": self.parsed_fraction,
                 "leaks": self.leaks, "wrong_calls": self.wrong_calls, "empty_args": self.empty_args,
-                "bad_turns": list(self.bad_turns), "skipped": dict(self.skipped), "concurrency": self.concurrency,
+                "failed_requests": self.failed_requests, "request_errors": dict(self.request_errors),
+                "text_answers": self.text_answers, "bad_turns": list(self.bad_turns), "skipped": dict(self.skipped), "concurrency": self.concurrency,
                 "tool_choice": self.tool_choice, "strict": self.strict, "results": list(self.results)}
 
     def table(self) -> str:
@@ -105,15 +109,21 @@ def assert_tools(result: ToolsResult, *, source: str | None = None, lane: Any = 
     else:
         bounds, source = DEFAULT_BOUNDS, source or DEFAULT_SOURCE
     users = result.concurrency
-    checks = checks_from_bounds("tools", result.summary(), bounds, where=f"@ {users} user(s)", source=source,
-                                hints=HINTS)
+    summary = result.summary()
+    # the parser hint only when the parser is the likely cause (not failed requests, not text answers)
+    hints = {**HINTS, "parsed_fraction": failure_hint(summary) or HINTS["parsed_fraction"]}
+    checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=hints)
+    if result.failed_requests:
+        checks.append(Check("failed requests", result.failed_requests, {"max": 0}, where=f"@ {users} user(s)",
+                            hint=next(iter(result.request_errors)), cause=request_error_cause(summary)))
     import pytest
 
     if not result.turns:
         pytest.fail(f"no tool turn applies under tool_choice={result.tool_choice}", pytrace=False)
-    note_judged(checks)
+    failed_requests = f", failed requests {result.failed_requests}" if result.failed_requests else ""
     title = (f"tool gate{lane_phrase(lane)} @ {users} user(s): parsed {result.parsed}/{result.turns}, "
-             f"leaks {result.leaks}, wrong calls {result.wrong_calls}")
-    message = failure_message(checks, title, f"\n\nbad turns:\n{failure_table(result.summary())}")
-    if message is not None:
-        pytest.fail(message, pytrace=False)
+             f"leaks {result.leaks}, wrong calls {result.wrong_calls}{failed_requests}")
+    failed = failed_checks(checks)
+    if failed:
+        # one failure, the bad turns under the table (never raised while handling another: no chained traceback)
+        pytest.fail(failure_message(failed, title, f"bad turns:\n{failure_table(summary)}"), pytrace=False)
