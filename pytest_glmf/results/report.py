@@ -32,10 +32,13 @@ COLUMNS: dict[str, list[str]] = {
               "ci95", "kl_topk", "self_abs_dlogp", "prompts", "tokens"],
     "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
     "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
+    "capacity": ["users", "rate_per_s", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user", "probes",
+                 "wall_s"],
 }
 
 TITLES = {"boot": "Boot facts", "curve": "Concurrency curve", "drift": "Log-prob drift vs the oracle",
-          "acceptance": "Speculative acceptance per prompt class", "tools": "Tool-call gate"}
+          "acceptance": "Speculative acceptance per prompt class", "tools": "Tool-call gate",
+          "capacity": "Capacity under the service level"}
 
 # What each number means, printed under the tables so a reader of the PR comment need not guess.
 DEFINITIONS = {
@@ -60,6 +63,10 @@ DEFINITIONS = {
     ],
     "tools": ["parsed: turns whose tool calls came back in tool_calls, valid against the tool's schema, "
               "with no markup leaked into content."],
+    "capacity": ["users: the most concurrent users (all sending at once) that met the service level; keys "
+                 "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the "
+                 "seats / KV pool bound the search may not pass.",
+                 "kv_bound_users: how many users of that size the KV pool holds; probes, wall_s: the search's cost."],
 }
 
 

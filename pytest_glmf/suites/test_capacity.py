@@ -58,7 +58,8 @@ def record(glmf_results, key: str, result: CapacityResult, **extra: Any) -> dict
     data = {"users": value, "stopped_by": result.stopped_by, "workload": result.workload,
             "slo": result.slo.to_dict(), "time_scale": result.time_scale,
             "spread_by_metric_pct": {"users": 100.0 * step / value} if value else {},
-            "bound": vars(result.search.bound), "search": result.search.to_dict(), **extra}
+            "bound": vars(result.search.bound), "probes": len(result.probes), "wall_s": round(result.wall_s, 1),
+            "search": result.search.to_dict(), **extra}
     glmf_results.record("capacity", key, data)
     return data
 
@@ -128,6 +129,8 @@ def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, 
         pytest.skip(f"no capacity.rate_per_s bound for lane {glmf_lane.name!r}")
     result = glmf_capacity.rate()
     glmf_results.record("capacity", "rate", {"rate_per_s": result.rate_per_s, "stopped_by": result.stopped_by,
+                                             "probes": len(result.search.probes),
+                                             "wall_s": round(result.search.wall_s, 1),
                                              "spread_by_metric_pct": {"rate_per_s": glmf_capacity.settings.resolution_pct},
                                              "search": result.search.to_dict()})
     record_property("capacity.rate_per_s", result.rate_per_s)

@@ -115,7 +115,8 @@ def test_128_concurrent_streams_at_recipe_speed():
     """128 users at time scale 1.0. Chunked prefill: the first users' prompts finish in early chunks
     and get their first token long before the last ones, then wait (decode pauses while the rest
     of the burst prefills); the users whose prompt finished in the last chunk decode from their
-    first token on, at the recipe's 34 tok/s.
+    first token on, at the step rate (35.6 tok/s: the median stream, which waited, measures the
+    recipe's 34).
     Every user sends the same prompt, which the prefix cache would compute once (kvcache.py), and
     128 x 2,460 tokens computed separately overflow the batch lane's 201K-token pool (users would
     queue): so this measures full prefills with the radix cache off and a pool that holds them
@@ -129,7 +130,7 @@ def test_128_concurrent_streams_at_recipe_speed():
     last_ttft = max(r.ttft_s for r in records)
     last_chunk = [r.tok_s for r in records if r.ttft_s >= last_ttft - 0.05]
     assert 1 <= len(last_chunk) <= 16     # 8192-token chunks of ~3.4 prompts, the last ones ~25 ms apart
-    assert sum(last_chunk) / len(last_chunk) == pytest.approx(34, rel=0.2)
+    assert sum(last_chunk) / len(last_chunk) == pytest.approx(35.6, rel=0.2)
     assert row["ttft_p50_s"] < 0.8 * row["ttft_p95_s"]        # first tokens spread over the chunks
     assert row["ttft_p95_s"] <= 2.5
 

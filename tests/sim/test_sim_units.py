@@ -182,8 +182,13 @@ def test_configured_perturbation_matches_the_recipe():
 # -- timing -------------------------------------------------------------------------------------
 
 def test_decode_and_prefill_tables_match_the_recipe():
+    # the recipe's per-user column is what the median stream of its workload measured: 383 tokens after
+    # its first, which waited for the rest of the burst's prefill; the step rate is that much faster
     for users, tok_s in timing.AR_TABLE:
-        assert 1 / timing.ar_step_s(users) == pytest.approx(tok_s)
+        pause, step = timing.burst_pause_median_s(users), timing.ar_step_s(users)
+        assert 383 / (pause + 383 * step) == pytest.approx(tok_s)
+        assert tok_s <= 1 / step <= tok_s * 1.05
+    assert 1 / timing.ar_step_s(1) == pytest.approx(142)           # one stream waits for nobody
     # a 2,400-token briefing arriving at once: TTFT p95 0.76 s at 48 users, 1.41 s at 128
     assert timing.prefill_s(48 * 2400) == pytest.approx(0.76, rel=0.03)
     assert timing.prefill_s(128 * 2400) == pytest.approx(1.41, rel=0.03)

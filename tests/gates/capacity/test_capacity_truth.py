@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_glmf.gates.capacity.measure import measure_capacity
-from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
+from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, RateSettings
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.testing.truth_server import TruthServer
 
@@ -86,3 +86,25 @@ def test_allow_queueing_probes_past_the_seats_and_the_queue_shows_in_ttft():
     assert r.users == 6 and r.stopped_by == "slo" and r.first_fail.users == 7
     assert r.first_fail.ttft_s == pytest.approx(0.02 + 0.7 * 0.6, abs=0.03)
     assert r.search.bound.kind == "max_users"
+
+
+def test_open_loop_rate_capacity_sits_below_what_the_seats_can_serve():
+    """4 seats, each request holds one for 20 + 19 x 20 ms = 0.4 s: at most 10 requests/s can be served;
+    below that Poisson arrivals still queue now and then, and TTFT p95 <= 0.2 s holds only well under it."""
+    from pytest_glmf.gates.capacity.measure import measure_rate_capacity
+
+    settings = CapacitySettings(prompt_tokens=None, max_tokens=20, runs=1, resolution_pct=10,
+                                rate=RateSettings(requests=24, start_per_s=6.0))
+    with TruthServer(ttft_ms=20, itl_ms=20, seats=4) as ts:
+        r = measure_rate_capacity(ts.url, SLO(ttft_s=0.2), settings)
+        truth = ts.truth()
+    assert r.stopped_by == "slo" and 2.0 <= r.rate_per_s < 10.0
+    assert r.search.first_fail.x - r.rate_per_s <= 0.1 * r.rate_per_s
+    assert [m.what for m in r.search.first_fail.misses] == ["TTFT p95"]
+    # the requests of one measured run arrived as a Poisson process at the probed rate
+    run = sorted(j["t_recv_s"] for j in truth if j["max_tokens"] == 20)[:24]
+    gaps = [b - a for a, b in zip(run, run[1:])]
+    mean = sum(gaps) / len(gaps)
+    assert mean == pytest.approx(1 / r.search.probes[0].x, rel=0.5)
+    cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    assert 0.4 < cv < 1.8          # exponential gaps (uniform spacing would give ~0)
