@@ -26,6 +26,7 @@ from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, se
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
 from pytest_glmf.gates.curve.endpoints import Endpoints
+from pytest_glmf.gates.curve.measure import run_settings_for
 from pytest_glmf.gates.curve.records import combine_runs
 from pytest_glmf.gates.curve.runner import (
     ClientCost,
@@ -36,6 +37,7 @@ from pytest_glmf.gates.curve.runner import (
     measure_run,
     run_row,
 )
+from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 
 SCHEMA = 1
@@ -168,10 +170,10 @@ class _Session:
                 try:
                     fitted, counts = fit_prompts(self.target.urls[0], variants, settings.prompt_tokens, self.model,
                                                  lengthen=True)
-                except ValueError as exc:
-                    raise ValueError(f"capacity settings.prompt_tokens: {exc}".replace(
-                        "(drop the setting to send the prompt file as it is)",
-                        "(prompt_tokens: null sends the prompt file as it is)")) from None
+                except ValueError:
+                    raise ValueError(f"capacity settings.prompt_tokens: {self.target.urls[0]} has no /tokenize "
+                                     "endpoint to fit prompts to a token count (prompt_tokens: null, or glmf "
+                                     "capacity --prompt-tokens 0, sends the prompt file as it is)") from None
                 self.prompts[key] = fitted
                 self.say(f"capacity: {len(fitted)} prompt(s) of {min(counts):,}-{max(counts):,} tokens "
                          f"({time.perf_counter() - t0:.1f} s to fit them with /tokenize)")
@@ -179,11 +181,9 @@ class _Session:
                         model=self.model, shared_prefix=settings.shared_prefix, api_key=self.api_key)
 
     def curve_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> CurveSettings:
-        out = CurveSettings(users=[users], runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct, **kw)
-        for key, lane_key in (("first_token_timeout_s", "first_token_s"), ("between_tokens_timeout_s", "between_tokens_s")):
-            if (self.timeouts or {}).get(lane_key) is not None:
-                setattr(out, key, float(self.timeouts[lane_key]))   # type: ignore[index]
-        return out
+        """The curve runner's settings for one probe (the warm pass is the probe's own, shorter)."""
+        row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct)
+        return replace(run_settings_for(row, [users], self.timeouts), **kw)
 
     # -- one probe ------------------------------------------------------------------------------
     async def _measure(self, n: int, workload: Workload, run_settings: CurveSettings, settings: CapacitySettings,

@@ -1,0 +1,126 @@
+"""The service level on plain data: what a probe's numbers are, what it missed, on a simulator's
+time scale; the thresholds section's checks; the tables."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_glmf.config.thresholds import load_thresholds
+from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.capacity.measure import CapacityResult
+from pytest_glmf.gates.capacity.search import Bound, SearchResult
+from pytest_glmf.gates.capacity.slo import judge
+from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
+from pytest_glmf.gates.capacity.table import capacity_sentence, probes_table
+from pytest_glmf.gates.curve.records import RequestRecord
+
+
+def record(user: int, ttft: float, tok_s: float, tokens: int = 101, error: str | None = None) -> dict:
+    t0 = 100.0
+    first = t0 + ttft
+    return RequestRecord(user=user, t_send_s=t0, status=200, t_first_chunk_s=first, t_first_token_s=first,
+                         t_last_token_s=first + (tokens - 1) / tok_s, chunk_times_s=[first], completion_tokens=tokens,
+                         prompt_tokens=2400, error=error).to_dict()
+
+
+def row(runs: list[list[dict]], **flags) -> dict:
+    per_run = [{"records": recs, "requests": len(recs), "errors": sum(1 for r in recs if r["error"]),
+                "error_examples": sorted({r["error"] for r in recs if r["error"]}), "server": {},
+                "client": {"client_bound": False, "notes": []}, "token_count": {"ok": True, "problems": []}}
+               for recs in runs]
+    return {"per_run": per_run, "aggregate_tok_s": 1000.0, "prompt_tokens_p50": 2400, "client_bound": False,
+            "count_mismatch": False, **flags}
+
+
+SLO95 = SLO(per_user_tok_s=50, users_pct=95, ttft_s=1.0, ttft_pct=95)
+
+
+def test_95_percent_of_users_at_speed_counts_users_and_reports_the_p5_speed():
+    fast = [record(u, 0.5, 55) for u in range(19)]
+    p = judge(20, row([fast + [record(19, 0.5, 40)]]), SLO95)     # 1 of 20 slow: 95 % still meet it
+    assert p.passed and p.users_meeting_pct == 95.0 and p.per_user_tok_s_at_pct < 55
+    p = judge(20, row([fast[:18] + [record(18, 0.5, 40), record(19, 0.5, 40)]]), SLO95)
+    assert not p.passed and p.users_meeting_pct == 90.0
+    assert [m.text() for m in p.misses] == [f"per-user tok/s: 90 % of users >= 50 (p5 {p.per_user_tok_s_at_pct:.1f}), "
+                                            "needs 95 %"]
+
+
+def test_ttft_percentile_and_the_median_over_runs():
+    ok = [record(u, 0.4, 60) for u in range(10)]
+    slow = [record(u, 0.4 if u < 9 else 2.0, 60) for u in range(10)]
+    p = judge(10, row([ok, slow, ok]), SLO95)            # one run's p95 is high, the median run's is not
+    assert p.passed and p.ttft_s == pytest.approx(0.4) and p.runs == 3
+    p = judge(10, row([slow, slow, ok]), SLO95)
+    assert [m.what for m in p.misses] == ["TTFT p95"] and p.ttft_s > 1.0
+
+
+def test_failed_requests_and_an_invalid_client_fail_the_probe_whatever_the_numbers():
+    recs = [record(u, 0.4, 60) for u in range(9)] + [record(9, 0.4, 60, error="HTTP 503")]
+    p = judge(10, row([recs]), SLO95)
+    assert "failed requests" in [m.what for m in p.misses]
+    p = judge(10, row([[record(u, 0.4, 60) for u in range(10)]], client_bound=True), SLO95)
+    assert [m.what for m in p.misses] == ["client self-check"]
+
+
+def test_a_simulators_time_scale_converts_to_the_modelled_gpus_units():
+    # at time scale 0.1 the simulator runs ten times faster: 520 tok/s and 0.05 s are 52 tok/s and 0.5 s
+    p = judge(10, row([[record(u, 0.05, 520) for u in range(10)]]), SLO95, time_scale=0.1)
+    assert p.passed and p.per_user_tok_s == pytest.approx(52) and p.ttft_s == pytest.approx(0.5)
+    p = judge(10, row([[record(u, 0.11, 520) for u in range(10)]]), SLO95, time_scale=0.1)
+    assert [m.text() for m in p.misses] == ["TTFT p95: 1.100 s, needs <= 1 s"]
+    assert SLO95.scaled(0.1).per_user_tok_s == pytest.approx(500) and SLO95.scaled(0.1).ttft_s == pytest.approx(0.1)
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "th.yaml"
+    path.write_text("schema: 1\nlanes:\n  batch:\n    capacity:\n" + text)
+    return path
+
+
+@pytest.mark.parametrize("section, message", [
+    ("      slo: {users_pct: 90}\n",
+     "lanes.batch.capacity.slo: a service level needs per_user_tok_s and/or ttft_s, e.g. {per_user_tok_s: 50, ttft_s: 1.0}"),
+    ("      slo: {per_user_tok_s: 50, ttft_p99: 1}\n",
+     "lanes.batch.capacity.slo: unknown key 'ttft_p99'; allowed: allow_queueing, per_user_tok_s, ttft_pct, ttft_s, "
+     "users_pct"),
+    ("      slo: {per_user_tok_s: 50, users_pct: 120}\n",
+     "lanes.batch.capacity.slo.users_pct: expected a number > 0 and <= 100, got 120"),
+    ("      users: {min: -1}\n", "lanes.batch.capacity: users: min -1 gates nothing: users is a count, >= 0"),
+    ("      settings: {resolution: 4}\n", "lanes.batch.capacity.settings: unknown key 'resolution'; allowed: "),
+    ("      settings: {frontier: {contexts: [2048, x]}}\n",
+     "lanes.batch.capacity.settings.frontier.contexts[1]: expected an integer, got 'x'"),
+])
+def test_the_section_is_checked_when_the_file_is_read(tmp_path, section, message):
+    with pytest.raises(ConfigError) as err:
+        load_thresholds(write(tmp_path, section))
+    assert message in str(err.value)
+
+
+def test_the_shipped_batch_lane_holds_the_recipes_capacity():
+    t = load_thresholds()
+    assert t.bounds("batch", "capacity") == {"users": {"min": 44}}
+    s = t.settings("batch", "capacity")
+    assert (s.prompt_tokens, s.max_tokens, s.runs, s.start_users) == (2400, 384, 3, 48)
+    assert s.frontier.contexts == [2400, 8192, 32768, 57344]
+    assert t.for_gate("batch", "capacity")["slo"] == {"per_user_tok_s": 50, "users_pct": 50, "ttft_s": 1.0,
+                                                     "ttft_pct": 95}
+
+
+def test_the_sentence_names_the_bound_and_its_knob_when_the_bound_stopped_it():
+    probe = judge(23, row([[record(u, 0.5, 60) for u in range(23)]]), SLO95)
+    bound = Bound(23, "kv_pool", "KV pool 201,280 tokens / (8,608 per user)", "raise --mem-fraction-static")
+    result = CapacityResult(users=23, slo=SLO95, workload={"prompt_tokens": 8192, "max_tokens": 384},
+                            search=SearchResult(value=23, last_pass=probe, first_fail=None, stopped_by="kv_pool",
+                                                bound=bound, step=2, probes=[probe], wall_s=40.0),
+                            bounds=[bound])
+    assert capacity_sentence(result) == (
+        "capacity at >= 50 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
+        "(8,192 prompt + 384 output tokens): 23 users, stopped by the KV pool: KV pool 201,280 tokens / (8,608 per "
+        "user): raise --mem-fraction-static (the service level still held there); 1 probe(s), 40 s")
+    lines = probes_table(result.probes, result.search, slo=SLO95).splitlines()
+    assert [c.strip() for c in lines[0].split(" | ")[:4]] == ["users", "verdict", "p5 tok/s", "users >= 50"]
+    assert lines[2].startswith("23    | pass (last pass) | 60")
+
+
+def test_settings_defaults_are_the_recipes_workload():
+    s = CapacitySettings()
+    assert (s.prompt_tokens, s.max_tokens, s.runs, s.resolution_pct, s.client_retries) == (2400, 384, 3, 10.0, 2)
