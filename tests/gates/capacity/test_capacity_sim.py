@@ -28,12 +28,12 @@ def batch():
 
 def test_the_recipes_48_users_at_50_tok_s_within_one_step(batch):
     sim, facts = batch
-    # the recipe's workload and its per-user column: the median stream (users_pct 50)
+    # the recipe's workload and the batch lane's service level (thresholds.yaml)
     settings = CapacitySettings(prompt_tokens=2400, max_tokens=384, runs=2, start_users=48)
-    slo = SLO(per_user_tok_s=50, users_pct=50, ttft_s=1.0)
+    slo = SLO(per_user_tok_s=50, users_pct=95, ttft_s=1.0)
     r = measure_capacity(sim.url, slo, settings, facts=facts, time_scale=SCALE)
     assert r.stopped_by == "slo" and abs(r.users - 48) <= r.search.step       # 44 or 48 (50.0 tok/s at 48)
-    assert r.last_pass.per_user_tok_s >= 50 and r.last_pass.ttft_s <= 1.0
+    assert r.last_pass.users_meeting_pct >= 95 and r.last_pass.ttft_s <= 1.0
     # on a quiet box speed binds first (49.9 tok/s at 48 users, TTFT p95 0.76 s); on a busy one the
     # simulator's own parsing can push TTFT over too: either way the service level, not the client
     assert {m.what for m in r.first_fail.misses} <= {"per-user tok/s", "TTFT p95"}
@@ -56,3 +56,23 @@ def test_the_frontier_falls_with_context_and_the_kv_pool_stops_it(batch):
     assert f.kv_tokens == facts["kv_tokens"] and f.seats == 128
     # at the bound it says which flag gives the pool more tokens
     assert f.points[2].search.bound.hint.startswith("raise --mem-fraction-static, or trade state slots for KV tokens")
+
+
+MIDDLE = [a if a not in ("640", "bfloat16") else {"640": "254", "bfloat16": "float32"}[a] for a in BATCH]
+
+
+def test_few_long_sessions_fit_the_middle_config_not_the_batch_lane(batch):
+    """The recipe's tradeoff at 56K tokens per user, documents arriving at once, first tokens within
+    10 s: the batch lane's 640 bf16 state slots leave a 201K-token pool (3 users), the middle
+    config's 254 fp32 slots a 1.79M-token one (31 users; the recipe: "32 users ... 56K each")."""
+    sim, facts = batch
+    slo = SLO(ttft_s=10.0)
+    settings = CapacitySettings(prompt_tokens=57344, max_tokens=16, runs=1, start_users=32)
+    few = measure_capacity(sim.url, slo, settings, facts=facts, time_scale=SCALE)
+    with SimProcess(MIDDLE, time_scale=SCALE) as middle:
+        middle_facts = parse_boot_log(middle.log).to_dict()
+        many = measure_capacity(middle.url, slo, settings, facts=middle_facts, time_scale=SCALE)
+    assert (facts["max_running_requests"], middle_facts["max_running_requests"]) == (128, 50)
+    assert (few.users, few.stopped_by) == (3, "kv_pool")
+    assert (many.users, many.stopped_by) == (31, "kv_pool")
+    assert many.last_pass.ttft_s < 10.0 and len(many.probes) == 1
