@@ -56,10 +56,14 @@ class LogStreamer:
                     # whole lines only: a secret split across two chunks is still masked
                     for line in lines:
                         out.write(self._mask(line) + "\n")
-                        self._line(line.rstrip("\r"))
                     out.flush()              # readers (and a crash) see every line at once
+                    # only then `seen`: a reader the ready line lets go finds it in the file
+                    # (CI at 855fc17: readiness passed, the boot facts read `ready=False`)
+                    for line in lines:
+                        self._line(line.rstrip("\r"))
                 if pending:
                     out.write(self._mask(pending))
+                    out.flush()
                     self._line(pending)
         except Exception as exc:             # the container was removed under us, engine gone...
             self.error = f"{type(exc).__name__}: {exc}"
