@@ -48,6 +48,7 @@ CURVE_BOUNDS = {"per_user_tok_s": {"min": 1.0}, "ttft_p95_s": {"max": 15.0}, "ag
 # really blocks. Speeds here are sanity floors, the gate under test is definitions and counts.
 CURVE_LAG_P99_MAX_S = 1.0
 CURVE_CPU_MAX_FRAC = 0.95
+CURVE_CLIENT_RETRIES = 4         # per row: the CI box's stalls come and go within seconds
 
 # Drift: the recipe uses 40 prompts x 128 tokens; 32 x 64 keeps the stage inside its budget and
 # still gives the paired CI enough prompts.
@@ -175,22 +176,16 @@ def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: C
     # continuous_usage: vLLM puts usage on every chunk, so chunk-derived counts are exact too.
     workload = Workload(prompts=CURVE_PROMPTS, max_tokens=CURVE_MAX_TOKENS, model=served_model(oracle_client),
                         continuous_usage=True)
-    settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
-                             lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC)
     # A run the client's self-check calls client-bound measured this box's other load, not vLLM: on a
-    # shared 2-core CI machine that happens (CI at d31310e: stalls of 1.4-2.9 s at 2-4 % CPU). The whole
-    # curve is measured once more then, like the capacity gate's client_retries; both tables are reported.
-    tables = []
-    for _attempt in range(2):
-        result = run_curve(oracle.base_url, CURVE_USERS, workload=workload, settings=settings,
-                           facts=oracle.boot_facts.to_dict())
-        rows = result["rows"]
-        tables.append(curve_table(rows))
-        if not any(run["client"]["client_bound"] for row in rows for run in row["per_run"]):
-            break
-    table = tables[-1] if len(tables) == 1 else "\n".join(
-        ["first attempt (client-bound, measured again):", tables[0], "second attempt:", tables[1]])
-    real_report["curve"] = {"table": table, "rows": [strip_records(r) for r in rows]}
+    # shared 2-core CI machine that happens (CI at d31310e and 855fc17: stalls of 1.4-2.9 s at 1-4 % CPU).
+    # The runner measures such a run again in its place (client_retries); the table says so.
+    settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
+                             lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC,
+                             client_retries=CURVE_CLIENT_RETRIES)
+    result = run_curve(oracle.base_url, CURVE_USERS, workload=workload, settings=settings,
+                       facts=oracle.boot_facts.to_dict())
+    rows = result["rows"]
+    real_report["curve"] = {"table": curve_table(rows), "rows": [strip_records(r) for r in rows]}
     checks: list[Check] = []
     for row in rows:
         checks += row_gate_checks(row, CURVE_BOUNDS, source="tests/real_engine CURVE_BOUNDS")

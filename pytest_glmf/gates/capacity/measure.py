@@ -27,7 +27,6 @@ from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
 from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.measure import run_settings_for
-from pytest_glmf.gates.curve.records import combine_runs
 from pytest_glmf.gates.curve.runner import (
     ClientCost,
     CurveSettings,
@@ -182,7 +181,8 @@ class _Session:
 
     def curve_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> CurveSettings:
         """The curve runner's settings for one probe (the warm pass is the probe's own, shorter)."""
-        row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct)
+        row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct,
+                               client_retries=settings.client_retries)
         return replace(run_settings_for(row, [users], self.timeouts), **kw)
 
     # -- one probe ------------------------------------------------------------------------------
@@ -197,20 +197,8 @@ class _Session:
         await measure_run(self.target, [warm.body(f"w{self.tags}", u, u) for u in range(n)], run_settings,
                           workload.path)
         self.say(f"capacity {label}: warm pass (discarded) {time.perf_counter() - t0:.1f} s")
-        row = await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
-                            run_offset=self.tags * 1000, cost=self.cost)
-        extra = 0
-        while row["client_bound"] and extra < settings.client_retries:
-            bad = sum(1 for r in row["per_run"] if r["client"]["client_bound"])
-            more = min(bad, settings.client_retries - extra)
-            self.say(f"capacity {label}: {bad} run(s) client-bound (its numbers are the client's): measuring "
-                     f"{more} more")
-            self.tags += 1
-            top_up = await run_row(self.target, n, workload, replace(run_settings, runs=more), self.facts,
-                                   self.progress, run_offset=self.tags * 1000, cost=self.cost)
-            row = replace_client_bound_runs(row, top_up)
-            extra += more
-        return row
+        return await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
+                             run_offset=self.tags * 1000, cost=self.cost)
 
     def _probe(self, x: float, n: int, run_settings: CurveSettings, settings: CapacitySettings, label: str,
                open_loop: bool = False) -> Probe:
@@ -269,17 +257,6 @@ class _Session:
                         step=rate_step(settings.resolution_pct), integer=False)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)
-
-
-def replace_client_bound_runs(row: dict[str, Any], top_up: dict[str, Any]) -> dict[str, Any]:
-    """`row` with its client-bound runs dropped and `top_up`'s runs added, its numbers recombined."""
-    kept = [r for r in row["per_run"] if not r["client"]["client_bound"]] + list(top_up["per_run"])
-    out = {**row, **combine_runs(kept), "per_run": kept, "runs": len(kept),
-           "replaced_runs": row.get("replaced_runs", 0) + len(row["per_run"]) + len(top_up["per_run"]) - len(kept)}
-    out["client_bound"] = any(r["client"]["client_bound"] for r in kept)
-    out["count_mismatch"] = any(not r["token_count"]["ok"] for r in kept)
-    out["valid"] = not (out["client_bound"] or out["count_mismatch"] or any(r["errors"] for r in kept))
-    return out
 
 
 def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:

@@ -214,6 +214,8 @@ def describe_flags(row: Mapping[str, Any]) -> list[str]:
     if bound:
         worst = max((runs[i - 1] for i in bound), key=lambda r: r["client"]["lag_p99_s"] or 0.0)
         flags.append(f"client-bound run(s) {','.join(map(str, bound))} (worst: {worst['client']['notes'][0]})")
+    if row.get("replaced_runs"):
+        flags.append(f"{row['replaced_runs']} client-bound run(s) measured again ({row['replaced_why'][0]})")
     for i, r in enumerate(runs, 1):
         flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
         if r.get("speed_unmeasured"):

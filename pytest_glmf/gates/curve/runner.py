@@ -118,6 +118,7 @@ class CurveSettings:
     workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
     arrival: str = "uniform"              # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
     seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
+    client_retries: int = DEFAULTS.client_retries   # runs measured again in place of client-bound ones
 
     def __post_init__(self) -> None:
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
@@ -256,9 +257,12 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
                     pool = WorkerPool(workers) if workers > 1 else None
         if workers > 1 or settings.workers is not None or not owned:
             say(f"curve users={users} client workers: {workers} ({plan})")
-        per_run = []
+        per_run: list[dict[str, Any]] = []
         flushed = None
-        for run in range(settings.runs):
+        replaced: list[str] = []
+
+        async def measure(run: int, label: str) -> dict[str, Any]:
+            nonlocal flushed, prompt_tokens
             if settings.flush_cache:
                 flushed = await endpoints.flush()
             tag = f"r{run_offset + run}"
@@ -271,16 +275,31 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             m["token_count"] = token_count_check(out["records"], out["server"]["metrics_delta"])
             m["records"] = [r.to_dict() for r in out["records"]]
             prompt_tokens = prompt_tokens or m["prompt_tokens_p50"]
-            per_run.append(m)
             c = out["client"]
-            say(f"curve users={users} run {run + 1}/{settings.runs}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
+            say(f"curve users={users} {label}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
                 f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
                 f"client lag p99 {_ms(c['lag_p99_s'])}"
                 + (f" ({c['merged_events']} of {c['token_events']} token events merged; kernel stamps)"
                    if c["stamps"] == "kernel" else " (user-space stamps)")
                 + (f" cpu {c['cpu_frac'] * 100:.0f} %" if c["workers"] == 1 else
                    f" cpu {c['cpu_frac'] * 100:.0f} % on the busiest of {c['workers']} workers")
-                + (f", {m['errors']} errors" if m["errors"] else ""))
+                + (f", {m['errors']} errors" if m["errors"] else "")
+                + (", client-bound" if c["client_bound"] else ""))
+            return m
+
+        for run in range(settings.runs):
+            per_run.append(await measure(run, f"run {run + 1}/{settings.runs}"))
+        # A run the client's self-check marks measured the client (or the machine's other load), not
+        # the server: it is replaced by a fresh run, at most `client_retries` times per row.
+        for extra in range(1, settings.client_retries + 1):
+            bound = [i for i, r in enumerate(per_run) if r["client"]["client_bound"]]
+            if not bound:
+                break
+            notes = per_run[bound[0]]["client"]["notes"]
+            replaced.append(f"run {bound[0] + 1}: {notes[0] if notes else 'client-bound'}")
+            per_run[bound[0]] = await measure(settings.runs + extra - 1,
+                                              f"run {bound[0] + 1} measured again ({extra}/{settings.client_retries}"
+                                              f" retries: it was client-bound)")
     finally:
         if owned and pool is not None:
             pool.close()
@@ -301,6 +320,8 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
     row["noisy"] = row["spread_pct"] is not None and row["spread_pct"] > settings.spread_max_pct
     row["valid"] = not (row["client_bound"] or row["count_mismatch"] or any(r["errors"] for r in per_run))
     row["per_run"] = per_run
+    row["replaced_runs"] = len(replaced)
+    row["replaced_why"] = replaced
     return row
 
 

@@ -56,6 +56,9 @@ class CurveRowSettings:
     workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
                                                    "many as the measured CPU per token event needs, capped by the "
                                                    "cores; each worker is self-checked)")
+    client_retries: int = setting(1, min=0, doc="runs per row (at most) measured again in place of runs the "
+                                                "client's self-check marks: their numbers are the client's, or "
+                                                "the machine's other load's, not the server's")
     arrival: Literal["uniform", "poisson"] = setting("uniform", doc="open loop (rate_per_s): requests every 1/rate "
                                                                     "s, or a seeded Poisson process at that rate")
 

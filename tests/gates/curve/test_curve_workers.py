@@ -163,7 +163,7 @@ def _starve(pid: int, stop: threading.Event, stopped_s: float = 0.03, every_s: f
 
 
 def test_a_starved_worker_invalidates_the_row_and_is_named(truth):
-    settings = CurveSettings(users=[16], runs=1, warmup=False, metrics_sample_s=0, workers=2)
+    settings = CurveSettings(users=[16], runs=1, warmup=False, metrics_sample_s=0, workers=2, client_retries=0)
     workload = Workload(prompts=PROMPTS, max_tokens=120)
     with WorkerPool(2) as pool:
         victim = pool.pids[1]
@@ -251,3 +251,49 @@ def test_auto_workers_at_default_settings_stay_in_process(truth):
                                            chunk_times_s=[0.1, 0.15, 0.2], completion_tokens=3)],
                  "client": {"per_worker": [{"token_events": 3, "cpu_s": 0.00006}]}})
     assert cost.events_per_stream_s == pytest.approx(20.0) and cost.cpu_per_event_s == pytest.approx(2e-5)
+
+
+# -- a client-bound run is measured again ---------------------------------------------------------
+
+def test_a_client_bound_run_is_measured_again_in_its_place(truth, monkeypatch):
+    """Run 2's self-check says client-bound (a stand-in for a stall of the machine): the runner
+    measures a third run in its place, the row is valid, the table names what was replaced, and
+    the server saw exactly three runs of requests."""
+    from pytest_glmf.gates.curve import runner
+    from pytest_glmf.gates.curve.runner import run_rows
+
+    real, calls = runner.workers_check, []
+
+    def second_run_stalls(*args, **kw):
+        out = real(*args, **kw)
+        calls.append(out)
+        if len(calls) == 2:
+            out = {**out, "client_bound": True, "notes": ["client event-loop lag p99 2047.7 ms (a stall)"]}
+        return out
+
+    monkeypatch.setattr(runner, "workers_check", second_run_stalls)
+    truth.reset()
+    row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
+                   CurveSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_retries=3,
+                                 flush_cache=False))[0]
+    assert len(calls) == 3 and len(truth.truth()) == 4 * 3
+    assert row["runs"] == 2 and row["replaced_runs"] == 1 and row["valid"] and not row["client_bound"]
+    assert row["replaced_why"] == ["run 2: client event-loop lag p99 2047.7 ms (a stall)"]
+    assert "1 client-bound run(s) measured again (run 2: client event-loop lag p99 2047.7 ms (a stall))" \
+        in describe_flags(row)
+    assert [c.metric for c in row_gate_checks(row, {}) if not c.ok] == []
+
+
+def test_retries_are_bounded_and_a_row_still_client_bound_fails(truth):
+    """A self-check no run can pass (user-space stamps, lag bound of 1 ns): `client_retries` more runs, then the row
+    fails as client-bound; every request the server saw is accounted for."""
+    from pytest_glmf.gates.curve.runner import run_rows
+
+    truth.reset()
+    row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=5),
+                   CurveSettings(users=[2], runs=1, warmup=False, lag_p99_max_s=1e-9, client_retries=2,
+                                 flush_cache=False, kernel_stamps=False))[0]
+    assert len(truth.truth()) == 2 * 3 and row["runs"] == 1 and row["replaced_runs"] == 2
+    assert row["client_bound"] and not row["valid"]
+    failed = [c for c in row_gate_checks(row, {}) if not c.ok]
+    assert [c.metric for c in failed] == ["client-bound runs"] and failed[0].cause == "client-bound"
