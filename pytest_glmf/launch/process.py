@@ -118,20 +118,26 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, lane: LaneConfig, l
     scanned = 0  # bytes of the log already searched for the ready line (boot logs reach megabytes)
     overlap = len(line or "")
     with httpx.Client(timeout=httpx.Timeout(readiness.PROBE_TIMEOUT_S)) as client, open(log_path, "rb") as log:
+        def logged() -> bool:      # the ready line in the part of the log not searched yet
+            nonlocal scanned
+            log.seek(max(0, scanned - overlap))
+            chunk = log.read()
+            scanned = max(scanned, log.tell())
+            return line is not None and line.encode() in chunk
+
         while True:
             if proc.poll() is not None:
                 error = boot_error(lane, launcher, f"the server exited with code {proc.returncode} during boot",
                                    argv, log_path)
                 raise PortTaken(str(error)) if _bind_failed(log_path) else error
             if line is not None and not seen:
-                log.seek(max(0, scanned - overlap))
-                chunk = log.read()
-                scanned = max(scanned, log.tell())
-                seen = line.encode() in chunk
+                seen = logged()
             now = time.monotonic()
             if seen or now >= next_http:
                 ready, answers = readiness.probe(client, base_url, seen)
                 if ready:
+                    if line is not None and not seen:
+                        readiness.catch_up(logged)
                     return
                 next_http = now + 0.5
             if now > deadline:

@@ -17,9 +17,16 @@ The rule (`is_ready`):
     set the server Up, so even there the probe is never the engine's first generation.
   * an attached server (`--glmf-url`) was booted by someone else: it counts as past its ready line,
     so its port must answer.
+
+Healthy before the line is logged: SGLang sets the server Up after its warmup request and logs the
+ready line only after that (`_wait_and_warmup`: status Up, GC freeze, then the line), and the line
+reaches our log file later still (a pipe, or docker's log stream). A launcher whose health probe
+passed first waits up to `CATCH_UP_S` for the line (`catch_up`), so the boot facts read it.
 """
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,11 +34,24 @@ if TYPE_CHECKING:
 
 READY_LINES = {"sglang": "The server is fired up and ready to roll!"}
 PROBE_TIMEOUT_S = 5.0
+CATCH_UP_S = 5.0        # healthy, ready line not in the log file yet: how long it may lag (see above)
 
 
 def ready_line(engine: str) -> str | None:
     """The line the engine logs when it is ready, None when it has none to watch for."""
     return READY_LINES.get(engine)
+
+
+def catch_up(seen: Callable[[], bool], timeout_s: float = CATCH_UP_S, poll_s: float = 0.05) -> bool:
+    """Wait until `seen()` (the ready line is in the log file), at most `timeout_s`: the server
+    answered healthy before its line reached the file. False when it never came (SGLang run with
+    `--log-level warning` hides it; the boot facts then say not ready, as the log does)."""
+    deadline = time.monotonic() + timeout_s
+    while not seen():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
 
 
 def _status(client: "httpx.Client", url: str) -> tuple[int | None, str]:

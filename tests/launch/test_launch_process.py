@@ -224,3 +224,41 @@ def test_a_port_the_lane_names_is_never_replaced(tmp_path: Path) -> None:
         lane = LaneConfig(name="named", launcher="sim", model="/m", time_scale=0.05, port=port)
         with pytest.raises(BootError, match=f"port {port} on 127.0.0.1 is already in use"):
             launch_lane(lane, tmp_path, "s1")
+
+
+HEALTHY_BEFORE_READY_LINE = """
+import http.server, sys, threading, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+time.sleep(1.0)          # SGLang: status Up after its warmup, GC freeze, then the line
+print("[2026-12-01 10:00:03] The server is fired up and ready to roll!", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_server_healthy_before_its_ready_line_is_logged_waits_for_the_line(tmp_path: Path) -> None:
+    """SGLang answers /health once Up and logs its ready line after that (CI at 855fc17: the
+    boot facts read ready=False). The launcher waits for the line, so the facts read it."""
+    lane = LaneConfig(name="late-line", launcher="process", engine="sglang", boot_timeout_s=20,
+                      command=[sys.executable, "-c", HEALTHY_BEFORE_READY_LINE, "{port}"])
+    t0 = time.monotonic()
+    server = launch_lane(lane, tmp_path, "s")
+    try:
+        assert server.boot_facts.ready and time.monotonic() - t0 >= 1.0
+    finally:
+        server.stop()
+
+
+def test_catch_up_gives_up_after_its_timeout() -> None:
+    """SGLang with --log-level warning never logs the line: the wait is bounded."""
+    from pytest_glmf.launch import readiness
+
+    t0 = time.monotonic()
+    assert readiness.catch_up(lambda: False, timeout_s=0.2) is False
+    assert 0.2 <= time.monotonic() - t0 < 2.0
+    assert readiness.catch_up(lambda: True, timeout_s=0.0) is True

@@ -271,6 +271,8 @@ class DockerLauncher:
                     if host_port is not None:
                         base_url = f"http://127.0.0.1:{host_port}"
                 if base_url and readiness.is_ready(http, base_url, streamer.seen):
+                    if streamer.watch and not streamer.seen:
+                        readiness.catch_up(lambda: streamer.seen)
                     break
                 if elapsed_s > lane.boot_timeout_s:
                     said = "its log says ready, but " if streamer.seen else ""

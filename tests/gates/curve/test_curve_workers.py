@@ -255,7 +255,15 @@ def test_auto_workers_at_default_settings_stay_in_process(truth):
 
 # -- a client-bound run is measured again ---------------------------------------------------------
 
-def test_a_client_bound_run_is_measured_again_in_its_place(truth, monkeypatch):
+@pytest.fixture
+def quiet_truth():
+    """A truth server of its own: a module-wide one may still stream to a run an earlier test
+    abandoned, and its /metrics counter would then disagree with this run's usage."""
+    with TruthServer(ttft_ms=20, itl_ms=5) as ts:
+        yield ts
+
+
+def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypatch):
     """Run 2's self-check says client-bound (a stand-in for a stall of the machine): the runner
     measures a third run in its place, the row is valid, the table names what was replaced, and
     the server saw exactly three runs of requests."""
@@ -272,7 +280,7 @@ def test_a_client_bound_run_is_measured_again_in_its_place(truth, monkeypatch):
         return out
 
     monkeypatch.setattr(runner, "workers_check", second_run_stalls)
-    truth.reset()
+    truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
                    CurveSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_retries=3,
                                  flush_cache=False))[0]
@@ -284,12 +292,12 @@ def test_a_client_bound_run_is_measured_again_in_its_place(truth, monkeypatch):
     assert [c.metric for c in row_gate_checks(row, {}) if not c.ok] == []
 
 
-def test_retries_are_bounded_and_a_row_still_client_bound_fails(truth):
+def test_retries_are_bounded_and_a_row_still_client_bound_fails(quiet_truth):
     """A self-check no run can pass (user-space stamps, lag bound of 1 ns): `client_retries` more runs, then the row
     fails as client-bound; every request the server saw is accounted for."""
     from pytest_glmf.gates.curve.runner import run_rows
 
-    truth.reset()
+    truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=5),
                    CurveSettings(users=[2], runs=1, warmup=False, lag_p99_max_s=1e-9, client_retries=2,
                                  flush_cache=False, kernel_stamps=False))[0]
