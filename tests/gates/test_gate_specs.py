@@ -19,8 +19,8 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import settings_keys
 
 CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_retries, continuous_usage, cpu_max_frac, "
-              "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, rate_per_s, runs, shared_prefix, "
-              "spread_max_pct, warmup, workers")
+              "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, "
+              "rate_per_s, runs, shared_prefix, spread_max_pct, warmup, workers")
 DRIFT_KEYS = ("check_tokenizer, k, max_tokens, not_worse_than, oracle_engine, oracle_url, prompt_file, prompts, "
               "reference, regenerate, self_check")
 

@@ -44,6 +44,9 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
                    help="client self-check: event-loop lag p99 above this marks a run invalid (with kernel receive "
                         f"times: only when token events also shared socket reads; default {DEFAULTS.lag_p99_max_s * 1e3:g})")
+    p.add_argument("--client-retries", type=int, default=DEFAULTS.client_retries,
+                   help="runs per row measured again in place of runs the self-check marks (default "
+                        f"{DEFAULTS.client_retries}; 0: never)")
     p.add_argument("--json", type=Path, help="write the result (with per-request records) here")
     a = p.parse_args(argv)
     try:
@@ -52,6 +55,8 @@ def cli(argv: list[str] | None = None) -> int:
         p.error(f"--users takes comma-separated integers, got {a.users!r}")
     if a.workers is not None and a.workers < 1:
         p.error(f"--workers takes an integer >= 1, got {a.workers}")
+    if a.client_retries < 0:
+        p.error(f"--client-retries takes an integer >= 0, got {a.client_retries}")
     facts = None
     if a.boot_log:
         from pytest_glmf.gates.boot.parse import parse_boot_log
@@ -72,7 +77,8 @@ def cli(argv: list[str] | None = None) -> int:
     settings = CurveRowSettings(max_tokens=a.max_tokens, runs=a.runs, warmup=not a.no_warmup, rate_per_s=a.rate,
                                 spread_max_pct=a.spread_max, path=a.path, model=a.model,
                                 continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3,
-                                workers=a.workers, arrival=a.arrival, shared_prefix=a.shared_prefix)
+                                workers=a.workers, arrival=a.arrival, shared_prefix=a.shared_prefix,
+                                client_retries=a.client_retries)
     result = run_curve(a.url if len(a.url) > 1 else a.url[0], users, workload=workload_for(settings, prompts),
                        settings=run_settings_for(settings, users), facts=facts,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))

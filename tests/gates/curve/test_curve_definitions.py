@@ -267,3 +267,31 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
               "--boot-log", str(log), "--lag-p99-max-ms", "1000"])
     out = capsys.readouterr().out
     assert "2 (shared)" in out and "4 clients sharing 2 seats" in out
+
+
+def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch):
+    """`--client-retries`: a negative count is refused naming the flag; a run the self-check marks
+    (here: the first one, a stand-in for a stall) is measured again and the JSON says so."""
+    from pytest_glmf.gates.curve import runner
+
+    with pytest.raises(SystemExit) as exc:
+        curve_cli(["--url", "http://127.0.0.1:9", "--client-retries", "-1"])
+    assert exc.value.code == 2 and "--client-retries takes an integer >= 0, got -1" in capsys.readouterr().err
+
+    real, calls = runner.workers_check, []
+
+    def first_run_stalls(*args, **kw):
+        out = real(*args, **kw)
+        calls.append(out)
+        return {**out, "client_bound": True, "notes": ["a stall"]} if len(calls) == 1 else out
+
+    monkeypatch.setattr(runner, "workers_check", first_run_stalls)
+    ts = truth_factory(ttft_ms=10, itl_ms=2)
+    out = tmp_path / "curve.json"
+    rc = curve_cli(["--url", ts.url, "--users", "2", "--max-tokens", "5", "--runs", "1", "--no-warmup",
+                    "--lag-p99-max-ms", "1000", "--client-retries", "2", "--json", str(out)])
+    import json
+
+    row = json.loads(out.read_text())["rows"][0]
+    assert rc == 0 and len(calls) == 2 and row["replaced_runs"] == 1 and row["replaced_why"] == ["run 1: a stall"]
+    assert "1 client-bound run(s) measured again (run 1: a stall)" in capsys.readouterr().out
