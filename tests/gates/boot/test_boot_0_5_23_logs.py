@@ -98,3 +98,17 @@ def test_the_boot_suite_passes_on_the_held_out_logs(pytester, running_fake_serve
                              HELD_OUT_THRESHOLDS.format(seats=seats + 1, context=context))
     tighter.assert_outcomes(passed=2, failed=1, skipped=1)
     tighter.stdout.fnmatch_lines([f"max_running_requests | {seats} * | >= {seats + 1} *"])
+
+
+@pytest.mark.parametrize("name", ["kimi_linear_unified_memory_pool.log", "qwen3_next_post_capture_kv_sizing.log"])
+def test_the_facts_are_found_behind_a_foreign_prefix(name: str) -> None:
+    """`docker compose logs` puts `service  | ` before SGLang's prefix: the facts are read from the lines'
+    fragments, so the summary is still the line with the seats beside the pool size, and the unified
+    pool's and post-capture lines still read as they do without it."""
+    text = "".join(f"sglang-1  | {line}\n" for line in (LOGS / name).read_text().splitlines()[1:])
+    f = parse_boot_log(text)
+    want = EXPECTED[name]
+    assert (f.engine, f.ready) == ("sglang", True)
+    for key in ("kv_tokens", "max_running_requests", "context_len", "max_mamba_cache_size", "kv_pools",
+                "cuda_graph_bs"):
+        assert getattr(f, key) == want[key], key
