@@ -4,7 +4,7 @@ Scope: every logging call (tests/contract/sources.py `logged_formats`) in the sc
 and KV pools and the model runner of the released package (`SCOPE`: sglang/srt/managers,
 sglang/srt/mem_cache, sglang/srt/model_executor, which holds model_runner_components/ and the graph
 runners) whose format string mentions a fact's keyword (`KEYWORDS`: max_running_requests,
-max_total_num_tokens, max_num_reqs, #tokens, KV cache, mamba, context_len, cuda graph, bs=).
+max_total_num_tokens, max_total_tokens, max_num_reqs, #tokens, KV cache, mamba, context_len, cuda graph, bs=).
 
 Each entry is one (file, skeleton) and one or more readings: a rendering with sample values (one per
 `{}`) and the facts `parse_boot_log` gives for that line alone (the BootFacts keys besides `engine`
@@ -25,8 +25,8 @@ from typing import Any
 from sources import logged_formats
 
 SCOPE = ("sglang/srt/managers", "sglang/srt/mem_cache", "sglang/srt/model_executor")
-KEYWORDS = re.compile(r"max_running_requests|max_total_num_tokens|max_num_reqs|#tokens|KV cache|mamba|context_len|"
-                      r"cuda graph|\bbs=", re.I)
+KEYWORDS = re.compile(r"max_running_requests|max_total_num_tokens|max_total_tokens|max_num_reqs|#tokens|KV cache|mamba|"
+                      r"context_len|cuda graph|\bbs=", re.I)
 HERE = "tests/contract/boot_census.py"
 
 
@@ -145,6 +145,11 @@ CENSUS: tuple[Entry, ...] = (
            max_running_requests=26, requested_max_running_requests=74,
            cap_reason="max_running_requests reduced from the requested 74 to 26 by the available KV cache capacity: "
                       f"{KV_ADVICE}"),
+    Entry(CONFIGURATOR, "max_total_tokens={} is larger than the profiled value {}. Use the profiled value instead.", (
+        Reading((131072, -561981), {"problems": ["line 1: max_total_tokens=131072 is larger than the profiled value "
+                                                 "-561981. Use the profiled value instead."]}),
+        Reading((4000000, 3604480), {}, "--max-total-tokens above what fits: the summary line gives the pool used"),
+    )),
     none(MEM + "kv_cache_dtype.py", "{} KV Cache might lead to an accuracy drop!",
          "a warning about the flag; the pool line prints the dtype", ("NVFP4",)),
     none(MEM + "kv_cache_dtype.py",
