@@ -23,7 +23,7 @@ from pytest_glmf.gates.boot.parse import parse_boot_log
 
 pytestmark = pytest.mark.contract
 
-EMPTY = {**BootFacts(engine="sglang").to_dict()}
+EMPTY = BootFacts(engine="sglang").to_dict()
 
 
 def line_facts(text: str) -> dict:
@@ -44,7 +44,7 @@ def test_each_census_line_gives_its_facts(entry: Entry, reading: Reading) -> Non
     if not reading.facts:
         assert reading.why_none, "a line that carries no fact says why"
     rendered = entry.render(reading)
-    assert line_facts(rendered) == reading.facts, rendered
+    assert line_facts(rendered) == reading.facts, f"census line of {entry.source}: {rendered!r}"
 
 
 def test_the_census_has_one_entry_per_format() -> None:
