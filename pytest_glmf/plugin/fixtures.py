@@ -167,7 +167,7 @@ def glmf_tools(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane:
     """`glmf_tools(scenarios=None, *, concurrency=1, tool_choice=None, strict=None, key=None)` asks
     every turn of `scenarios` (your YAML file, a list of Scenario, or None: the packaged set) on
     the session's server (`pytest_glmf.gates.tools.measure_tools`) and returns the counts.
-    `tool_choice` and `strict` default to the lane's `tools.settings`. Recorded under `key`
+    `tool_choice`, `strict` and `max_tokens` default to the lane's `tools.settings`. Recorded under `key`
     (default: the test's name and the concurrency)."""
     from pytest_glmf.gates.tools.api import measure_tools
 
@@ -179,7 +179,8 @@ def glmf_tools(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane:
         result = _fail_unless_measured(lambda: measure_tools(
             glmf_server.base_url, scenarios, concurrency=concurrency,
             tool_choice=tool_choice if tool_choice is not None else lane_settings.tool_choice,
-            strict=strict if strict is not None else lane_settings.strict, timeouts=glmf_lane.timeouts, **kw),
+            strict=strict if strict is not None else lane_settings.strict, timeouts=glmf_lane.timeouts,
+            **{"max_tokens": lane_settings.max_tokens, **kw}),
             "glmf_tools", source)
         result.lane = glmf_lane.name
         glmf_results.record("tools", key or f"{request.node.name} users={concurrency}", result.summary())

@@ -20,7 +20,8 @@ this module checks, non-streamed and streamed:
 - no tool markup in `content` or the reasoning text;
 - a call the answer started but `max_tokens` cut (`finish_reason: "length"` with tool markup in
   the content or with calls; SGLang 0.5.23 returns a cut call's raw `<tool_call>` text in
-  `content` when not streamed, and partial `tool_calls` deltas when streamed) is CUT_BY_MAX_TOKENS,
+  `content` when not streamed, and partial `tool_calls` deltas, or nothing at all when the cut comes
+  before the call's name is complete, when streamed) is CUT_BY_MAX_TOKENS,
   counted as `cut_calls`: neither a leak nor a parser's failure, the request's budget was too small;
 - the streamed answer (deltas assembled per `index`) makes the same calls with the same arguments
   (compared as parsed JSON) as the non-streamed one, and carries exactly one finish_reason.
@@ -53,7 +54,7 @@ from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
 # call object a Hermes-style model prints when the parser misses it.
-DEFAULT_MAX_TOKENS = 512     # per answer: a whole call with arguments, with room to spare
+DEFAULT_MAX_TOKENS = DEFAULTS.max_tokens
 LEAK_PATTERNS = [re.compile(p) for p in (r"<tool_call>", r"</tool_call>", r"<arg_key>", r"</arg_key>",
                                          r"<arg_value>", r"</arg_value>", r'\{\s*"name"\s*:',
                                          r"<function=", r"\[TOOL_CALLS\]", r"<\|python_tag\|>")]
@@ -181,9 +182,12 @@ def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> lis
         return [f"{ans.mode}: request failed: {ans.error}"]
     problems = []
     tag = ans.mode
-    if ans.finish_reason == "length" and (ans.calls or find_leaks(ans.content)):
+    forced = tool_choice in ("required", "named") and bool(s.expect)
+    if ans.finish_reason == "length" and (ans.calls or find_leaks(ans.content) or (forced and not ans.content.strip())):
+        what = ("partial tool_calls" if ans.calls else "raw tool markup in content" if ans.content.strip()
+                else "nothing streamed: the parser held the unfinished call back")
         return [f"{tag}: CUT_BY_MAX_TOKENS: the answer reached max_tokens (finish_reason=length) inside a tool "
-                f"call ({'partial tool_calls' if ans.calls else 'raw tool markup in content'}): raise max_tokens"]
+                f"call ({what}): raise max_tokens"]
     for where, text in (("content", ans.content), ("reasoning", ans.reasoning)):
         leaks = find_leaks(text)
         if leaks:

@@ -37,6 +37,8 @@ class ToolsSettings:
                                                        "largest curve row's users, else 8)")
     tool_choice: ToolChoice = setting("auto", doc="auto | required | named (small models need required/named)")
     strict: bool = setting(False, doc='add "strict": true to every function')
+    max_tokens: int = setting(512, min=1, doc="output tokens per answer (a call they cut is reported as "
+                                              "CUT_BY_MAX_TOKENS, not as a leak)")
 
 
 DEFAULTS = ToolsSettings()

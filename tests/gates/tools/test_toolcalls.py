@@ -18,8 +18,10 @@ from pytest_glmf.gates.tools.cli import cli as tools_cli
 from pytest_glmf.gates.tools.harness import (
     Scenario,
     ToolAnswer,
+    TurnResult,
     answer_from_chunks,
     check_answer,
+    failure_hint,
     find_leaks,
     load_scenarios,
     run_harness,
@@ -282,6 +284,30 @@ def test_named_choice_accepts_finish_reason_stop():
     ans = ToolAnswer("non-stream", "stop", calls=[{"name": "get_weather", "arguments": '{"city": "Paris"}'}])
     assert check_answer(s, ans, "named") == []
     assert check_answer(s, ans, "auto") == ["non-stream: finish_reason 'stop', expected 'tool_calls'"]
+
+
+def test_a_call_cut_by_max_tokens_is_reported_as_cut_not_as_a_leak():
+    """What SGLang 0.5.23 answers when max_tokens cuts a forced call (tests/real_sglang): the raw
+    markup in content (non-streamed), partial deltas, or nothing (streamed, the parser holds back a
+    call whose name is not complete); finish_reason length in each case."""
+    from pytest_glmf.gates.tools.harness import summarize
+
+    s = next(x for x in SCENARIOS if x.id == "weather_single")
+    raw = ToolAnswer("non-stream", "length", content='<tool_call>{"name":"get_')
+    partial = ToolAnswer("stream", "length", calls=[{"name": "get_weather", "arguments": '{"city": {"type'}],
+                         finish_reasons=1)
+    held_back = ToolAnswer("stream", "length", content="", finish_reasons=1)
+    for ans, what in ((raw, "raw tool markup in content"), (partial, "partial tool_calls"),
+                      (held_back, "nothing streamed")):
+        (problem,) = check_answer(s, ans, "required")
+        assert problem.startswith(f"{ans.mode}: CUT_BY_MAX_TOKENS: the answer reached max_tokens") and what in problem
+    # under auto an empty answer is the model's silence, not a cut call
+    assert "answered with nothing" in check_answer(s, held_back, "auto")[0]
+    turn = TurnResult("weather_single", 0, s.expect, "required", [raw, held_back],
+                      check_answer(s, raw, "required") + check_answer(s, held_back, "required"))
+    summary = summarize([turn], {})
+    assert (summary["cut_calls"], summary["leaks"], summary["text_answers"]) == (1, 0, 0)
+    assert failure_hint({**summary, "results": []}).startswith("max_tokens cut the tool call in 1 turn(s)")
 
 
 def test_stream_assembly_by_index_and_finish_count():
