@@ -3,9 +3,10 @@ bound. Pure: the measurement is a callback `probe(x) -> Probe`, so the same code
 server, the simulator, or a table in a test.
 
     guided:  each next probe from what the probes so far say (model.py: a monotone fit of the
-             service level's margin against x, the line to its zero): below the boundary a probe
-             at the model's largest passing value, and once that is within a resolution step of
-             the last pass, the first value past it (which, failing, ends the search)
+             service level's margin against x, the line to its zero): a probe at the model's
+             largest passing value, and once that is within a resolution step of the last pass
+             (or of the first failure), the probe a step beyond it (below it) that ends the
+             search if it fails (passes)
     bracket: when the model is not to be trusted (no margins, non-monotone margins, a cliff
              between the neighbours either side of the boundary, a model probe outside the
              bracket, or two model probes that did not halve the bracket): today's steps. Up from
@@ -18,7 +19,7 @@ set, else `resolution_pct` of L, at least one user; for rates, that share of L).
 so the true capacity (the largest passing value, if passing is monotone) lies in [L, F): within
 one step of the answer. A value is never measured twice and never outside [floor, bound]. Costs:
 on a server whose load is linear in users, the first probe, one extrapolation, the model's
-answer and the value past it (4 probes from anywhere); bracket and bisect alone need about
+answer and the value a step past it (4 probes from most starts); bracket and bisect alone need about
 log2(distance / step) probes to bracket plus as many to bisect (10 on the issue 24 curve).
 """
 from __future__ import annotations
@@ -161,17 +162,31 @@ def _points(probes: list[Probe]) -> list[tuple[float, float]]:
 
 def _aim(root: float, lo: float | None, hi: float | None, step: Callable[[float], float], integer: bool,
          floor: float, top: float) -> float | None:
-    """The probe the model asks for, strictly inside the bracket (None: it asks for nothing new)."""
-    if integer:
-        inside, past = math.floor(root), math.floor(root) + 1
-    else:
-        inside, past = root - step(root) / 2, root + step(root) / 2
+    """The probe the model asks for, strictly inside the bracket (None: it asks for nothing new).
+    Near a side, the probe that ends the search with the best odds: with the boundary within a
+    step above the last pass, a step above it (ending it if it fails); within a step below the
+    first failure, the lowest value a step below it (ending it if it passes)."""
+    inside = math.floor(root) if integer else root - step(root) / 2
+    past = inside + 1 if integer else root + step(root) / 2
     if lo is not None and past - lo <= step(lo):
-        # within a step of the last pass: the value past the boundary ends the search if it fails
-        x = past if past > lo else lo + (1 if integer else step(lo))
+        x = lo + step(lo)
+    elif hi is not None and hi - inside <= step(inside):
+        x = _lowest_within_a_step(hi, step, integer)
     else:
         x = inside
     x = min(max(x, floor), top)
     if (lo is not None and x <= lo) or (hi is not None and x >= hi):
         return None
+    return x
+
+
+def _lowest_within_a_step(hi: float, step: Callable[[float], float], integer: bool) -> float:
+    """The lowest x with hi - x <= step(x): a pass there ends the search."""
+    x = hi - step(hi)
+    if integer:
+        x = math.floor(x)
+        while hi - x > step(x):
+            x += 1
+    else:
+        x = hi / (1 + (step(hi) / hi))     # step(x) = x * pct: hi - x = x * pct
     return x

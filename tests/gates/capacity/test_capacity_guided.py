@@ -32,9 +32,10 @@ def test_the_issue_curve_answers_47_in_4_probes_where_bisection_takes_10():
     guided = run(server)
     assert guided.value == 47 and guided.stopped_by == "slo" and guided.boundary == "smooth"
     # 8 passes (margin 0.595): load proportional to users puts the boundary at 19.75; 8 and 19 on a
-    # straight line put it at 47.67; 47 passes, 48 (one past it) fails
-    assert [p.users for p in guided.probes] == [8, 19, 47, 48] and guided.model_probes == 3
-    assert guided.cost() == {"probes": 4, "model_probes": 3, "requests": 3 * (8 + 19 + 47 + 48),
+    # straight line put it at 47.67; 47 passes, and the boundary is within a step (4) of it: 51,
+    # a step above, fails and ends the search
+    assert [p.users for p in guided.probes] == [8, 19, 47, 51] and guided.model_probes == 3
+    assert guided.cost() == {"probes": 4, "model_probes": 3, "requests": 3 * (8 + 19 + 47 + 51),
                              "wall_s": guided.wall_s}
 
 
@@ -115,3 +116,34 @@ def test_the_model_distrusts_non_monotone_margins_and_reads_lines_exactly():
     assert fit_boundary([(10, 0.5)]).root == pytest.approx(20)
     # ...or the slope a neighbouring search saw
     assert fit_boundary([(10, 0.5)], prior_slope=0.1).root == pytest.approx(15)
+
+
+def test_a_start_just_past_the_boundary_costs_two_probes():
+    # 48 fails by 2 %: the model puts the boundary within a step below it, so the next probe is the
+    # lowest value a pass at which ends the search (44: 48 - 44 = 4 = 10 % of 44)
+    r = run(ModelServer(smooth), start=48)
+    assert [p.users for p in r.probes] == [48, 44] and r.value == 44 and r.first_fail.x == 48
+
+
+def test_the_baseline_spread_is_the_interval_at_least_the_resolution():
+    from pytest_glmf.gates.capacity.measure import spread_pct_of
+
+    noisy = run(ModelServer(smooth, request_sigma=0.10, run_sigma=0.03, seed=1))
+    lo, hi = noisy.ci95 = capacity_interval(noisy, SLO45)
+    assert hi - lo > noisy.step          # wider than the resolution: the interval is the spread
+    assert spread_pct_of(noisy) == pytest.approx(100 * (hi - lo) / noisy.value)
+    quiet = run(ModelServer(smooth))
+    quiet.ci95 = capacity_interval(quiet, SLO45)
+    assert quiet.ci95 == [47, 47] and spread_pct_of(quiet) == pytest.approx(100 * 4 / 47)   # the resolution
+
+
+def test_a_neighbouring_searchs_slope_starts_the_model():
+    # the frontier's next context: its own first probe (a failure at 47 on the steep curve), and the
+    # slope the previous context's fit saw, instead of load proportional to users
+    neighbour = run(ModelServer(smooth))
+    alone = run(ModelServer(steep), start=47)
+    borrowed = search(lambda x: judge(x, ModelServer(steep).row(int(x)), SLO45), start=47, floor=1, bound=CEILING,
+                      step=TEN_PCT, prior_slope=neighbour.slope)
+    assert neighbour.slope == pytest.approx(45 / 150 / 20, rel=0.01)   # margin lost per user on the smooth curve
+    assert alone.probes[1].x != borrowed.probes[1].x
+    assert borrowed.value == alone.value == 23
