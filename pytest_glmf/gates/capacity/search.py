@@ -110,7 +110,8 @@ def search(probe: Callable[[float], Probe], *, start: float, floor: float, bound
         fit = fit_boundary(_points(order))
         result.slope = fit.slope
         if stopped_by == "slo" and lo is not None and hi is not None:
-            near = fit_boundary(_points([seen[lo], seen[hi]] + [p for p in order if p.x < lo][-1:]))
+            below = [p for p in order if p.x < lo]     # the neighbour below gives the slope beside the drop
+            near = fit_boundary(_points([seen[lo], seen[hi]] + ([max(below, key=lambda p: p.x)] if below else [])))
             result.boundary = "cliff" if near.cliff == (lo, hi) else "smooth"
         return result
 
