@@ -59,3 +59,15 @@ def test_a_frontier_needs_the_servers_tokenizer(truth, capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"glmf capacity: capacity settings.prompt_tokens: {truth.url} has no /tokenize endpoint to fit prompts to a "
         "token count (prompt_tokens: null, or glmf capacity --prompt-tokens 0, sends the prompt file as it is)")
+
+
+def test_bisect_turns_the_model_off(truth, tmp_path, capsys):
+    out = tmp_path / "cap.json"
+    code = main(["capacity", "--url", truth.url, "--slo", "per_user_tok_s=26.88", "--prompt-tokens", "0",
+                 "--max-tokens", "60", "--runs", "1", "--resolution-users", "1", "--start", "21", "--bisect",
+                 "--json", str(out)])
+    assert code == 0
+    search = json.loads(out.read_text())["capacity"]["search"]
+    # bracket 21, 22, 24 (the step doubles), bisect 23: no probe chosen by the model
+    assert [p["x"] for p in search["probes"]] == [21, 22, 24, 23] and search["cost"]["model_probes"] == 0
+    assert "(1 chosen by the model)" not in capsys.readouterr().out
