@@ -15,7 +15,8 @@ the truth server (pytest_glmf/testing/truth_server.py, time per token 20 ms + 0.
 request: 22 users at 26.88 tok/s), measured by our load generator for both searches.
 
 Columns: error = answer - truth (users; mean of |error| and the worst); within res. = the share
-of answers in [truth - step, truth] (the stated resolution, below or at the truth); CI covers =
+of answers in [truth - step, truth] (the stated resolution, below or at the truth); high = the
+share above the truth (a capacity the server does not have); CI covers =
 the share of seeds whose 95 % interval holds the truth (AIPerf: its boundary_ci is a CI of the
 mean margin at its candidate, in margin units, not of users: "-"); probes and requests per search.
 """
@@ -52,6 +53,7 @@ SERVERS = [("smooth", "smooth", 0.0, 0.0), ("steep", "steep", 0.0, 0.0), ("cliff
 class Tally:
     errors: list[float] = field(default_factory=list)
     within: int = 0
+    high: int = 0              # answers above the truth: a capacity the server does not have
     covered: int | None = None
     probes: list[int] = field(default_factory=list)
     requests: list[int] = field(default_factory=list)
@@ -66,6 +68,7 @@ class Tally:
             return
         self.errors.append(answer - truth)
         self.within += truth - STEP(truth) <= answer <= truth
+        self.high += answer > truth
         if with_ci:
             self.covered = (self.covered or 0) + bool(ci and ci[0] <= truth <= ci[1])
 
@@ -74,9 +77,10 @@ class Tally:
         cov = "-" if self.covered is None else f"{100 * self.covered / n:.0f} %"
         mean = f"{sum(abs_err) / len(abs_err):.2f}" if abs_err else "-"
         worst = f"{max(self.errors, key=abs):+.0f}" if self.errors else "-"
-        return (f"| {name} | {who} | {mean} / {worst} | {100 * self.within / n:.0f} % | {cov} | "
-                f"{sum(self.probes) / n:.1f} / {max(self.probes)} | {sum(self.requests) / n:,.0f} |"
-                + (f" {self.failed} without an answer |" if self.failed else " |"))
+        return (f"| {name} | {who} | {mean} / {worst} | {100 * self.within / n:.0f} % | {100 * self.high / n:.0f} % | "
+                f"{cov} | "
+                f"{sum(self.probes) / n:.1f} / {max(self.probes)} | {sum(self.requests) / n:,.0f}"
+                + (f" ({self.failed} without an answer) |" if self.failed else " |"))
 
 
 def itl_runs(row: dict[str, Any]) -> list[dict[str, float]]:
@@ -163,8 +167,9 @@ def truth_server_rows(peer: Peer | None) -> list[str]:
     with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts, _Session(ts.url, settings, slo) as session:
         t0 = time.perf_counter()
         r = session.capacity(settings)
-        rows.append(f"| truth server (truth 22) | glmf guided | {abs(r.users - 22)} / {r.users - 22:+d} | - | "
-                    f"CI {r.ci95} | {len(r.probes)} | {r.search.requests:,} | {time.perf_counter() - t0:.0f} s |")
+        ci = "-" if not r.ci95 else f"{int(r.ci95[0])}-{int(r.ci95[1])}"
+        rows.append(f"| truth server (truth 22) | glmf guided | {abs(r.users - 22)} / {r.users - 22:+d} | - | - | "
+                    f"{ci} | {len(r.probes)} | {r.search.requests:,} (wall {time.perf_counter() - t0:.0f} s) |")
         if peer:
             from pytest_glmf.gates.curve.runner import run_row
 
@@ -176,8 +181,8 @@ def truth_server_rows(peer: Peer | None) -> list[str]:
             t0 = time.perf_counter()
             best, probes, requests, _ = peer.search("smooth_isotonic", measure, slo)
             err = "-" if best is None else f"{abs(best - 22)} / {best - 22:+d}"
-            rows.append(f"| truth server (truth 22) | aiperf smooth_isotonic | {err} | - | - | {probes} | "
-                        f"{requests:,} | {time.perf_counter() - t0:.0f} s |")
+            rows.append(f"| truth server (truth 22) | aiperf smooth_isotonic | {err} | - | - | - | {probes} | "
+                        f"{requests:,} (wall {time.perf_counter() - t0:.0f} s) |")
     return rows
 
 
@@ -195,9 +200,9 @@ def main() -> None:
         peer = Peer(a.peer_python)
     t0 = time.perf_counter()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; seeds {a.seeds}")
-    print("| server | search | abs error mean / worst (users) | within res. | CI covers | probes mean / max | "
+    print("| server | search | abs error mean / worst (users) | within res. | high | CI covers | probes mean / max | "
           "requests mean |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in model_rows(a.seeds, peer):
         print(row, flush=True)
     if a.truth_server:
