@@ -60,8 +60,8 @@ def record(glmf_results, key: str, result: CapacityResult, **extra: Any) -> dict
             "slo": result.slo.to_dict(), "time_scale": result.time_scale,
             "spread_by_metric_pct": {"users": spread} if spread is not None else {},
             "ci95": result.ci95, "cost": result.search.cost(),
-            "bound": vars(result.search.bound), "probes": len(result.probes), "wall_s": round(result.wall_s, 1),
-            "search": result.search.to_dict(), **extra}
+            "bound": vars(result.search.bound), "probes": len(result.probes), "requests": result.search.requests,
+            "wall_s": round(result.wall_s, 1), "search": result.search.to_dict(), **extra}
     glmf_results.record("capacity", key, data)
     return data
 
@@ -132,6 +132,7 @@ def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, 
     result = glmf_capacity.rate()
     glmf_results.record("capacity", "rate", {"rate_per_s": result.rate_per_s, "stopped_by": result.stopped_by,
                                              "probes": len(result.search.probes),
+                                             "requests": result.search.requests,
                                              "wall_s": round(result.search.wall_s, 1),
                                              "spread_by_metric_pct": ({"rate_per_s": result.spread_pct()}
                                                                       if result.spread_pct() is not None else {}),

@@ -61,7 +61,7 @@ def test_capacity_meets_its_bound_and_is_recorded(pytester, truth):
     # the spread: the 95 % interval's width (0 here), at least the resolution (1 user)
     assert entry["ci95"] == [22, 22] and entry["spread_by_metric_pct"]["users"] == pytest.approx(100 / 22)
     assert [p["x"] for p in entry["search"]["probes"]] == [22, 23]   # a good start: two probes
-    assert entry["cost"]["probes"] == 2 and entry["cost"]["requests"] == 2 * 22 + 2 * 23
+    assert entry["cost"]["probes"] == 2 and entry["cost"]["requests"] == entry["requests"] == 2 * 22 + 2 * 23
 
 
 def test_a_capacity_under_its_bound_fails_with_the_table_and_the_evidence(pytester, truth):

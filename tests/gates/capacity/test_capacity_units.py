@@ -124,3 +124,12 @@ def test_the_sentence_names_the_bound_and_its_knob_when_the_bound_stopped_it():
 def test_settings_defaults_are_the_recipes_workload():
     s = CapacitySettings()
     assert (s.prompt_tokens, s.max_tokens, s.runs, s.resolution_pct, s.client_retries) == (2400, 384, 3, 10.0, 2)
+
+
+def test_the_report_shows_the_interval_and_the_cost():
+    from pytest_glmf.results.report import gate_table
+
+    header, body = gate_table("capacity", {"users@2400+384": {
+        "users": 47, "ci95": [45, 48], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
+    assert header == ["key", "users", "ci95", "stopped_by", "probes", "requests", "wall_s"]
+    assert body == [["users@2400+384", "47", "[45, 48]", "slo", "4", "375", "120.0"]]
