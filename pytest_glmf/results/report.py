@@ -32,8 +32,8 @@ COLUMNS: dict[str, list[str]] = {
               "ci95", "kl_topk", "self_abs_dlogp", "prompts", "tokens"],
     "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
     "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
-    "capacity": ["users", "rate_per_s", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user", "probes",
-                 "wall_s"],
+    "capacity": ["users", "rate_per_s", "ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
+                 "probes", "requests", "wall_s"],
 }
 
 TITLES = {"boot": "Boot facts", "curve": "Concurrency curve", "drift": "Log-prob drift vs the oracle",
@@ -66,7 +66,10 @@ DEFINITIONS = {
     "capacity": ["users: the most concurrent users (all sending at once) that met the service level; keys "
                  "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the "
                  "seats / KV pool bound the search may not pass.",
-                 "kv_bound_users: how many users of that size the KV pool holds; probes, wall_s: the search's cost."],
+                 "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
+                 "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
+                 "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
+                 "the search's cost."],
 }
 
 

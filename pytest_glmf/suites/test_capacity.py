@@ -1,7 +1,8 @@
 """Capacity gate: "48 users at 50 tok/s each, first token inside a second", as a number with a bound.
 
 `test_capacity`: the largest number of concurrent users for which the lane's service level
-(`capacity.slo`) holds, searched (bracket, then bisect to the stated resolution) with the curve's
+(`capacity.slo`) holds, searched (each probe where a fit of the probes so far puts the boundary, bracket and bisect
+where it cannot be trusted, to the stated resolution; a 95 % interval beside it) with the curve's
 discipline: one discarded warm pass per probed shape, `runs` measured runs, the client's
 self-check. It never probes beyond the seats and the KV pool of the boot log (unless the service
 level allows queueing) and says which bound stopped it and the flag that raises it. Fails when
@@ -27,12 +28,12 @@ import pytest
 
 from pytest_glmf.gates.capacity.check import assert_capacity
 from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult
+from pytest_glmf.gates.capacity.slo import INVALID
 from pytest_glmf.gates.capacity.table import capacity_report, frontier_rows, frontier_table, rate_report
 from pytest_glmf.plugin.progress import live_progress
 
 pytestmark = [pytest.mark.glmf_gate("capacity"), pytest.mark.glmf_serial]
 
-INVALID = ("failed requests", "client self-check", "token counts")
 
 
 def _section(glmf_lane, glmf_thresholds) -> dict[str, Any]:
@@ -51,15 +52,16 @@ def _say(request: pytest.FixtureRequest, text: str) -> None:
 
 
 def record(glmf_results, key: str, result: CapacityResult, **extra: Any) -> dict[str, Any]:
-    """The result as a baseline entry: `users` compares like any metric, the search's resolution
-    is its spread (a change within one step is not a regression)."""
+    """The result as a baseline entry: `users` compares like any metric, its spread the 95 %
+    interval's width, at least the search's resolution (a change within either is not a regression)."""
     value = result.users
-    step = result.search.step
+    spread = result.spread_pct()
     data = {"users": value, "stopped_by": result.stopped_by, "workload": result.workload,
             "slo": result.slo.to_dict(), "time_scale": result.time_scale,
-            "spread_by_metric_pct": {"users": 100.0 * step / value} if value else {},
-            "bound": vars(result.search.bound), "probes": len(result.probes), "wall_s": round(result.wall_s, 1),
-            "search": result.search.to_dict(), **extra}
+            "spread_by_metric_pct": {"users": spread} if spread is not None else {},
+            "ci95": result.ci95, "cost": result.search.cost(),
+            "bound": vars(result.search.bound), "probes": len(result.probes), "requests": result.search.requests,
+            "wall_s": round(result.wall_s, 1), "search": result.search.to_dict(), **extra}
     glmf_results.record("capacity", key, data)
     return data
 
@@ -130,8 +132,11 @@ def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, 
     result = glmf_capacity.rate()
     glmf_results.record("capacity", "rate", {"rate_per_s": result.rate_per_s, "stopped_by": result.stopped_by,
                                              "probes": len(result.search.probes),
+                                             "requests": result.search.requests,
                                              "wall_s": round(result.search.wall_s, 1),
-                                             "spread_by_metric_pct": {"rate_per_s": glmf_capacity.settings.resolution_pct},
+                                             "spread_by_metric_pct": ({"rate_per_s": result.spread_pct()}
+                                                                      if result.spread_pct() is not None else {}),
+                                             "ci95": result.ci95, "cost": result.search.cost(),
                                              "search": result.search.to_dict()})
     record_property("capacity.rate_per_s", result.rate_per_s)
     _say(request, rate_report(result))

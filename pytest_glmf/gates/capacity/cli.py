@@ -1,11 +1,12 @@
 """`glmf capacity`: capacity under a service level from a shell, the same code as the suite.
 
     glmf capacity --url URL --slo per_user_tok_s=50,ttft_s=1.0 [--boot-log LOG] [--prompt-tokens 2400]
-                  [--context 2048,8192,32768] [--rate] [--json OUT] [--plot OUT.png]
+                  [--context 2048,8192,32768] [--rate] [--bisect] [--json OUT] [--plot OUT.png]
 
 Without --context: one search (the most concurrent users meeting the service level). With
 --context: the frontier, one search per context length, shortest first. With --rate: also the
-open-loop capacity (Poisson arrivals). Exit 0 when every search found an answer from valid
+open-loop capacity (Poisson arrivals). Each answer comes with its 95 % interval and its cost
+(probes, measured requests, wall time), in the text and the JSON. Exit 0 when every search found an answer from valid
 measurements, 1 otherwise, 2 for bad arguments.
 """
 from __future__ import annotations
@@ -66,6 +67,8 @@ def cli(argv: list[str] | None = None) -> int:
                    help=f"resolution in percent of the answer (default {DEFAULTS.resolution_pct:g})")
     p.add_argument("--resolution-users", type=int, help="resolution in users (instead of a percentage)")
     p.add_argument("--max-users", type=int, default=DEFAULTS.max_users)
+    p.add_argument("--bisect", action="store_true",
+                   help="bracket and bisect only (default: each probe where a fit of the probes so far puts the boundary)")
     p.add_argument("--shared-prefix", action="store_true",
                    help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
     p.add_argument("--prompt-file", help="the text prompts are made of (default: the recipe's briefing)")
@@ -82,7 +85,7 @@ def cli(argv: list[str] | None = None) -> int:
         settings: CapacitySettings = build_settings(CapacitySettings, {
             "prompt_tokens": a.prompt_tokens or None, "max_tokens": a.max_tokens, "runs": a.runs,
             "resolution_pct": a.resolution, "resolution_users": a.resolution_users, "max_users": a.max_users,
-            "shared_prefix": a.shared_prefix, "prompt_file": a.prompt_file, "model": a.model, "start_users": a.start,
+            "shared_prefix": a.shared_prefix, "guided": not a.bisect, "prompt_file": a.prompt_file, "model": a.model, "start_users": a.start,
             "rate": {"requests": a.rate_requests}}, "glmf capacity")
     except ConfigError as exc:
         p.error(str(exc))

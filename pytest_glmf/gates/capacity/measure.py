@@ -9,8 +9,9 @@ return typed results (the suite's fixture, `glmf capacity` and a user's own scri
 Every probe is a curve row measured by gates/curve (the same load generator, records and client
 self-check): one short discarded warm pass at the probe's shape (the first hit of a batch shape is
 autotune), then `runs` measured runs after a prefix-cache flush, with prompts no other request
-shares (unless `shared_prefix`). The search (search.py) decides which users values to probe; the
-boot facts bound it (bounds.py). Open loop (`measure_rate_capacity`): the same, with `requests`
+shares (unless `shared_prefix`). The search (search.py) decides which users values to probe, from
+what the probes so far say (model.py); the boot facts bound it (bounds.py); the interval
+(interval.py) is a bootstrap over the records of the probes next to the answer. Open loop (`measure_rate_capacity`): the same, with `requests`
 requests per run arriving as a Poisson process of the probed rate.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_glmf.gates.capacity.bounds import kv_users, users_bound
+from pytest_glmf.gates.capacity.interval import capacity_interval
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
@@ -76,13 +78,30 @@ class CapacityResult:
     def wall_s(self) -> float:
         return self.search.wall_s
 
+    @property
+    def ci95(self) -> list[float] | None:
+        return self.search.ci95
+
     def bound_of(self, kind: str) -> Bound | None:
         return next((b for b in self.bounds if b.kind == kind), None)
+
+    def spread_pct(self) -> float | None:
+        """The answer's uncertainty as a baseline spread: the 95 % interval's width, at least the
+        resolution (a change inside either is not a regression), in % of the answer."""
+        return spread_pct_of(self.search)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "users": self.users, "stopped_by": self.stopped_by, "slo": self.slo.to_dict(),
                 "workload": self.workload, "time_scale": self.time_scale, "search": self.search.to_dict(),
-                "bounds": [vars(b) for b in self.bounds]}
+                "bounds": [vars(b) for b in self.bounds], "ci95": self.ci95, "cost": self.search.cost()}
+
+
+def spread_pct_of(search: SearchResult) -> float | None:
+    """max(resolution, 95 % interval width) / answer, in %: the spread a baseline comparison allows."""
+    if not search.value:
+        return None
+    width = (search.ci95[1] - search.ci95[0]) if search.ci95 else 0.0
+    return 100.0 * max(search.step, width) / search.value
 
 
 @dataclass
@@ -117,10 +136,17 @@ class RateResult:
     def stopped_by(self) -> str:
         return self.search.stopped_by
 
+    @property
+    def ci95(self) -> list[float] | None:
+        return self.search.ci95
+
+    def spread_pct(self) -> float | None:
+        return spread_pct_of(self.search)
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by,
                 "slo": self.slo.to_dict(), "workload": self.workload, "time_scale": self.time_scale,
-                "search": self.search.to_dict()}
+                "search": self.search.to_dict(), "ci95": self.ci95, "cost": self.search.cost()}
 
 
 @dataclass
@@ -230,7 +256,8 @@ class _Session:
         self.say(f"capacity {label}: {verdict} ({probe.wall_s:.1f} s)")
 
     # -- searches -------------------------------------------------------------------------------
-    def capacity(self, settings: CapacitySettings, start: int | None = None) -> CapacityResult:
+    def capacity(self, settings: CapacitySettings, start: int | None = None,
+                 prior_slope: float | None = None) -> CapacityResult:
         prompt_est = (settings.prompt_tokens + TEMPLATE_TOKENS if settings.prompt_tokens is not None
                       else self.workload(settings).estimated_prompt_tokens())
         shared = max(0.0, prompt_est - TEMPLATE_TOKENS) if settings.shared_prefix else 0.0
@@ -241,7 +268,9 @@ class _Session:
         self.say(f"capacity: {prompt_est:,} prompt + {settings.max_tokens} output tokens per user, "
                  f"{self.slo.describe()}; at most {bound.value:g} users ({bound.detail}); first probe {first}")
         result = search(lambda x: self.probe_users(int(x), settings), start=first, floor=settings.min_users,
-                        bound=bound, step=users_step(settings.resolution_users, settings.resolution_pct))
+                        bound=bound, step=users_step(settings.resolution_users, settings.resolution_pct),
+                        guided=settings.guided, prior_slope=prior_slope)
+        result.ci95 = capacity_interval(result, self.slo)
         value = None if result.value is None else int(result.value)
         return CapacityResult(users=value, slo=self.slo, workload=_workload_dict(settings), search=result,
                               bounds=bounds, time_scale=self.time_scale)
@@ -254,7 +283,8 @@ class _Session:
         self.say(f"capacity (open loop): {rs.requests} requests per run, Poisson arrivals, {self.slo.describe()}; "
                  f"first rate {first:.3g}/s")
         result = search(lambda x: self.probe_rate(x, settings), start=first, floor=min(first, 0.01), bound=bound,
-                        step=rate_step(settings.resolution_pct), integer=False)
+                        step=rate_step(settings.resolution_pct), integer=False, guided=settings.guided)
+        result.ci95 = capacity_interval(result, self.slo, integer=False)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)
 
@@ -289,18 +319,20 @@ def measure_frontier(base_url: str | Sequence[str], slo: SLO, settings: Capacity
                      progress: Progress | None = None, api_key: str | None = None,
                      known: Mapping[int, CapacityResult] | None = None) -> FrontierResult:
     """Capacity at each context length (prompt tokens per user), shortest first. Each search starts
-    at the previous context's capacity (capacity falls with context) capped by its own bounds.
+    at the previous context's capacity (capacity falls with context) capped by its own bounds, and
+    its model borrows the previous context's slope at the boundary until it has two points of its own.
     `known`: results already measured for some contexts with the same settings (not measured again)."""
     contexts = sorted(set(contexts if contexts is not None else settings.frontier.contexts))
     points: list[CapacityResult] = []
     with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
-        start = start_users
+        start, slope = start_users, None
         for context in contexts:
             cs = frontier_settings(settings, context)
-            point = (known or {}).get(context) or session.capacity(cs, start)
+            point = (known or {}).get(context) or session.capacity(cs, start, prior_slope=slope)
             points.append(point)
             if point.users:
                 start = point.users
+            slope = point.search.slope or slope
     return FrontierResult(points=points, slo=slo, seats=(facts or {}).get("max_running_requests"),
                           kv_tokens=(facts or {}).get("kv_tokens"))
 

@@ -1,17 +1,26 @@
-"""The search: the largest value (users, or a request rate) whose probe passes, by bracketing then
-bisecting, never above a bound. Pure: the measurement is a callback `probe(x) -> Probe`, so the
-same code runs against a server, the simulator, or a table in a test.
+"""The search: the largest value (users, or a request rate) whose probe passes, never above a
+bound. Pure: the measurement is a callback `probe(x) -> Probe`, so the same code runs against a
+server, the simulator, or a table in a test.
 
-    bracket: probe `start`; while it passes, step up (the step doubles each time) until a probe
-             fails or the bound is reached; if `start` fails, step down the same way until one
-             passes or the floor fails too
-    bisect:  between the last passing value L and the first failing F until F - L <= step(L)
+    guided:  each next probe from what the probes so far say (model.py: a monotone fit of the
+             service level's margin against x, the line to its zero): a probe at the model's
+             largest passing value, and once that is within a resolution step of the last pass
+             (or of the first failure), the probe a step beyond it (below it) that ends the
+             search if it fails (passes)
+    bracket: when the model is not to be trusted (no margins, non-monotone margins, a cliff
+             between the neighbours either side of the boundary, a model probe outside the
+             bracket, or two model probes that did not halve the bracket): today's steps. Up from
+             the last pass while probes pass (the step doubles each time) until one fails or the
+             bound is reached; down from a failing start the same way until one passes or the
+             floor fails too; between a pass L and a failure F, the midpoint
 
-`step(L)` is the stated resolution: `resolution_users` when set, else `resolution_pct` of L (at
-least one user; for rates, that share of L). The answer is L, so the true capacity (the largest
-passing value, if passing is monotone) lies in [L, F): within one step of the answer. A value
-is never measured twice. Costs: with a good start (the thresholds' min) two probes; from far
-off, about log2(distance / step) to bracket plus as many to bisect.
+Every search stops by one rule: F - L <= step(L), the stated resolution (`resolution_users` when
+set, else `resolution_pct` of L, at least one user; for rates, that share of L). The answer is L,
+so the true capacity (the largest passing value, if passing is monotone) lies in [L, F): within
+one step of the answer. A value is never measured twice and never outside [floor, bound]. Costs:
+on a server whose load is linear in users, the first probe, one extrapolation, the model's
+answer and the value a step past it (4 probes from most starts); bracket and bisect alone need about
+log2(distance / step) probes to bracket plus as many to bisect (10 on the issue 24 curve).
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.gates.capacity.model import fit_boundary
 from pytest_glmf.gates.capacity.slo import Probe
 
 
@@ -47,12 +57,26 @@ class SearchResult:
     step: float                       # the resolution at the answer
     probes: list[Probe] = field(default_factory=list)   # in the order measured
     wall_s: float = 0.0
+    model_probes: int = 0             # probes the model chose (the rest: bracket and bisect)
+    boundary: str | None = None       # "smooth" or "cliff" (a drop between L and F; model.py), when the SLO stopped it
+    slope: float | None = None        # margin lost per unit x at the boundary (a neighbouring search's prior)
+    ci95: list[float] | None = None   # interval.py: the 95 % interval of the capacity (None: a bound or the floor)
+
+    @property
+    def requests(self) -> int:
+        """Measured requests, over every probe (warm passes not counted)."""
+        return sum(p.requests for p in self.probes)
+
+    def cost(self) -> dict[str, Any]:
+        return {"probes": len(self.probes), "model_probes": self.model_probes, "requests": self.requests,
+                "wall_s": self.wall_s}
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "stopped_by": self.stopped_by, "step": self.step, "wall_s": self.wall_s,
                 "bound": vars(self.bound), "last_pass": self.last_pass.to_dict() if self.last_pass else None,
                 "first_fail": self.first_fail.to_dict() if self.first_fail else None,
-                "probes": [p.to_dict() for p in self.probes]}
+                "probes": [p.to_dict() for p in self.probes], "ci95": self.ci95, "boundary": self.boundary,
+                "slope": self.slope, "cost": self.cost()}
 
 
 def users_step(resolution_users: int | None, resolution_pct: float) -> Callable[[float], float]:
@@ -67,55 +91,103 @@ def rate_step(resolution_pct: float) -> Callable[[float], float]:
 
 
 def search(probe: Callable[[float], Probe], *, start: float, floor: float, bound: Bound,
-           step: Callable[[float], float], integer: bool = True) -> SearchResult:
-    """Bracket from `start`, then bisect, within [floor, bound.value]."""
+           step: Callable[[float], float], integer: bool = True, guided: bool = True,
+           prior_slope: float | None = None) -> SearchResult:
+    """From `start`, within [floor, bound.value]: model-guided (`guided`), else bracket and bisect.
+    `prior_slope`: margin lost per unit x near a neighbouring search's boundary, the model's
+    slope until this search has two points of its own."""
     t0 = time.perf_counter()
     seen: dict[float, Probe] = {}
     order: list[Probe] = []
-
-    def passes(x: float) -> bool:
-        if x not in seen:
-            seen[x] = probe(x)
-            order.append(seen[x])
-        return seen[x].passed
-
-    def done(value: float | None, lo: float | None, hi: float | None, stopped_by: str) -> SearchResult:
-        return SearchResult(value=value, last_pass=seen.get(lo) if lo is not None else None,
-                            first_fail=seen.get(hi) if hi is not None else None, stopped_by=stopped_by, bound=bound,
-                            step=step(lo) if lo else step(floor), probes=order, wall_s=time.perf_counter() - t0)
-
     top = math.floor(bound.value) if integer else bound.value
+
+    def done(value: float | None, lo: float | None, hi: float | None, stopped_by: str,
+             model_probes: int = 0) -> SearchResult:
+        result = SearchResult(value=value, last_pass=seen.get(lo) if lo is not None else None,
+                              first_fail=seen.get(hi) if hi is not None else None, stopped_by=stopped_by,
+                              bound=bound, step=step(lo) if lo else step(floor), probes=order,
+                              wall_s=time.perf_counter() - t0, model_probes=model_probes)
+        fit = fit_boundary(_points(order))
+        result.slope = fit.slope
+        if stopped_by == "slo" and lo is not None and hi is not None:
+            below = [p for p in order if p.x < lo]     # the neighbour below gives the slope beside the drop
+            near = fit_boundary(_points([seen[lo], seen[hi]] + ([max(below, key=lambda p: p.x)] if below else [])))
+            result.boundary = "cliff" if near.cliff == (lo, hi) else "smooth"
+        return result
+
     if top < floor:   # the bound itself leaves no room (a pool that cannot hold one user of this size)
         return done(top if integer else None, None, None, bound.kind)
     x = min(max(start, floor), top)
     x = math.floor(x) if integer else x
+    x0 = x
     lo: float | None = None
     hi: float | None = None
-    if passes(x):
-        lo, k = x, step(x)
-        while lo < top:
-            nxt = min(top, lo + k)
-            if passes(nxt):
-                lo, k = nxt, k * 2
-            else:
-                hi = nxt
-                break
-        if hi is None:
-            return done(lo, lo, None, bound.kind)
-    else:
-        hi, k = x, step(x)
-        while hi > floor:
-            nxt = max(floor, hi - k)
-            if passes(nxt):
-                lo = nxt
-                break
-            hi, k = nxt, k * 2
-        if lo is None:
-            return done(None, None, hi, "floor")
-    while hi - lo > step(lo):
-        mid = (lo + hi) // 2 if integer else (lo + hi) / 2
-        if passes(mid):
-            lo = mid
+    ups = downs = model_probes = 0
+    widths: list[float] = []
+    while True:
+        seen[x] = probe(x)
+        order.append(seen[x])
+        if seen[x].passed:
+            lo = x
         else:
-            hi = mid
-    return done(lo, lo, hi, "slo")
+            hi = x
+        if lo is not None and hi is not None:
+            if hi - lo <= step(lo):
+                return done(lo, lo, hi, "slo", model_probes)
+            widths.append(hi - lo)
+        elif hi is None and lo is not None and lo >= top:
+            return done(lo, lo, None, bound.kind, model_probes)
+        elif lo is None and hi is not None and hi <= floor:
+            return done(None, None, hi, "floor", model_probes)
+        nxt = None
+        if guided and not (len(widths) >= 3 and widths[-1] > widths[-3] / 2):    # two model probes, no halving
+            fit = fit_boundary(_points(order), prior_slope)
+            if fit.trusted and fit.root is not None:
+                nxt = _aim(fit.root, lo, hi, step, integer, floor, top)
+        if nxt is not None and nxt not in seen:
+            model_probes += 1
+        elif hi is None:
+            nxt = min(top, lo + step(x0) * 2 ** ups)
+            ups += 1
+        elif lo is None:
+            nxt = max(floor, hi - step(x0) * 2 ** downs)
+            downs += 1
+        else:
+            nxt = (lo + hi) // 2 if integer else (lo + hi) / 2
+        x = nxt
+
+
+def _points(probes: list[Probe]) -> list[tuple[float, float]]:
+    return [(p.x, p.margin) for p in probes if p.margin is not None]
+
+
+def _aim(root: float, lo: float | None, hi: float | None, step: Callable[[float], float], integer: bool,
+         floor: float, top: float) -> float | None:
+    """The probe the model asks for, strictly inside the bracket (None: it asks for nothing new).
+    Near a side, the probe that ends the search with the best odds: with the boundary within a
+    step above the last pass, a step above it (ending it if it fails); within a step below the
+    first failure, the lowest value a step below it (ending it if it passes)."""
+    inside = math.floor(root) if integer else root - step(root) / 2
+    past = inside + 1 if integer else root + step(root) / 2
+    if lo is not None and past - lo <= step(lo):
+        x = lo + step(lo)
+    elif hi is not None and hi - inside <= step(inside):
+        x = _lowest_within_a_step(hi, step, integer)
+    else:
+        x = inside
+    x = min(max(x, floor), top)
+    if (lo is not None and x <= lo) or (hi is not None and x >= hi):
+        return None
+    return x
+
+
+def _lowest_within_a_step(hi: float, step: Callable[[float], float], integer: bool) -> float:
+    """The lowest x with hi - x <= step(x): a pass there ends the search."""
+    x = hi - step(hi)
+    if integer:
+        x = math.floor(x)
+        while hi - x > step(x):
+            x += 1
+    else:
+        x = hi / (1 + (step(hi) / hi))     # step(x) = x * pct: hi - x = x * pct
+    return x

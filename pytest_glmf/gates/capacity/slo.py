@@ -8,9 +8,17 @@ numbers are the medians over its runs (the curve's rule); it passes when those m
 level, no request failed and the client's self-check and token counts held (else the numbers are
 not the server's). On a simulator at time scale s the numbers are converted to the units of the
 GPU it models (tok/s x s, seconds / s) before they are judged.
+
+A probe's `margin` says how far from the service level it is, for the model-guided search
+(search.py) and the interval (interval.py): per bound, the load `allowed speed / measured speed`
+(per_user_tok_s over the p(100 - users_pct) speed) or `measured TTFT / allowed TTFT`, and margin =
+1 - the larger load (> 0 inside, 0 on the boundary, < 0 beyond). On a server whose time per token
+grows linearly with users the load is linear in users. None when the numbers are not the
+server's (failed requests, a client-bound run, token counts that disagree).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -55,28 +63,50 @@ class Probe:
     flags: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     replaced_runs: int = 0                      # runs measured again: the client, not the server, set their pace
+    margin: float | None = None                 # 1 - load (module docstring); None: not the server's numbers
+    # per measured run, per request: (speed, TTFT) in the modelled GPU's units, for the bootstrap
+    samples: list[list["Sample"]] = field(default_factory=list, repr=False)
 
     @property
     def users(self) -> int:
         return int(self.x)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("samples")      # thousands of numbers per probe: the result file keeps the summaries
+        return out
+
+
+Sample = tuple[float | None, float | None]      # one request: per-user tok/s and TTFT s (None: not measured)
 
 
 def _records(run: Mapping[str, Any]) -> list[RequestRecord]:
     return [r if isinstance(r, RequestRecord) else RequestRecord(**r) for r in run.get("records", [])]
 
 
+def samples(records: Sequence[RequestRecord], time_scale: float = 1.0) -> list[Sample]:
+    """Each request's speed and TTFT, in the modelled GPU's units (None for a failed request)."""
+    out: list[Sample] = []
+    for r in records:
+        speed = per_user_tok_s(r) if r.ok else None
+        ttft = ttft_s(r) if r.ok else None
+        out.append((None if speed is None else speed * time_scale, None if ttft is None else ttft / time_scale))
+    return out
+
+
 def run_numbers(records: Sequence[RequestRecord], slo: SLO, time_scale: float = 1.0) -> dict[str, float | None]:
     """The service level's numbers of one run, in the modelled GPU's units."""
-    speeds = [per_user_tok_s(r) if r.ok else None for r in records]
-    speeds = [None if s is None else s * time_scale for s in speeds]
+    return sample_numbers(samples(records, time_scale), slo)
+
+
+def sample_numbers(requests: Sequence[Sample], slo: SLO) -> dict[str, float | None]:
+    """The service level's numbers of one run's requests (the bootstrap calls this on resamples)."""
+    speeds = [s for s, _ in requests]
     measured = [s for s in speeds if s is not None]
-    ttfts = [t / time_scale for t in (ttft_s(r) for r in records if r.ok) if t is not None]
+    ttfts = [t for _, t in requests if t is not None]
     meeting = None
-    if slo.per_user_tok_s is not None and records:
-        meeting = 100.0 * sum(1 for s in speeds if s is not None and s >= slo.per_user_tok_s) / len(records)
+    if slo.per_user_tok_s is not None and requests:
+        meeting = 100.0 * sum(1 for s in speeds if s is not None and s >= slo.per_user_tok_s) / len(requests)
     return {"users_meeting_pct": meeting,
             "per_user_tok_s_at_pct": percentile(measured, 100.0 - slo.users_pct),
             "per_user_tok_s": median(measured),
@@ -84,10 +114,27 @@ def run_numbers(records: Sequence[RequestRecord], slo: SLO, time_scale: float = 
             "ttft_p50_s": percentile(ttfts, 50)}
 
 
+def margin(per_run: Sequence[Mapping[str, float | None]], slo: SLO) -> float | None:
+    """1 - the larger load over the runs' medians (module docstring); None without numbers."""
+    loads = []
+    if slo.per_user_tok_s is not None:
+        speed = median([n["per_user_tok_s_at_pct"] for n in per_run if n["per_user_tok_s_at_pct"] is not None])
+        if speed is None:
+            return None
+        loads.append(slo.per_user_tok_s / speed if speed > 0 else math.inf)
+    if slo.ttft_s is not None:
+        ttft = median([n["ttft_s"] for n in per_run if n["ttft_s"] is not None])
+        if ttft is None:
+            return None
+        loads.append(ttft / slo.ttft_s)
+    return 1.0 - max(loads) if loads else None
+
+
 def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, wall_s: float = 0.0) -> Probe:
     """The probe of one measured curve row (with its per-run records)."""
     runs = row.get("per_run") or []
-    per_run = [run_numbers(_records(r), slo, time_scale) for r in runs]
+    per_samples = [samples(_records(r), time_scale) for r in runs]
+    per_run = [sample_numbers(s, slo) for s in per_samples]
 
     def med(key: str) -> float | None:
         return median([n[key] for n in per_run if n[key] is not None])
@@ -106,7 +153,12 @@ def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, w
         flags=describe_flags(row), wall_s=wall_s)
     probe.misses = misses(probe, slo, row)
     probe.passed = not probe.misses
+    if not any(m.what in INVALID for m in probe.misses):
+        probe.margin, probe.samples = margin(per_run, slo), per_samples
     return probe
+
+
+INVALID = ("failed requests", "client self-check", "token counts")   # misses that make the numbers not the server's
 
 
 def misses(probe: Probe, slo: SLO, row: Mapping[str, Any]) -> list[Miss]:

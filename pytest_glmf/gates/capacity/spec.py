@@ -104,6 +104,8 @@ class CapacitySettings:
                                                             "this far above the last passing one")
     resolution_pct: float = setting(10.0, above=0, max=100, doc="...else this percent of the last passing value "
                                                                 "(at least one user)")
+    guided: bool = setting(True, doc="model-guided search (each probe where a monotone fit of the probes' margins "
+                                     "puts the boundary); false: bracket and bisect only")
     spread_max_pct: float = setting(5.0, min=0, doc="a probe whose runs spread more than this is flagged")
     client_retries: int = setting(2, min=0, doc="extra runs per probe (at most) to replace runs the client's "
                                                 "self-check marks: their numbers are the client's, not the server's")

@@ -23,7 +23,7 @@ def _x(probe: Probe | None, rate: bool) -> str:
 def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = False) -> str:
     """Why the answer is what it is, with the evidence on both sides."""
     lp, ff = search.last_pass, search.first_fail
-    cost = f"{len(search.probes)} probe(s), {search.wall_s:.0f} s"
+    cost = cost_text(search)
     if search.value is None:
         missed = "; ".join(m.text() for m in ff.misses) if ff else "nothing measured"
         return f"{what}: none: even {_x(ff, rate)} {unit} missed the service level ({missed}); {cost}"
@@ -31,11 +31,27 @@ def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = 
     if search.stopped_by == "slo" and ff is not None:
         missed = "; ".join(m.text() for m in ff.misses)
         step = f"{search.step:.3g}/s" if rate else f"{int(search.step)}"
-        return (f"{what}: {value} {unit} (the service level held at {_x(lp, rate)}, {_x(ff, rate)} missed {missed}; "
-                f"resolution {step}); {cost}")
+        cliff = (f"; a cliff between {_x(lp, rate)} and {_x(ff, rate)}: the capacity is anywhere between them"
+                 if search.boundary == "cliff" else "")
+        return (f"{what}: {value} {unit}{ci_text(search, rate)} (the service level held at {_x(lp, rate)}, "
+                f"{_x(ff, rate)} missed {missed}; resolution {step}{cliff}); {cost}")
     b = search.bound
     held = "the service level still held there" if lp is not None else "nothing could be measured below it"
     return f"{what}: {value} {unit}, stopped by {STOPPED.get(b.kind, b.kind)}: {b.text()} ({held}); {cost}"
+
+
+def ci_text(search: SearchResult, rate: bool = False) -> str:
+    """', 95 % CI 45-48' (nothing when the answer is a bound or there is no interval)."""
+    if not search.ci95:
+        return ""
+    lo, hi = search.ci95
+    return f", 95 % CI {lo:.3g}-{hi:.3g}/s" if rate else f", 95 % CI {int(lo)}-{int(hi)}"
+
+
+def cost_text(search: SearchResult) -> str:
+    """'4 probe(s) (3 chosen by the model), 564 requests, 12 s'."""
+    model = f" ({search.model_probes} chosen by the model)" if search.model_probes else ""
+    return f"{len(search.probes)} probe(s){model}, {search.requests:,} requests, {search.wall_s:.0f} s"
 
 
 def workload_text(w: Mapping[str, Any]) -> str:
@@ -67,13 +83,15 @@ def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *,
         meeting = "-" if p.users_meeting_pct is None else f"{p.users_meeting_pct:.0f} %"
         rows.append([_x(p, rate), ("pass" if p.passed else "FAIL") + role, fmt(p.per_user_tok_s_at_pct), meeting,
                      fmt(p.per_user_tok_s), fmt(p.ttft_s), fmt(p.ttft_p50_s), fmt(p.aggregate_tok_s),
-                     "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", str(p.runs), f"{p.wall_s:.0f}",
+                     "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", fmt(p.margin), str(p.runs),
+                     str(p.requests), f"{p.wall_s:.0f}",
                      "; ".join(m.text() for m in p.misses) or "; ".join(p.flags)])
     slo = slo or SLO()
     at = f">= {slo.per_user_tok_s:g}" if slo.per_user_tok_s is not None else "meeting"
     return render_table(rows, ["requests/s" if rate else "users", "verdict", f"p{100 - slo.users_pct:g} tok/s",
                                f"users {at}", "per-user tok/s", f"TTFT p{slo.ttft_pct:g} s", "TTFT p50 s",
-                               "aggregate tok/s", "spread", "runs", "wall s", "missed / flags"])
+                               "aggregate tok/s", "spread", "margin", "runs", "requests", "wall s",
+                               "missed / flags"])
 
 
 def capacity_report(result: CapacityResult) -> str:
@@ -96,7 +114,7 @@ def frontier_rows(frontier: FrontierResult, facts: Mapping[str, Any] | None = No
                     "missed": "; ".join(m.what for m in first.misses) if first is not None else "",
                     "seats": frontier.seats, "kv_bound_users": kv_bound_users(p, facts),
                     "kv_tokens_per_user": (frontier.kv_tokens // p.users) if frontier.kv_tokens and p.users else None,
-                    "probes": len(p.probes), "wall_s": p.wall_s})
+                    "ci95": p.ci95, "probes": len(p.probes), "requests": p.search.requests, "wall_s": p.wall_s})
     return out
 
 
@@ -107,10 +125,11 @@ def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = N
         why = STOPPED.get(r["stopped_by"], r["stopped_by"])
         if r["stopped_by"] == "slo" and r["missed_at"] is not None:
             why = f"{r['missed']} at {r['missed_at']}"
-        body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]), why,
+        ci = "-" if not r["ci95"] else f"{int(r['ci95'][0])}-{int(r['ci95'][1])}"
+        body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]), ci, why,
                      "-" if r["kv_bound_users"] is None else str(r["kv_bound_users"]),
                      "-" if r["seats"] is None else str(r["seats"]),
                      "-" if r["kv_tokens_per_user"] is None else f"{r['kv_tokens_per_user']:,}",
-                     str(r["probes"]), f"{r['wall_s']:.0f}"])
-    return render_table(body, ["context tokens/user", "users at SLO", "stopped by", "KV pool bound (users)", "seats",
-                               "KV tokens/user at capacity", "probes", "wall s"])
+                     str(r["probes"]), f"{r['requests']:,}", f"{r['wall_s']:.0f}"])
+    return render_table(body, ["context tokens/user", "users at SLO", "95 % CI", "stopped by", "KV pool bound (users)",
+                               "seats", "KV tokens/user at capacity", "probes", "requests", "wall s"])

@@ -25,12 +25,18 @@ def test_capacity_from_a_shell(truth, tmp_path, capsys):
     assert code == 0
     assert printed.out.splitlines()[0] == (
         "capacity at >= 26.88 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
-        "(the prompt file's prompt + 60 output tokens): 22 users (the service level held at 22, 23 missed per-user "
-        f"tok/s: 0 % of users >= 26.88 (p5 {printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; resolution 1); "
-        f"2 probe(s), {printed.out.split('2 probe(s), ')[1].split(' s')[0]} s")
+        "(the prompt file's prompt + 60 output tokens): 22 users, 95 % CI 22-22 (the service level held at 22, 23 "
+        f"missed per-user tok/s: 0 % of users >= 26.88 (p5 {printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; "
+        "resolution 1); 2 probe(s) (1 chosen by the model), 90 requests, "
+        f"{printed.out.split('90 requests, ')[1].split(' s')[0]} s")
     assert "capacity users=22: warm pass (discarded)" in printed.err        # progress on stderr
     doc = json.loads(out.read_text())
     assert doc["capacity"]["users"] == 22 and doc["capacity"]["search"]["first_fail"]["x"] == 23
+    # the interval and the cost beside the answer (the existing keys stay)
+    assert doc["capacity"]["ci95"] == [22, 22] and doc["capacity"]["search"]["ci95"] == [22, 22]
+    assert doc["capacity"]["cost"] == {"probes": 2, "model_probes": 1, "requests": 2 * 22 + 2 * 23,
+                                       "wall_s": doc["capacity"]["search"]["wall_s"]}
+    assert doc["capacity"]["search"]["boundary"] == "smooth"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -53,3 +59,15 @@ def test_a_frontier_needs_the_servers_tokenizer(truth, capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"glmf capacity: capacity settings.prompt_tokens: {truth.url} has no /tokenize endpoint to fit prompts to a "
         "token count (prompt_tokens: null, or glmf capacity --prompt-tokens 0, sends the prompt file as it is)")
+
+
+def test_bisect_turns_the_model_off(truth, tmp_path, capsys):
+    out = tmp_path / "cap.json"
+    code = main(["capacity", "--url", truth.url, "--slo", "per_user_tok_s=26.88", "--prompt-tokens", "0",
+                 "--max-tokens", "60", "--runs", "1", "--resolution-users", "1", "--start", "21", "--bisect",
+                 "--json", str(out)])
+    assert code == 0
+    search = json.loads(out.read_text())["capacity"]["search"]
+    # bracket 21, 22, 24 (the step doubles), bisect 23: no probe chosen by the model
+    assert [p["x"] for p in search["probes"]] == [21, 22, 24, 23] and search["cost"]["model_probes"] == 0
+    assert "(1 chosen by the model)" not in capsys.readouterr().out

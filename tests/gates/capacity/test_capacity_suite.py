@@ -48,8 +48,9 @@ def test_capacity_meets_its_bound_and_is_recorded(pytester, truth):
     result.assert_outcomes(passed=1, skipped=2)     # no frontier contexts, no rate bound
     result.stdout.fnmatch_lines([
         "*capacity at >= 26.88 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
-        "(the prompt file's prompt + 60 output tokens): 22 users (the service level held at 22, 23 missed "
-        "per-user tok/s: 0 % of users >= 26.88 (p5 26.*), needs 95 %; resolution 1); 2 probe(s), * s",
+        "(the prompt file's prompt + 60 output tokens): 22 users, 95 % CI 22-22 (the service level held at 22, 23 "
+        "missed per-user tok/s: 0 % of users >= 26.88 (p5 26.*), needs 95 %; resolution 1); 2 probe(s) (1 chosen by "
+        "the model), 90 requests, * s",
         "*users | verdict * | p5 tok/s | users >= 26.88 | per-user tok/s | TTFT p95 s | TTFT p50 s | aggregate tok/s*",
         "*22 * | pass (last pass) *| 100 % *",
         "*23 * | FAIL (first fail) *| 0 % *| per-user tok/s: 0 % of users >= 26.88*",
@@ -57,8 +58,10 @@ def test_capacity_meets_its_bound_and_is_recorded(pytester, truth):
     ])
     entry = result_doc(pytester)["gates"]["capacity"]["users@file+60"]
     assert entry["users"] == 22 and entry["stopped_by"] == "slo"
-    assert entry["spread_by_metric_pct"]["users"] == pytest.approx(100 / 22)     # the resolution is the spread
+    # the spread: the 95 % interval's width (0 here), at least the resolution (1 user)
+    assert entry["ci95"] == [22, 22] and entry["spread_by_metric_pct"]["users"] == pytest.approx(100 / 22)
     assert [p["x"] for p in entry["search"]["probes"]] == [22, 23]   # a good start: two probes
+    assert entry["cost"]["probes"] == 2 and entry["cost"]["requests"] == entry["requests"] == 2 * 22 + 2 * 23
 
 
 def test_a_capacity_under_its_bound_fails_with_the_table_and_the_evidence(pytester, truth):

@@ -32,8 +32,11 @@ def test_speed_bound_capacity_is_the_truth():
     assert r.last_pass.per_user_tok_s == pytest.approx(speed(22), rel=0.01)
     assert r.first_fail.per_user_tok_s == pytest.approx(speed(23), rel=0.01)
     assert r.last_pass.runs == 2 and r.last_pass.requests == 2 * 22
-    # bracket 20, 21, 23 (the step doubles), then bisect 22: each value once
-    assert [p.users for p in r.probes] == [20, 21, 23, 22]
+    # the model: 20 passes (load 0.946: proportional to users, the boundary at 21.1), 20 and 21 on a
+    # line put it at 22.6, 22 passes, 23 (one past it) fails; each value once
+    assert [p.users for p in r.probes] == [20, 21, 22, 23] and r.search.model_probes == 3
+    # the interval: the bootstrap of 22's and 23's records cannot move the boundary off 22
+    assert r.ci95 == [22, 22] and r.search.boundary == "smooth"
     # each probe: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens (and a
     # run for each one the client's self-check threw out)
     assert sorted({j["max_tokens"] for j in truth}) == [16, 60]

@@ -115,7 +115,7 @@ def test_the_sentence_names_the_bound_and_its_knob_when_the_bound_stopped_it():
     assert capacity_sentence(result) == (
         "capacity at >= 50 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
         "(8,192 prompt + 384 output tokens): 23 users, stopped by the KV pool: KV pool 201,280 tokens / (8,608 per "
-        "user): raise --mem-fraction-static (the service level still held there); 1 probe(s), 40 s")
+        "user): raise --mem-fraction-static (the service level still held there); 1 probe(s), 23 requests, 40 s")
     lines = probes_table(result.probes, result.search, slo=SLO95).splitlines()
     assert [c.strip() for c in lines[0].split(" | ")[:4]] == ["users", "verdict", "p5 tok/s", "users >= 50"]
     assert lines[2].startswith("23    | pass (last pass) | 60")
@@ -124,3 +124,12 @@ def test_the_sentence_names_the_bound_and_its_knob_when_the_bound_stopped_it():
 def test_settings_defaults_are_the_recipes_workload():
     s = CapacitySettings()
     assert (s.prompt_tokens, s.max_tokens, s.runs, s.resolution_pct, s.client_retries) == (2400, 384, 3, 10.0, 2)
+
+
+def test_the_report_shows_the_interval_and_the_cost():
+    from pytest_glmf.results.report import gate_table
+
+    header, body = gate_table("capacity", {"users@2400+384": {
+        "users": 47, "ci95": [45, 48], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
+    assert header == ["key", "users", "ci95", "stopped_by", "probes", "requests", "wall_s"]
+    assert body == [["users@2400+384", "47", "[45, 48]", "slo", "4", "375", "120.0"]]

@@ -1,0 +1,79 @@
+"""The capacity's confidence interval: a bootstrap over the per-request records of the probes
+near the boundary. Pure, seeded.
+
+    near:       the NEAR usable probes (margins known) on each side of the answer: at or below the
+                last pass, and above it
+    resample:   per probe, its runs with replacement, and within each drawn run its requests with
+                replacement (the two levels a probe's numbers vary on); the probe's margin again
+                from the resampled requests (slo.sample_numbers, slo.margin: the judge's own rule)
+    boundary:   the model's zero of the resampled margins (model.fit_boundary, trusted or not),
+                held between the outermost near probes (past them the line is a guess, not a
+                measurement), for users the largest whole number at or below it
+    interval:   the 2.5th and 97.5th percentiles over RESAMPLES resamples (the lower and the upper
+                observed value, so users stay whole)
+
+Across a cliff (SearchResult.boundary) a line says nothing about where the step lies between the
+last pass L and the first failure F: the interval is then [L, F - 1] (rates: [L, F]), all the
+probes can say. None when the search did not stop on the service level (a bound or the floor is exact, not
+estimated) or no probe near the boundary holds records. The interval speaks of the probes' noise
+at the probed values; the model's line between them is taken as exact (on a smooth curve its error
+is a fraction of the gap between the neighbours, and the search ends with them one step apart).
+"""
+from __future__ import annotations
+
+import math
+import random
+
+from pytest_glmf.gates.capacity.model import fit_boundary
+from pytest_glmf.gates.capacity.search import SearchResult
+from pytest_glmf.gates.capacity.slo import Probe, margin, sample_numbers
+from pytest_glmf.gates.capacity.spec import SLO
+
+RESAMPLES = 200
+NEAR = 2
+LEVEL = 0.95
+SEED = 0
+
+
+def near_probes(result: SearchResult) -> list[Probe]:
+    """The probes the interval is drawn from (module docstring)."""
+    usable = sorted((p for p in result.probes if p.margin is not None and p.samples), key=lambda p: p.x)
+    if result.value is None:
+        return []
+    below = [p for p in usable if p.x <= result.value][-NEAR:]
+    above = [p for p in usable if p.x > result.value][:NEAR]
+    return below + above
+
+
+def resampled_margin(probe: Probe, slo: SLO, rng: random.Random) -> float | None:
+    runs = [probe.samples[rng.randrange(len(probe.samples))] for _ in probe.samples]
+    per_run = [sample_numbers([run[rng.randrange(len(run))] for _ in run], slo) for run in runs if run]
+    return margin(per_run, slo)
+
+
+def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, resamples: int = RESAMPLES,
+                      seed: int = SEED, level: float = LEVEL) -> list[float] | None:
+    """[low, high] of the capacity at `level` (module docstring), or None."""
+    if result.stopped_by != "slo":
+        return None
+    probes = near_probes(result)
+    if not probes or all(p.x <= result.value for p in probes):
+        return None
+    if result.boundary == "cliff" and result.first_fail is not None:
+        return [float(result.value), float(result.first_fail.x - 1 if integer else result.first_fail.x)]
+    xs = [p.x for p in probes]
+    rng = random.Random(seed)
+    values = []
+    for _ in range(resamples):
+        points = [(p.x, m) for p in probes if (m := resampled_margin(p, slo, rng)) is not None]
+        root = fit_boundary(points).root
+        if root is not None:
+            root = min(max(root, min(xs)), max(xs))
+            values.append(float(math.floor(root)) if integer else root)
+    if not values:
+        return None
+    values.sort()
+    alpha = (1.0 - level) / 2.0
+    low = values[math.floor(alpha * (len(values) - 1))]
+    high = values[math.ceil((1.0 - alpha) * (len(values) - 1))]
+    return [low, high]
