@@ -119,7 +119,13 @@ def _headline(doc: Mapping[str, Any]) -> str:
             bits.append(f"{k} {prov[k]}")
     why = doc.get("incomplete") or []
     state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
-    return "pytest-glmf results: " + ", ".join(bits) + state
+    says = ""
+    if isinstance(prov.get("server_config"), Mapping):   # engine/serverconfig.py, read at launch
+        from pytest_glmf.engine.serverconfig import ServerConfig
+
+        told = ServerConfig.from_dict(prov["server_config"])
+        says = f"\nthe server says: {told.summary()}" if told.told else ""
+    return "pytest-glmf results: " + ", ".join(bits) + says + state
 
 
 def surface_lines(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:

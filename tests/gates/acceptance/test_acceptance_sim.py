@@ -95,6 +95,10 @@ def test_batch_lane_has_no_speculation_and_the_suite_skips(pytester, tmp_path_fa
         run = pytester.runpytest(SUITE, "--glmf-lane", "batch", "--glmf-url", server.base_url, "-rs",
                                  "-p", "no:cacheprovider", "--glmf-results", str(pytester.path / "results"))
         run.assert_outcomes(skipped=2 + len(CLASSES))
-        run.stdout.fnmatch_lines(["*the server of lane 'batch' reports no speculative decoding*"])
+        # up front, in the server's own words (its /server_info), before any class was measured
+        run.stdout.fnmatch_lines(["*the server of lane 'batch' runs no speculative decoding "
+                                  "(/server_info says speculative_algorithm: null): no acceptance to measure*"])
+        doc = json.loads((pytester.path / "results" / "batch-latest.json").read_text())
+        assert "acceptance" not in doc["gates"] and doc["provenance"]["server_config"]["speculative_algorithm"] is None
     finally:
         server.stop()
