@@ -27,7 +27,7 @@ from pytest_glmf.gates.template.conversations import Conversation, conversations
 from pytest_glmf.gates.template.reference import check_reference, load_reference
 from pytest_glmf.gates.template.spec import DEFAULT_BOUNDS, DEFAULTS
 from pytest_glmf.gates.template.table import difference_table, render_summary
-from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
+from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message
 
 HINTS = {
     "mismatched": "the served chat template or tokenizer changed: compare the image's chat template "

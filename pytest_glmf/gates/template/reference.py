@@ -130,3 +130,32 @@ def _conversations(conversations: list[Conversation] | str | Path | None) -> lis
     if conversations is None or isinstance(conversations, (str, Path)):
         return load_conversations(conversations)
     return list(conversations)
+
+
+def lane_parser(extra: list[str]) -> str | None:
+    """`--tool-call-parser` of a lane's extra flags (either spelling), None without one."""
+    for i, flag in enumerate(extra):
+        if flag == "--tool-call-parser" and i + 1 < len(extra):
+            return extra[i + 1]
+        if flag.startswith("--tool-call-parser="):
+            return flag.split("=", 1)[1]
+    return None
+
+
+def reference_for_lane(lane: Any, reference: str | None, python: str | None, thresholds_path: str | Path,
+                       conversations: list[Conversation]) -> dict[str, Any] | None:
+    """The lane's reference: the stored file `reference` (relative: beside the thresholds file),
+    else the simulator's own template for a sim lane, else transformers on the lane's model
+    directory (under `python`, or a process lane's executable); None when none of these exists."""
+    if reference:
+        p = Path(reference).expanduser()
+        if not p.is_absolute() and (Path(thresholds_path).parent / p).exists():
+            p = Path(thresholds_path).parent / p
+        return load_reference(p)
+    extra = [str(x) for x in (lane.extra or [])]
+    if lane.launcher == "sim":
+        return simulator_reference(conversations, lane_parser(extra))
+    if lane.model and Path(lane.model).is_dir():
+        interpreter = python or (lane.executable if lane.launcher == "process" else None)
+        return local_reference(lane.model, conversations, python=interpreter)
+    return None
