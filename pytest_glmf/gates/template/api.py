@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
 from pytest_glmf.gates.template.compare import Difference, around, first_difference
 from pytest_glmf.gates.template.conversations import Conversation, conversations_hash, load_conversations
 from pytest_glmf.gates.template.reference import check_reference, load_reference
@@ -134,14 +134,8 @@ def assert_template(result: TemplateResult, *, source: str | None = None, lane: 
     import pytest
 
     lane = lane if lane is not None else result.lane
-    if bounds:
-        if source is None:
-            from pytest_glmf.gates.bounds import caller_source
-
-            source = caller_source()
-        bounds = checked_bounds("template", bounds, "assert_template", (), source)
-    else:
-        bounds, source = DEFAULT_BOUNDS, source or DEFAULT_SOURCE
+    bounds, source = bounds_or_default("template", bounds, "assert_template", DEFAULT_BOUNDS, DEFAULT_SOURCE,
+                                       source)
     if not result.conversations:
         pytest.fail("template gate: no conversation was rendered", pytrace=False)
     summary = result.summary()
