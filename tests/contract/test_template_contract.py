@@ -68,3 +68,16 @@ def test_the_answers_the_gate_reads_are_sglangs(sglang_oracle: Any, sim: tuple[s
     assert validate(sglang_oracle, "TokenizeResponse", tok)["tokens"] == chat["choices"][0]["prompt_token_ids"]
     assert validate(sglang_oracle, "ChatCompletionResponse", chat)["choices"][0]["prompt_token_ids"] == tok["tokens"]
     assert validate(sglang_oracle, "DetokenizeResponse", detok)["text"][:2] == ["[gMASK]", "<sop>"]
+
+
+def test_sglangs_tool_dump_adds_defer_loading_null(sglang_oracle: Any) -> None:
+    """What the template sees on SGLang 0.5.23: serving_chat.py (_process_messages) hands the template
+    `[item.model_dump() for item in request.tools]`, and `Tool` (protocol.py:844) has no serializer
+    that drops its unset `defer_loading`, so every tool gains `"defer_loading": null` (sglang#29061;
+    the fix, PR #29114, was closed). A template that renders `tool | tojson` then differs from the
+    model's own template applied by transformers in exactly that key: the template gate on an
+    SGLang lane with a local reference shows it in the tools conversations; a stored run of the
+    known-good SGLang image carries it and compares equal."""
+    tool = next(c for c in load_conversations() if c.tools).tools[0]
+    dump = sglang_oracle.call("model", name="Tool", data=tool)["dump"]
+    assert dump == {**tool, "defer_loading": None}
