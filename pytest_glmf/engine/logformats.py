@@ -152,6 +152,31 @@ FORMATS: dict[str, dict[str, LineFormat]] = {
                         "mem usage={usage_gb:.2f} GB, avail mem={avail_gb:.2f} GB.",
                         "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py",
                         "Capture {} {} end. bs={}, elapsed={} s, mem usage={} GB, avail mem={} GB."),
+        # --enable-unified-memory on a hybrid Mamba model (init_unified_mamba_pools): one byte buffer for
+        # the KV and the state pools; no `Mamba Cache is allocated` line, the slot count is on this one
+        "unified_mamba_banner": _f("unified_mamba_banner", "[unified-memory-pool] UNIFIED MEMORY POOL ENABLED -- "
+                                   "path=Mamba hybrid ({full_side} full side)", "sglang/srt/mem_cache/unified_memory_pool.py",
+                                   "[unified-memory-pool] UNIFIED MEMORY POOL ENABLED -- path=Mamba hybrid ({} full side)"),
+        "unified_mamba_pool": _f("unified_mamba_pool", "[unified-memory-pool]   total_bytes={total_bytes}, "
+                                 "max_total_num_tokens={kv_tokens}, max_mamba_cache_size={slots}, "
+                                 "max_num_reqs={max_num_reqs}, speculative_num_draft_tokens={draft_tokens}",
+                                 "sglang/srt/mem_cache/unified_memory_pool.py",
+                                 "[unified-memory-pool]   total_bytes={}, max_total_num_tokens={}, max_mamba_cache_size={}, "
+                                 "max_num_reqs={}, speculative_num_draft_tokens={}"),
+        # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (non-MLA models): before capture the pool line is a
+        # reservation; after capture the pool is resized and logged again
+        "kv_pool_va": _f("kv_pool_va", "KV Cache VA upper bound. dtype: {dtype}, #tokens: {tokens}, KV size: "
+                         "{size_gb:.2f} GB", "sglang/srt/mem_cache/memory_pool.py",
+                         "{} {}. dtype: {}, #tokens: {}, KV size: {} GB"),
+        "post_capture_layers": _f("post_capture_layers", "Post-capture KV sizing: full_layer_tokens={full_tokens}, "
+                                  "swa_layer_tokens={swa_tokens}",
+                                  "sglang/srt/model_executor/model_runner_components/kv_pool_runtime.py",
+                                  "Post-capture KV sizing: full_layer_tokens={}, swa_layer_tokens={}"),
+        "post_capture_kv": _f("post_capture_kv", "Post-capture KV sizing: KV cache allocated. dtype: {dtype}, "
+                              "#tokens: {tokens}, KV size: {size_gb:.2f} GB, avail mem={avail_gb:.2f} GB",
+                              "sglang/srt/model_executor/model_runner_components/kv_pool_runtime.py",
+                              "Post-capture KV sizing: KV cache allocated. dtype: {}, #tokens: {}, KV size: {} GB, "
+                              "avail mem={} GB"),
     },
     NIGHTLY: {
         **{k: LineFormat(v.name, v.template) for k, v in _SHARED_0523.items()},

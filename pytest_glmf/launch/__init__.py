@@ -43,8 +43,19 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     if checked is not None:
         server.provenance["preflight"] = checked.to_dict()
     check_identity(server)
+    record_server_config(server)
     record_at_launch(server, checked.options if checked is not None and checked.options else sim_flags(lane))
     return server
+
+
+def record_server_config(server: Server) -> None:
+    """What the server says it runs (engine/serverconfig.py), kept in its provenance: the result
+    file records it and xdist workers get it with the server handle."""
+    from pytest_glmf.engine.client import Client, Timeouts
+    from pytest_glmf.engine.serverconfig import read_server_config
+
+    with Client(server.base_url, Timeouts(connect_s=3.0, first_token_s=30.0, between_tokens_s=30.0)) as client:
+        server.provenance["server_config"] = read_server_config(client, server.engine).to_dict()
 
 
 def sim_flags(lane: "LaneConfig") -> list[str] | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
+    from pytest_glmf.engine.serverconfig import ServerConfig
     from pytest_glmf.gates.boot.parse import BootFacts
 
 
@@ -75,6 +76,13 @@ class Server:
         from pytest_glmf.gates.boot.parse import parse_boot_log
 
         return parse_boot_log(self.boot_log)
+
+    @property
+    def config(self) -> "ServerConfig":
+        """What the server said it runs when it was launched or attached (engine/serverconfig.py)."""
+        from pytest_glmf.engine.serverconfig import ServerConfig
+
+        return ServerConfig.from_dict(self.provenance.get("server_config"))
 
     @property
     def stream_urls(self) -> list[str]:

@@ -242,7 +242,10 @@ def glmf_acceptance(glmf_server: "Server", glmf_lane: "LaneConfig", glmf_thresho
     PromptClass, or None: the packaged seven) on the session's server
     (`pytest_glmf.gates.acceptance.measure_acceptance`), one request at a time; what is not
     given comes from the lane's `acceptance.settings`. Measured once per session per distinct
-    arguments (later calls return the same result); each class is recorded under `key` + its name."""
+    arguments (later calls return the same result); each class is recorded under `key` + its name.
+    A server that says it runs no speculative decoding (SGLang's /server_info
+    `speculative_algorithm: null`, engine/serverconfig.py) is not measured: the test skips with
+    the server's words, or fails with them when the lane declares a `spec`."""
     import dataclasses
 
     from pytest_glmf.gates.acceptance.api import measure_acceptance
@@ -251,6 +254,13 @@ def glmf_acceptance(glmf_server: "Server", glmf_lane: "LaneConfig", glmf_thresho
 
     def measure(classes: Any = None, *, key: str = "", source: str | None = None, **kw: Any) -> "AcceptanceResult":
         __tracebackhide__ = True
+        why = glmf_server.config.why_no_speculation()
+        if why and glmf_lane.speculative:
+            pytest.fail(f"lane {glmf_lane.name!r} declares spec: {glmf_lane.spec}, but the server {why}: "
+                        "its speculative flags did not take effect", pytrace=False)
+        if why:
+            pytest.skip(f"the server of lane {glmf_lane.name!r} runs no speculative decoding ({why}): "
+                        "no acceptance to measure")
         lane_settings = dataclasses.asdict(glmf_thresholds.settings(glmf_lane.name, "acceptance"))
         args = {**lane_settings, **{k: v for k, v in kw.items() if v is not None}}
         cache_key = (repr(classes), *sorted((k, repr(v)) for k, v in args.items()))

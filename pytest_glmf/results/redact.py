@@ -1,9 +1,12 @@
 """Secrets never reach a log, a header, a result file or a report.
 
 A lane's environment is passed to the server as it is; everything the plugin *writes* goes through
-`Redactor`: values of variables whose names look secret (HF_TOKEN, anything with TOKEN, KEY,
-SECRET, PASSWORD or CREDENTIAL in its name) are replaced by `***` wherever they appear, and
-`--flag VALUE` / `FLAG=VALUE` pairs with such names are masked in command lines.
+`Redactor`: values of variables whose names look secret are replaced by `***` wherever they
+appear, and `--flag VALUE` / `FLAG=VALUE` pairs with such names are masked in command lines. A name
+looks secret when one of its words (split at `_`, `-`, `.`) is, or ends with, TOKEN or KEY, or is
+SECRET, PASSWORD, PASSWD, CREDENTIAL(S): HF_TOKEN, OPENAI_API_KEY, --api-key, --hf-token, apikey.
+Counts and tools named after tokens are not secrets: `--max-total-tokens 32768` (SGLang prints that
+number in its own boot log), `tokenizer_path`, `max_prefill_tokens` stay readable.
 """
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(?:^|[_.\-])(?:[a-z]*token|[a-z]*key|secret|password|passwd|credentials?)(?:$|[_.\-])",
+                         re.IGNORECASE)
 MASK = "***"
 _MIN_SECRET_LEN = 4  # shorter values ("1", "yes") would mask ordinary text everywhere
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    return bool(SECRET_NAME.search(name.lstrip("-")))
 
 
 class Redactor:

@@ -49,6 +49,12 @@ SAMPLE: dict[str, dict[str, Any]] = {
     "graph_begin": {"capture_name": "target verify", "backend": "full", "tokens_per_req": 7, "avail_gb": 41.61},
     "graph_end": {"capture_name": "target verify", "bs": [1, 2, 4, 8], "elapsed_s": 6.2, "usage_gb": 4.11,
                   "avail_gb": 37.5},
+    "unified_mamba_banner": {"full_side": "MLA"},
+    "unified_mamba_pool": {"total_bytes": 48318382080, "kv_tokens": 597120, "slots": 640, "max_num_reqs": 128,
+                           "draft_tokens": None},
+    "kv_pool_va": {"dtype": "torch.bfloat16", "tokens": 1048576, "size_gb": 24.0},
+    "post_capture_layers": {"full_tokens": 786432, "swa_tokens": 0},
+    "post_capture_kv": {"dtype": "torch.bfloat16", "tokens": 786432, "size_gb": 18.0, "avail_gb": 6.2},
 }
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_stage import RealServers, resolved_lanes, stage_dir  # tests/real_engine/engine_stage.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -35,68 +34,14 @@ def default_dir() -> Path:
     return Path(os.environ.get(DIR_VAR) or Path.home() / ".cache" / "pytest-glmf" / "real-engine")
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
 @pytest.fixture(scope="session")
 def real_engine_dir() -> Path:
-    d = default_dir()
-    env = dict(os.environ, **{DIR_VAR: str(d)})
-    try:
-        proc = subprocess.run(["bash", str(SETUP), "--check"], env=env, capture_output=True, text=True, timeout=120)
-        ok, why = proc.returncode == 0, (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, why = False, [f"{type(exc).__name__}: {exc}"]
-    if not ok:
-        msg = (f"real engine not set up ({why[0]}); run `{SETUP.relative_to(REPO)}` "
-               f"(venv + models under {d}, ~3 min cold; set {DIR_VAR} to move it)")
-        if in_ci():
-            pytest.fail(f"CI=true and {msg}", pytrace=False)
-        pytest.skip(msg)
-    return d
+    return stage_dir(SETUP, DIR_VAR, default_dir(), "venv + models, ~3 min cold")
 
 
 @pytest.fixture(scope="session")
 def real_lanes(real_engine_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from pytest_glmf.config.lanes import load_lanes
-
-    text = LANES_FILE.read_text().replace("${" + DIR_VAR + "}", str(real_engine_dir))
-    path = tmp_path_factory.mktemp("real-engine-lanes") / LANES_FILE.name
-    path.write_text(text)
-    return load_lanes(path)
-
-
-class RealServers:
-    """Boot lanes on demand; never more than the oracle plus one other server at once."""
-
-    def __init__(self, lanes: dict[str, Any], results_dir: Path, report: dict[str, Any]) -> None:
-        self.lanes, self.results_dir, self.report = lanes, results_dir, report
-        self.session_id = "real-" + uuid.uuid4().hex[:8]
-        self.running: dict[str, Any] = {}
-
-    def get(self, name: str) -> Any:
-        from pytest_glmf.launch import launch_lane
-
-        server = self.running.get(name)
-        if server is not None and server.is_alive():
-            return server
-        for other in [n for n in self.running if n not in (ORACLE, name)]:
-            self.stop(other)
-        t0 = time.monotonic()
-        server = launch_lane(self.lanes[name], self.results_dir, self.session_id)
-        self.report.setdefault("boot_s", {})[name] = round(time.monotonic() - t0, 1)
-        self.running[name] = server
-        return server
-
-    def stop(self, name: str) -> None:
-        server = self.running.pop(name, None)
-        if server is not None:
-            server.stop()
-
-    def stop_all(self) -> None:
-        for name in list(self.running):
-            self.stop(name)
+    return resolved_lanes(LANES_FILE, DIR_VAR, real_engine_dir, tmp_path_factory.mktemp("real-engine-lanes"))
 
 
 REPORT_KEY = pytest.StashKey[dict]()
@@ -148,7 +93,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 @pytest.fixture(scope="module")  # stopped after the module that used them: vLLM holds ~3 GB and a core
 def real_servers(real_lanes: dict[str, Any], real_report: dict[str, Any], real_results_dir: Path) -> Any:
-    servers = RealServers(real_lanes, real_results_dir, real_report)
+    servers = RealServers(real_lanes, real_results_dir, real_report, keep=ORACLE)
     try:
         yield servers
     finally:

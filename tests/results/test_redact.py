@@ -32,3 +32,20 @@ def test_env_and_nested_data():
     out = r.data(doc)
     assert out == {"lane": {"env": {"HF_TOKEN": MASK}, "extra": ["--x", MASK]}, "log": [f"token {MASK}"], "n": 3}
     assert "hf_abcdefSECRET123" not in repr(out) and doc["lane"]["env"]["HF_TOKEN"] == "hf_abcdefSECRET123"
+
+
+def test_token_counts_are_not_secrets_but_tokens_are():
+    """A real SGLang lane passes `--max-total-tokens 32768` and prints 32768 in its boot log's
+    summary line; masking it hid the KV pool from the boot gate (CI stage tests/real_sglang)."""
+    from pytest_glmf.results.redact import Redactor, is_secret_name
+
+    for name in ("HF_TOKEN", "GITHUB_TOKEN", "OPENAI_API_KEY", "--api-key", "--hf-token", "apikey",
+                 "aws_secret_access_key", "DB_PASSWORD", "AWS_CREDENTIALS", "access-token"):
+        assert is_secret_name(name), name
+    for name in ("--max-total-tokens", "max_prefill_tokens", "prompt_tokens", "tokenizer_path",
+                 "tokenizer_fingerprint", "model_info_keys", "OMP_NUM_THREADS"):
+        assert not is_secret_name(name), name
+    argv = ["--max-total-tokens", "32768", "--api-key", "sk-abcdef"]
+    r = Redactor.from_environment({}, argv)
+    assert r.argv(argv) == ["--max-total-tokens", "32768", "--api-key", "***"]
+    assert r.text("max_total_num_tokens=32768, api_key=sk-abcdef") == "max_total_num_tokens=32768, api_key=***"

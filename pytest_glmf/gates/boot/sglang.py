@@ -13,6 +13,16 @@ Decisions, where SGLang does not print things the same way everywhere:
   `DSATokenToKVPool` (both in one pool); other models print one line per pool.
 - `cuda_graph_bs`: the nightly's `Capture cuda graph bs [...]`, or 0.5.23's
   `Capture target decode|verify CUDA graph end. bs=[...]` (the target's, not the draft's).
+- The summary line is the `max_total_num_tokens=` line that also carries `max_running_requests=` or
+  `context_len=`: 0.5.23's unified memory pool (`--enable-unified-memory`) prints
+  `[unified-memory-pool]   total_bytes=..., max_total_num_tokens=..., max_mamba_cache_size=...,
+  max_num_reqs=...` before it, which gives only `max_mamba_cache_size`
+  (that pool prints no `Mamba Cache is allocated` line; `max_num_reqs` is the request pool's size, not
+  the seats).
+- Under 0.5.23's post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) the pool line before
+  capture is a `KV Cache VA upper bound` (a reservation, not a pool); the pool is
+  `Post-capture KV sizing: KV cache allocated. dtype: ..., #tokens: ..., KV size: ...` after capture.
+  The drafter's `... draft KV cache allocated` line is not one of the target's pools.
 """
 from __future__ import annotations
 
@@ -23,12 +33,17 @@ from pytest_glmf.engine import logformats as lf
 from pytest_glmf.gates.boot.facts import BootFacts, _dtype, _find, _int, _Line
 from pytest_glmf.gates.boot.hints import advice_for
 
-# The summary line starts with the pool size; `full_` is the hybrid-SWA spelling. Other lines that
-# carry `max_total_num_tokens=` (post-capture resize, PR #32360's `bound by kv_capacity (...)`) do not.
-_SGL_SUMMARY = re.compile(r"(?<![\w(])(?<!sizing: )(?:full_)?max_total_num_tokens=(\d+)")
-_SGL_KV = re.compile(r"KV Cache is allocated\.(?P<rest>.*#tokens:.*)")
+# The summary line: the pool size (`full_` is the hybrid-SWA spelling) with the seats or the context
+# length beside it. Other lines that carry `max_total_num_tokens=` have neither (post-capture resize,
+# 0.5.23's `[unified-memory-pool]   total_bytes=..., max_total_num_tokens=..., max_num_reqs=...`) or
+# carry it in parentheses (PR #32360's `max_running_requests=64 ..., bound by kv_capacity (...)`).
+_SGL_SUMMARY = re.compile(r"(?<![\w(])(?:full_)?max_total_num_tokens=(\d+)(?=.*\b(?:max_running_requests|context_len)=)")
+# `KV Cache is allocated.` (with a `Full `/`SWA ` label on hybrid-SWA pools), and 0.5.23's post-capture
+# `Post-capture KV sizing: KV cache allocated.` (not its `draft KV cache allocated`)
+_SGL_KV = re.compile(r"(?:KV Cache is allocated|Post-capture KV sizing: KV cache allocated)\.(?P<rest>.*#tokens:.*)")
 _SGL_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
-_SGL_MAMBA = re.compile(r"Mamba Cache is allocated\.\s*max_mamba_cache_size:\s*(\d+)")
+_SGL_MAMBA = re.compile(r"Mamba Cache is allocated\.\s*max_mamba_cache_size:\s*(\d+)|"
+                        r"\[unified-memory-pool\]\s.*\bmax_mamba_cache_size=(\d+)")
 # `max_running_requests is capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots per request)`
 _SGL_CAP = re.compile(r"max_running_requests (?:is |was )?capped to (?P<n>\d+) by the (?P<why>[^(.]+?)\s*(?:\((?P<detail>[^)]*)\)|[.:]|$)")
 # `max_running_requests was reduced from the requested 74 to 26 (per dp worker) due to the available KV cache capacity.`
@@ -104,7 +119,7 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
                 break
 
     if mamba := _find(lines, _SGL_MAMBA):
-        facts.max_mamba_cache_size = int(mamba[1].group(1))
+        facts.max_mamba_cache_size = int(mamba[1].group(1) or mamba[1].group(2))
 
     _sgl_cap(lines, facts)
     if (facts.cap_reason is None and facts.requested_max_running_requests is not None

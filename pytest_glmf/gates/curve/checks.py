@@ -15,9 +15,13 @@ from pytest_glmf.gates.verdict import Check, checks_from_bounds
 MERGED_MAX_FRAC = 0.01      # kernel timestamps: share of token events stamped with a later event's time
 
 
-def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None,
+               decode_steps: int | None = None) -> dict[str, Any]:
     """Compare users with the server's effective seats (boot facts) and with what /metrics showed
-    running and queued during the run."""
+    running and queued during the run. SGLang refreshes its running gauge when it logs a prefill
+    (with the requests running before it) and every `decode_log_interval` decode steps
+    (srt/managers/scheduler_components/metrics_reporter.py): a run of fewer decode steps than that
+    (`decode_steps`, the output tokens) never shows its own requests running, so no note is made."""
     facts = facts or {}
     seats = facts.get("max_running_requests")
     observed = observed or {}
@@ -28,7 +32,9 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
     max_running, max_queued = observed.get("max_running"), observed.get("max_queued")
     # Informational only: SGLang queues requests transiently while it prefills a burst in chunks
     # even with free seats, and sampling can miss the peak, so /metrics never decides a verdict.
-    if max_running is not None and max_running < users:
+    refresh = facts.get("decode_log_interval")
+    stale = refresh is not None and decode_steps is not None and decode_steps < refresh
+    if max_running is not None and max_running < users and not stale:
         notes.append(f"/metrics: at most {max_running} of {users} requests running when sampled "
                      f"(up to {max_queued or 0} queued)")
     replicas = []
@@ -49,6 +55,7 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
     return {"seats": seats, "shared": shared, "cap_reason": facts.get("cap_reason"),
             "requested_seats": facts.get("requested_max_running_requests"),
             "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes,
+            "gauge_stale": stale,
             "replicas": replicas}
 
 

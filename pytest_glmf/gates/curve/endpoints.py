@@ -154,13 +154,15 @@ def replica_facts(per_replica: Sequence[Mapping[str, Any] | None], names: Sequen
 
 def server_endpoints(server: "Server") -> tuple[list[str], dict[str, Any]]:
     """(stream URLs, boot facts) of a launched lane: one server's own facts, or its replicas' facts
-    read one by one and summed."""
+    read one by one and summed. `decode_log_interval` rides along when the server said it
+    (engine/serverconfig.py): SGLang refreshes its running-requests gauge only that often."""
     urls = server.stream_urls
+    refresh = {"decode_log_interval": server.config.decode_log_interval}
     if not server.replicas:
-        return urls, server.boot_facts.to_dict()
+        return urls, {**server.boot_facts.to_dict(), **refresh}
     own_urls = len(urls) == len(server.replicas)
     names = [r.base_url if own_urls else str(r.boot_log_path or f"replica {i + 1}")
              for i, r in enumerate(server.replicas)]
     facts = replica_facts([r.boot_facts.to_dict() if r.boot_log_path else None for r in server.replicas], names,
                           assigned_by="client" if own_urls else "router")
-    return urls, facts
+    return urls, {**facts, **refresh}

@@ -290,9 +290,11 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
         for run in range(settings.runs):
             per_run.append(await measure(run, f"run {run + 1}/{settings.runs}"))
         # A run the client's self-check marks measured the client (or the machine's other load), not
-        # the server: it is replaced by a fresh run, at most `client_retries` times per row.
+        # the server: it is replaced by a fresh run, at most `client_retries` times per row. A run
+        # with failed requests is not: the server's failure is its verdict, and measuring it again
+        # only waits out the same timeouts once more.
         for extra in range(1, settings.client_retries + 1):
-            bound = [i for i, r in enumerate(per_run) if r["client"]["client_bound"]]
+            bound = [i for i, r in enumerate(per_run) if r["client"]["client_bound"] and not r["errors"]]
             if not bound:
                 break
             notes = per_run[bound[0]]["client"]["notes"]
@@ -310,7 +312,7 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
                            "urls": endpoints.urls}
     observed = {"max_running": _max(r["server"]["max_running"] for r in per_run),
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
-    row["seat"] = seat_check(users, facts, observed)
+    row["seat"] = seat_check(users, facts, observed, decode_steps=workload.max_tokens)
     row["seats"] = row["seat"]["seats"]
     prompt_tokens = prompt_tokens or workload.estimated_prompt_tokens()
     row["memory"] = memory_check(users, (facts or {}).get("kv_tokens"), prompt_tokens, workload.max_tokens,

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
-from pytest_glmf.gates.tools.harness import Scenario, failure_hint, load_scenarios, request_error_cause, run_harness
+from pytest_glmf.gates.tools.harness import (
+    DEFAULT_MAX_TOKENS,
+    Scenario,
+    failure_hint,
+    load_scenarios,
+    request_error_cause,
+    run_harness,
+)
 from pytest_glmf.gates.tools.spec import DEFAULT_BOUNDS, DEFAULTS
 from pytest_glmf.gates.tools.table import failure_table, render_summary
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
@@ -53,6 +60,7 @@ class ToolsResult:
     failed_requests: int = 0          # requests that got no answer (HTTP errors, timeouts, refused)
     request_errors: dict[str, int] = field(default_factory=dict)   # each distinct error, how often
     text_answers: int = 0             # turns the model answered with text where a call was wanted
+    cut_calls: int = 0                # turns whose call max_tokens cut (finish_reason=length)
     results: list[dict[str, Any]] = field(default_factory=list, repr=False)   # per turn: answers, problems
     lane: str | None = None           # set by the glmf_tools fixture (named in failures)
 
@@ -66,7 +74,7 @@ class ToolsResult:
         return {"turns": self.turns, "parsed": self.parsed, "parsed_fraction": self.parsed_fraction,
                 "leaks": self.leaks, "wrong_calls": self.wrong_calls, "empty_args": self.empty_args,
                 "failed_requests": self.failed_requests, "request_errors": dict(self.request_errors),
-                "text_answers": self.text_answers, "bad_turns": list(self.bad_turns), "skipped": dict(self.skipped), "concurrency": self.concurrency,
+                "text_answers": self.text_answers, "cut_calls": self.cut_calls, "bad_turns": list(self.bad_turns), "skipped": dict(self.skipped), "concurrency": self.concurrency,
                 "tool_choice": self.tool_choice, "strict": self.strict, "results": list(self.results)}
 
     def table(self) -> str:
@@ -76,11 +84,13 @@ class ToolsResult:
 
 def measure_tools(url: str, scenarios: str | Path | Sequence[Scenario] | None = None, *, concurrency: int = 1,
                   tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None,
-                  check_stream: bool = True, timeouts: Mapping[str, float] | None = None) -> ToolsResult:
+                  check_stream: bool = True, timeouts: Mapping[str, float] | None = None,
+                  max_tokens: int = DEFAULT_MAX_TOKENS) -> ToolsResult:
     """Ask every applicable turn of `scenarios` (a YAML file, a list of `Scenario`, or None: the
     packaged set) at `concurrency` turns in flight, non-streamed and streamed, and count what
     parsed. `tool_choice`: auto | required | named; `strict` adds "strict": true to every
-    function. `timeouts`: a lane's `timeouts` mapping."""
+    function. `timeouts`: a lane's `timeouts` mapping; `max_tokens` per answer (a call it cuts is
+    reported as CUT_BY_MAX_TOKENS, not as a leak)."""
     from pytest_glmf.engine.client import Client, Timeouts
 
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -90,7 +100,7 @@ def measure_tools(url: str, scenarios: str | Path | Sequence[Scenario] | None = 
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
     with Client(url, Timeouts(**known)) as client:
         summary = run_harness(client, turns, concurrency=concurrency, tool_choice=tool_choice, strict=strict,
-                              model=model, check_stream=check_stream)
+                              model=model, check_stream=check_stream, max_tokens=max_tokens)
     return ToolsResult.from_summary(summary)
 
 

@@ -18,6 +18,10 @@ this module checks, non-streamed and streamed:
   endpoint, a short excerpt of the body) and is counted as `failed_requests`, never blamed on the
   parser;
 - no tool markup in `content` or the reasoning text;
+- a call the answer started but `max_tokens` cut (`finish_reason: "length"` with tool markup in
+  the content or with calls; SGLang 0.5.23 returns a cut call's raw `<tool_call>` text in
+  `content` when not streamed, and partial `tool_calls` deltas when streamed) is CUT_BY_MAX_TOKENS,
+  counted as `cut_calls`: neither a leak nor a parser's failure, the request's budget was too small;
 - the streamed answer (deltas assembled per `index`) makes the same calls with the same arguments
   (compared as parsed JSON) as the non-streamed one, and carries exactly one finish_reason.
 
@@ -49,6 +53,7 @@ from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 
 # Markup that must never reach `content`/reasoning: GLM-4.5/4.7 and Hermes tags, and the bare JSON
 # call object a Hermes-style model prints when the parser misses it.
+DEFAULT_MAX_TOKENS = 512     # per answer: a whole call with arguments, with room to spare
 LEAK_PATTERNS = [re.compile(p) for p in (r"<tool_call>", r"</tool_call>", r"<arg_key>", r"</arg_key>",
                                          r"<arg_value>", r"</arg_value>", r'\{\s*"name"\s*:',
                                          r"<function=", r"\[TOOL_CALLS\]", r"<\|python_tag\|>")]
@@ -142,7 +147,7 @@ def find_leaks(text: str) -> list[str]:
 
 
 def request_body(s: Scenario, tool_choice: str = "auto", *, model: str | None = None, strict: bool = False,
-                 max_tokens: int = 512) -> dict[str, Any]:
+                 max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
     tools = [{**t, "function": {**t["function"], "strict": True}} if strict else t for t in s.tools]
     body: dict[str, Any] = {"messages": s.messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens}
     if tool_choice == "named":
@@ -176,6 +181,9 @@ def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> lis
         return [f"{ans.mode}: request failed: {ans.error}"]
     problems = []
     tag = ans.mode
+    if ans.finish_reason == "length" and (ans.calls or find_leaks(ans.content)):
+        return [f"{tag}: CUT_BY_MAX_TOKENS: the answer reached max_tokens (finish_reason=length) inside a tool "
+                f"call ({'partial tool_calls' if ans.calls else 'raw tool markup in content'}): raise max_tokens"]
     for where, text in (("content", ans.content), ("reasoning", ans.reasoning)):
         leaks = find_leaks(text)
         if leaks:
@@ -291,8 +299,9 @@ def ask(client: Client, body: dict[str, Any], stream: bool) -> ToolAnswer:
 
 
 def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: str | None = None,
-             strict: bool = False, check_stream: bool = True, repeat: int = 0) -> TurnResult:
-    body = request_body(s, tool_choice, model=model, strict=strict)
+             strict: bool = False, check_stream: bool = True, repeat: int = 0,
+             max_tokens: int = DEFAULT_MAX_TOKENS) -> TurnResult:
+    body = request_body(s, tool_choice, model=model, strict=strict, max_tokens=max_tokens)
     answers = [ask(client, body, stream=False)]
     if check_stream:
         answers.append(ask(client, body, stream=True))
@@ -312,6 +321,7 @@ def summarize(results: list[TurnResult], skipped: dict[str, str]) -> dict[str, A
             "failed_requests": len(failed),
             "request_errors": dict(Counter(a.error for a in failed).most_common()),
             "text_answers": sum(r.text_answer for r in results),
+            "cut_calls": sum(any("CUT_BY_MAX_TOKENS" in p for p in r.problems) for r in results),
             "bad_turns": [f"{r.scenario}#{r.repeat}" for r in results if not r.ok], "skipped": skipped}
 
 
@@ -331,6 +341,9 @@ def failure_hint(summary: dict[str, Any]) -> str | None:
     if summary.get("failed_requests") == bad:
         top = next(iter(summary["request_errors"]))
         return f"{bad} turn(s) got no answer: {top}; not a tool-parser problem"
+    if summary.get("cut_calls") == bad:
+        return (f"max_tokens cut the tool call in {bad} turn(s) (finish_reason=length): not a parser problem; "
+                "raise max_tokens")
     if summary.get("text_answers") == bad:
         return (f"the model answered with text instead of calling in {bad} turn(s): not a parser problem; "
                 "check the prompt, tool_choice (required or named for small models) and max_tokens")
@@ -338,7 +351,8 @@ def failure_hint(summary: dict[str, Any]) -> str | None:
 
 
 def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1,
-                tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None, check_stream: bool = True) -> dict[str, Any]:
+                tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None,
+                check_stream: bool = True, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
     """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise."""
     if tool_choice not in TOOL_CHOICES:
         raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")
@@ -350,7 +364,8 @@ def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int =
     jobs = [(s, r) for r in range(repeats) for s in todo]
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         results = list(pool.map(lambda job: run_turn(client, job[0], tool_choice=tool_choice, model=model,
-                                                     strict=strict, check_stream=check_stream, repeat=job[1]), jobs))
+                                                     strict=strict, check_stream=check_stream, repeat=job[1],
+                                                     max_tokens=max_tokens), jobs))
     out = summarize(results, skipped)
     out.update({"concurrency": concurrency, "tool_choice": tool_choice, "strict": strict,
                 "results": [{**asdict(r), "ok": r.ok} for r in results]})

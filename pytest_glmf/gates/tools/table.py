@@ -40,6 +40,10 @@ def render_summary(summary: dict[str, Any]) -> str:
             f"leaks {summary['leaks']}, wrong calls {summary['wrong_calls']}, empty args {summary['empty_args']}")
     if summary.get("failed_requests"):
         head += f", failed requests {summary['failed_requests']}"
+    if summary.get("cut_calls"):
+        head += f", calls cut by max_tokens {summary['cut_calls']}"
+    if summary.get("text_answers"):
+        head += f", text answers {summary['text_answers']}"
     if summary["skipped"]:
         head += f"; skipped {len(summary['skipped'])}: " + ", ".join(summary["skipped"])
     bad = failure_table(summary)

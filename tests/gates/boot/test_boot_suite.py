@@ -31,11 +31,11 @@ lanes:
 """
 
 
-def run_boot_suite(pytester: pytest.Pytester, server, log: str) -> pytest.RunResult:
+def run_boot_suite(pytester: pytest.Pytester, server, log: str, thresholds_text: str = THRESHOLDS) -> pytest.RunResult:
     (pytester.path / "boot.log").write_text(log)
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  daily: {{launcher: attach, url: '{server.base_url}', "
                                              "boot_log: boot.log}\n")
-    thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS)
+    thresholds = pytester.makefile(".yaml", thresholds=thresholds_text)
     # no path arguments: the plugin collects its bundled suites; -k keeps it to the boot gate
     return pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "daily", "--glmf-thresholds",
                               str(thresholds), "-k", "test_boot or kv_pool or seats", "-p", "no:cacheprovider")

@@ -108,6 +108,18 @@ def test_seat_check_uses_boot_facts_and_observed_queue():
     assert not seat_check(8, {"max_running_requests": 640})["shared"]
 
 
+def test_seat_check_makes_no_note_from_a_gauge_the_run_never_refreshed():
+    """SGLang refreshes num_running_reqs every decode_log_interval decode steps (and at prefill,
+    with the requests running before it): a 24-token run never shows itself running."""
+    facts = {"max_running_requests": 2048, "decode_log_interval": 40}
+    short = seat_check(1, facts, {"max_running": 0, "max_queued": 0}, decode_steps=24)
+    assert short["notes"] == [] and short["gauge_stale"]
+    long = seat_check(4, facts, {"max_running": 2, "max_queued": 0}, decode_steps=384)
+    assert not long["gauge_stale"] and "at most 2 of 4 requests running" in long["notes"][0]
+    unknown = seat_check(4, {"max_running_requests": 2048}, {"max_running": 2}, decode_steps=24)
+    assert unknown["notes"] and not unknown["gauge_stale"]      # the server did not say: the note stays
+
+
 def test_client_check_thresholds():
     assert not client_check([0.0001] * 100, 0.3)["client_bound"]
     assert client_check([0.0001] * 90 + [0.01] * 10, 0.3)["client_bound"]
