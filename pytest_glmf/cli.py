@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("pytest_glmf.gates.drift.cli", "log-prob drift: oracle reference, scoring, comparison"),
     "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
     "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
+    "template": ("pytest_glmf.gates.template.cli", "served chat template: make a reference, check a server against it"),
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from pytest_glmf.gates.drift import assert_drift, assert_drift_self_check
+from pytest_glmf.gates.template import assert_template
 
 PROMPTS = Path(__file__).with_name("my_drift_prompts.json")
 
@@ -30,3 +31,9 @@ def test_quantization_drift(glmf_drift):
     drift = measure(glmf_drift)
     print(drift.table())
     assert_drift(drift, mean_abs_dlogp={"max": 0.2}, argmax_mismatch={"max": 0.2})
+
+
+def test_prompts_render_as_the_known_good_image(glmf_template):
+    """Drift scores token ids; the template gate checks the chat template that makes them (system
+    prompt, tools, reasoning switch): a changed template passes drift and breaks every user."""
+    assert_template(glmf_template(os.environ.get("TEMPLATE_REF")))

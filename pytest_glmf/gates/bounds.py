@@ -51,6 +51,18 @@ def checked_bounds(gate: str, bounds: Mapping[str, Any], helper: str, other_keys
     return dict(bounds)
 
 
+def bounds_or_default(gate: str, bounds: Mapping[str, Any], helper: str, default: Mapping[str, Any],
+                      default_source: str, source: str | None = None) -> tuple[dict[str, Any], str]:
+    """(bounds, source) an assertion helper judges by: the bounds written in the test, checked as
+    the thresholds loader checks them and named by the test's line; without any, the gate's own
+    bar (`default`, named by `default_source`)."""
+    __tracebackhide__ = True
+    if not bounds:
+        return dict(default), source or default_source
+    source = source or caller_source()
+    return checked_bounds(gate, bounds, helper, (), source), source
+
+
 def lane_phrase(lane: Any) -> str:
     """' of lane 'batch'' for a lane (a name or a LaneConfig), '' without one."""
     name = getattr(lane, "name", lane)

@@ -8,9 +8,10 @@ from pytest_glmf.gates.capacity.spec import SPEC as CAPACITY
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.drift.spec import SPEC as DRIFT
 from pytest_glmf.gates.spec import GateSpec
+from pytest_glmf.gates.template.spec import SPEC as TEMPLATE
 from pytest_glmf.gates.tools.spec import SPEC as TOOLS
 
-GATES: dict[str, GateSpec] = {spec.name: spec for spec in (BOOT, CURVE, DRIFT, ACCEPTANCE, TOOLS, CAPACITY)}
+GATES: dict[str, GateSpec] = {spec.name: spec for spec in (BOOT, CURVE, DRIFT, ACCEPTANCE, TOOLS, CAPACITY, TEMPLATE)}
 
 
 def gate_spec(name: str) -> GateSpec:

@@ -5,6 +5,7 @@
     glmf_drift(reference=... | oracle_url=... | oracle_lane=...) -> DriftResult
     glmf_acceptance(classes=None, ...) -> AcceptanceResult
     glmf_tools(scenarios=None, concurrency=1, ...) -> ToolsResult
+    glmf_template(reference=None, conversations=None, ...) -> TemplateResult
 
 Each fixture is a function the test calls with explicit arguments; it hands off to the plain
 function of `pytest_glmf.gates.<gate>` (which scripts call the same way) with what the session
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from pytest_glmf.gates.acceptance.api import AcceptanceResult
     from pytest_glmf.gates.curve.api import CurveResult
     from pytest_glmf.gates.drift.api import DriftResult
+    from pytest_glmf.gates.template.api import TemplateResult
     from pytest_glmf.gates.tools.api import ToolsResult
     from pytest_glmf.launch.base import Server
     from pytest_glmf.results.recorder import SessionRecorder
@@ -184,6 +186,47 @@ def glmf_tools(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane:
             "glmf_tools", source)
         result.lane = glmf_lane.name
         glmf_results.record("tools", key or f"{request.node.name} users={concurrency}", result.summary())
+        return result
+
+    return measure
+
+
+# ---------------------------------------------------------------------------- template
+
+
+@pytest.fixture
+def glmf_template(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane: "LaneConfig",
+                  glmf_thresholds: "Thresholds", glmf_results: "SessionRecorder") -> Callable[..., "TemplateResult"]:
+    """`glmf_template(reference=None, conversations=None, *, served_ids=None, key=None)` renders
+    every conversation (your YAML file, or None: the packaged set) through the session's server
+    and compares its prompt ids with `reference` (a dict or a file from `glmf template
+    reference`; None: the lane's `template.settings.reference`, else the simulator's own
+    template, else transformers on the lane's model directory). Skips when the lane has no
+    reference. Recorded under `key` (default: the test's name)."""
+    from pytest_glmf.gates.template.api import measure_template
+    from pytest_glmf.gates.template.conversations import load_conversations
+    from pytest_glmf.gates.template.reference import reference_for_lane
+
+    def measure(reference: Any = None, conversations: Any = None, *, served_ids: str | None = None,
+                key: str | None = None, source: str | None = None) -> "TemplateResult":
+        __tracebackhide__ = True
+        s = glmf_thresholds.settings(glmf_lane.name, "template")
+        where = source or (glmf_thresholds.source(glmf_lane.name, "template")
+                           if glmf_thresholds.for_gate(glmf_lane.name, "template") else None)
+        convs = _fail_unless_measured(lambda: load_conversations(conversations or s.conversations),
+                                      "glmf_template", where)
+        if reference is None:
+            reference = _fail_unless_measured(lambda: reference_for_lane(
+                glmf_lane, s.reference, s.python, glmf_thresholds.path, convs), "glmf_template", where)
+        if reference is None:
+            pytest.skip(f"lane {glmf_lane.name!r}: no template reference; set lanes.{glmf_lane.name}.template."
+                        f"settings.reference (a file from `glmf template reference --url KNOWN_GOOD`) in "
+                        f"{glmf_thresholds.path}, or name a local model directory in the lane")
+        result = _fail_unless_measured(lambda: measure_template(
+            glmf_server.base_url, reference, convs, served_ids=served_ids or s.served_ids,
+            context_tokens=s.context_tokens, timeouts=glmf_lane.timeouts), "glmf_template", where)
+        result.lane = glmf_lane.name
+        glmf_results.record("template", key or request.node.name, result.summary())
         return result
 
     return measure

@@ -264,11 +264,12 @@ class SimApp:
                               "or waiting requests, the operation will not be performed.)\n")
 
     async def tokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from pytest_glmf.sim.tokenizer import apply_chat_template, encode
+        from pytest_glmf.sim.openai_api import chat_prompt_ids
+        from pytest_glmf.sim.tokenizer import encode
 
         body = await read_json(receive)
         if isinstance(body.get("messages"), list):
-            ids = apply_chat_template(body["messages"], body.get("tools"))
+            ids = chat_prompt_ids(body, self.cfg.tool_call_parser, self.faults.template)
         elif isinstance(body.get("prompt"), str):
             ids = encode(body["prompt"])
         else:
@@ -278,8 +279,14 @@ class SimApp:
     async def detokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await read_json(receive)
         tokens = body.get("tokens")
+        # DetokenizeRequest: a list of ids or a list of lists (sglang/srt/entrypoints/openai/protocol.py)
+        if isinstance(tokens, list) and tokens and all(isinstance(t, list) for t in tokens):
+            if not all(isinstance(t, int) for ids in tokens for t in ids):
+                raise HTTPError(400, "detokenize needs `tokens`: a list of token ids, or a list of such lists")
+            await send_json(send, {"text": [decode(ids) for ids in tokens]})
+            return
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-            raise HTTPError(400, "detokenize needs `tokens`: a list of token ids")
+            raise HTTPError(400, "detokenize needs `tokens`: a list of token ids, or a list of such lists")
         await send_json(send, {"text": decode(tokens)})   # DetokenizeResponse (sglang/srt/entrypoints/openai/protocol.py)
 
     # -- admin ----------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ Set with `--fault SPEC` (repeatable) at start, or at run time with `POST /sim/fa
   slow=F                   every modelled time is multiplied by F (on top of --time-scale)
   tool-empty-args          tool calls are emitted without the opening <arg_value> (vllm#49248),
                            so the GLM parsers return `arguments: "{}"`
+  template=CHANGE          the served chat template changes (chat completions and /tokenize alike):
+                           drop-system (the system prompt is not rendered), double-bos ([gMASK]
+                           twice), drop-tools (no tools block), thinking-off (reasoning off unless
+                           the request turns it on); what the template gate must catch
 
 Counters (`http-503`, `crash-after-requests`) count generation requests (chat, completions,
 /generate, /health_generate), not health or introspection calls.
@@ -27,8 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.sim.tokenizer import TEMPLATE_CHANGES
+
 FAULT_FORMS = ("boot-oom", "boot-hang", "crash-first-request", "crash-after-requests=N", "stream-cut=N",
-               "http-503=N", "malformed-sse", "no-tokens", "slow=F", "tool-empty-args")
+               "http-503=N", "malformed-sse", "no-tokens", "slow=F", "tool-empty-args",
+               "template=drop-system|double-bos|drop-tools|thinking-off")
 _FLAGS = {"boot-oom", "boot-hang", "crash-first-request", "malformed-sse", "no-tokens", "tool-empty-args"}
 _INTS = {"crash-after-requests", "stream-cut", "http-503"}
 _FLOATS = {"slow"}
@@ -45,6 +52,7 @@ class Faults:
     no_tokens: bool = False
     slow: float = 1.0
     tool_empty_args: bool = False
+    template: str | None = None               # a change of sim/tokenizer.py TEMPLATE_CHANGES
     specs: list[str] = field(default_factory=list)
 
     @classmethod
@@ -71,6 +79,8 @@ class Faults:
                         self.http_503_left = n
                     else:
                         setattr(self, name.replace("-", "_"), n)
+                elif name == "template" and value in TEMPLATE_CHANGES:
+                    self.template = value
                 elif name in _FLOATS and value:
                     x = float(value)
                     if x <= 0:
@@ -87,4 +97,5 @@ class Faults:
         return {"specs": list(self.specs), "boot_oom": self.boot_oom, "boot_hang": self.boot_hang,
                 "crash_after_requests": self.crash_after_requests, "stream_cut": self.stream_cut,
                 "http_503_left": self.http_503_left, "malformed_sse": self.malformed_sse,
-                "no_tokens": self.no_tokens, "slow": self.slow, "tool_empty_args": self.tool_empty_args}
+                "no_tokens": self.no_tokens, "slow": self.slow, "tool_empty_args": self.tool_empty_args,
+                "template": self.template}

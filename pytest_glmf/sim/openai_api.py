@@ -71,6 +71,19 @@ def _tool_call_obj(rid: str, i: int, name: str, args: str) -> dict[str, Any]:
     return {"id": f"call_{rid[:24]}{i}", "index": i, "type": "function", "function": {"name": name, "arguments": args}}
 
 
+def chat_prompt_ids(body: dict[str, Any], parser: str | None, template_change: str | None) -> list[int]:
+    """The served prompt of a chat request, the one rendering chat completions and `/tokenize`
+    with `messages` share (SGLang 0.5.23 renders both through OpenAIServingChat._process_messages:
+    sglang/srt/entrypoints/openai/serving_tokenize.py, _tokenize_chat_request)."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise HTTPError(400, "chat_template_kwargs must be an object")
+    thinking = kwargs.get("enable_thinking")
+    return apply_chat_template(body["messages"], body.get("tools") or None,
+                               lambda n, a: tools.render_call(parser or "glm47", n, a),
+                               enable_thinking=None if thinking is None else bool(thinking), change=template_change)
+
+
 async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> None:
     body = await read_json(receive)
     messages = body.get("messages")
@@ -80,7 +93,7 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
     offered = body.get("tools") or None
     tool_choice = body.get("tool_choice", "auto")
     parser = app.cfg.tool_call_parser
-    prompt_ids = apply_chat_template(messages, offered, lambda n, a: tools.render_call(parser or "glm47", n, a))
+    prompt_ids = chat_prompt_ids(body, parser, app.faults.template)
     max_new = app.check_prompt(prompt_ids, body.get("max_completion_tokens", body.get("max_tokens")))
     user_msgs = [m for m in messages if m.get("role") == "user"]
     cls = timing.classify(content_text(user_msgs[-1].get("content")) if user_msgs else "", len(user_msgs))

@@ -172,18 +172,34 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# Template changes the simulator can serve (`--fault template=NAME`), each a way an image upgrade
+# breaks every user while teacher-forced scoring stays untouched (the template gate's known truths).
+TEMPLATE_CHANGES = ("drop-system", "double-bos", "drop-tools", "thinking-off")
+
+
 def apply_chat_template(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                        render_call: Any = None) -> list[int]:
+                        render_call: Any = None, *, enable_thinking: bool | None = None,
+                        change: str | None = None) -> list[int]:
     """Token ids of the conversation plus the generation prompt (`<|assistant|>`).
 
     `render_call(name, arguments_dict) -> str` renders an assistant message's earlier tool calls
-    in the active parser's markup (tools.render_call); None renders them as JSON."""
+    in the active parser's markup (tools.render_call); None renders them as JSON.
+    `enable_thinking` is the `chat_template_kwargs` switch (GLM-4.5's template: reasoning is on
+    unless it is False, which closes an empty `<think></think>` after the generation prompt).
+    `change` (one of TEMPLATE_CHANGES) serves a broken template: the system prompt dropped, BOS
+    doubled, the tools block dropped, or reasoning off when the request does not say."""
+    if change is not None and change not in TEMPLATE_CHANGES:
+        raise ValueError(f"template change {change!r}: use one of {', '.join(TEMPLATE_CHANGES)}")
     ids = [special("[gMASK]"), special("<sop>")]
+    if change == "double-bos":
+        ids.insert(0, special("[gMASK]"))
     msgs = list(messages)
     system_parts: list[str] = []
     if msgs and msgs[0].get("role") in ("system", "developer"):
-        system_parts.append(content_text(msgs.pop(0).get("content")))
-    if tools:
+        system = content_text(msgs.pop(0).get("content"))
+        if change != "drop-system":
+            system_parts.append(system)
+    if tools and change != "drop-tools":
         system_parts.append(tools_block(tools))
     if system_parts:
         ids.append(special("<|system|>"))
@@ -217,4 +233,8 @@ def apply_chat_template(messages: list[dict[str, Any]], tools: list[dict[str, An
             ids.append(special("<|user|>"))
             ids += encode("\n" + text)
     ids.append(special("<|assistant|>"))
+    if enable_thinking is None and change == "thinking-off":
+        enable_thinking = False
+    if enable_thinking is False:
+        ids += encode("\n") + [special("<think>"), special("</think>")]
     return ids

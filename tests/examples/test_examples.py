@@ -75,11 +75,13 @@ def tighten(path: Path, old: str, new: str) -> int:
 
 
 def test_examples_cover_every_gate_and_use_only_the_public_api(examples: Path) -> None:
-    gates = ("boot", "curve", "drift", "acceptance", "tools")
+    gates = ("boot", "curve", "drift", "acceptance", "tools", "template")
+    # the drift example also shows the template gate: drift scores ids, the template makes them
+    also = {"drift": ["pytest_glmf.gates.template"]}
     for gate in gates:
         text = (examples / f"test_my_{gate}.py").read_text()
         imports = re.findall(r"^from (pytest_glmf\S*) import", text, re.M)
-        assert imports == [f"pytest_glmf.gates.{gate}"], (gate, imports)
+        assert imports == [f"pytest_glmf.gates.{gate}", *also.get(gate, [])], (gate, imports)
 
 
 def test_curve_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
@@ -168,7 +170,7 @@ def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pyt
 
 def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
     ok = run(pytester, "test_my_drift.py", "batch")
-    ok.assert_outcomes(passed=2)
+    ok.assert_outcomes(passed=3)
     ok.stdout.fnmatch_lines(["quant (vs batch-oracle) | mean |dlogp| *", "batch * | 0.* | ?0.*, 0.*? | *| 0 (exact)",
                              "6 prompts, 192 tokens, top-8; oracle self-check: 0 (exact); nothing is subtracted"])
     refs = sorted(p.name for p in (pytester.path / "glmf-results" / "drift").glob("*-reference.json"))
@@ -187,4 +189,31 @@ def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
         "*",
         f"mean_abs_dlogp batch vs oracle (95% CI 0.*..0.*) | 0.* | <= 0.01 * | +*; the checkpoint/quantization moved "
         f"the model*(examples/test_my_drift.py:{line})",
+    ], consecutive=True)
+
+
+def test_template_example_passes_and_fails_with_the_text_around_the_difference(pytester: pytest.Pytester,
+                                                                               examples: Path) -> None:
+    ok = run(pytester, "test_my_template.py", "batch", "-s")
+    ok.assert_outcomes(passed=1)
+    ok.stdout.fnmatch_lines(["*template: 7/7 conversations render to the reference's prompt ids (served via tokenize; "
+                             "reference: the simulator's own template)"])
+    # the same lane serving a template whose BOS is doubled (a known truth of the simulator)
+    lanes = pytester.path / "lanes.yaml"
+    lanes.write_text(lanes.read_text().replace("  daily:", "    sim_args: ['--fault', 'template=double-bos']\n  daily:"))
+    line = max(i for i, ln in enumerate((examples / "test_my_template.py").read_text().split("\n"), 1)
+               if "assert_template" in ln)
+    bad = run(pytester, "test_my_template.py", "batch")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines([
+        "template gate of lane 'batch': 0/7 conversations render to the reference's prompt ids (reference: the "
+        "simulator's own template): 1 threshold(s) missed",
+        "metric *| measured | expected | note",
+        "*",
+        f"mismatched *| 7 *| <= 0 *| +7; the served chat template or tokenizer changed*(examples/test_my_template.py:{line})",
+        "",
+        "conversation *| first difference *| reference (⟦token⟧ differs) *| served",
+        "*",
+        "system_prompt *| token 1: reference id 2 (31 ids), served id 1 (32 ids) *| reference: [[]gMASK]⟦<sop>⟧<|system|>*"
+        "| served: [[]gMASK]⟦[[]gMASK]⟧<sop><|system|>*",
     ], consecutive=True)

@@ -301,6 +301,71 @@ def test_tools_auto_reported_honestly(oracle_client: Client, real_report: dict) 
 # Drift: oracle reference, both candidates scored, paired comparison
 
 
+# ------------------------------------------------------------------------------------------------
+# Template gate: the served prompt ids against the model directory's own template (transformers)
+
+TEMPLATE_CHANGED = "real-oracle-template-changed"
+
+
+@pytest.fixture(scope="module")
+def template_reference(real_servers: Any) -> dict:
+    """The packaged conversations rendered by transformers with the oracle's model directory, run
+    by the lane's own interpreter (the engine venv has transformers; the project venv has not)."""
+    from pytest_glmf.gates.template import load_conversations
+    from pytest_glmf.gates.template.reference import reference_for_lane
+
+    ref = reference_for_lane(real_servers.lanes[ORACLE], None, None, ".", load_conversations())
+    assert ref is not None and ref["source"]["kind"] == "transformers"
+    return ref
+
+
+@pytest.mark.parametrize("served_ids", ["tokenize", "chat"])
+def test_template_served_prompt_ids_equal_transformers(oracle: Any, template_reference: dict, real_report: dict,
+                                                       served_ids: str) -> None:
+    """vLLM renders every conversation (system prompt, multi-turn, tools, a tool call and its
+    result, the reasoning switch) into exactly the ids transformers gives for the model directory:
+    through /tokenize with messages and through the chat completion's `prompt_token_ids`."""
+    from pytest_glmf.gates.template import assert_template, measure_template
+
+    result = measure_template(oracle.base_url, template_reference, served_ids=served_ids)
+    real_report.setdefault("template", {})[served_ids] = result.table()
+    assert result.conversations == 7
+    assert_template(result)
+
+
+def test_template_changed_on_the_server_fails_with_the_text_around_it(real_servers: Any, template_reference: dict,
+                                                                       real_report: dict, tmp_path: Any) -> None:
+    """The oracle booted with `--chat-template` of its own template minus the tools block: the two
+    conversations that offer tools differ where the tools text begins, the others still match."""
+    import dataclasses
+    from pathlib import Path
+
+    from pytest_glmf.gates.template import assert_template, measure_template
+
+    lane = real_servers.lanes[ORACLE]
+    original = (Path(lane.model) / "chat_template.jinja").read_text()
+    assert original.count("{%- if tools %}") == 1
+    changed = tmp_path / "no-tools.jinja"
+    changed.write_text(original.replace("{%- if tools %}", "{%- if false %}"))
+    real_servers.lanes[TEMPLATE_CHANGED] = dataclasses.replace(
+        lane, name=TEMPLATE_CHANGED, extra=[*lane.extra, "--chat-template", str(changed)])
+    try:
+        server = real_servers.get(TEMPLATE_CHANGED)
+        for served_ids in ("tokenize", "chat"):
+            result = measure_template(server.base_url, template_reference, served_ids=served_ids)
+            real_report.setdefault("template", {})[f"changed, {served_ids}"] = result.table()
+            assert sorted(result.differences) == ["tool_call_and_result", "tools_offered"], result.table()
+            for d in result.differences.values():
+                assert "⟦" in d["reference_text"] and "# Tools" in d["reference_text"].split("⟦", 1)[1]
+                assert "# Tools" not in d["served_text"] and d["served_len"] < d["reference_len"]
+            with pytest.raises(pytest.fail.Exception) as failed:
+                assert_template(result)
+            assert "template gate: 5/7 conversations render" in str(failed.value)
+            assert "tools_offered" in str(failed.value) and "reference: " in str(failed.value)
+    finally:
+        real_servers.stop(TEMPLATE_CHANGED)
+
+
 @pytest.fixture(scope="module")
 def drift_reference(oracle: Any, real_report: dict) -> dict:
     from pytest_glmf.gates.drift.adapters import make_adapter

@@ -241,6 +241,36 @@ def test_tools_call_cut_by_max_tokens_is_reported_as_cut(oracle: Any, sglang_rep
 
 
 # ------------------------------------------------------------------------------------------------
+# Template gate: SGLang's served prompt ids, against a stored run and against transformers
+
+
+def test_template_served_prompt_ids_and_sglangs_tool_dump(oracle: Any, sglang_lanes: dict, sglang_report: dict) -> None:
+    """/tokenize with messages and the chat completion's prompt_token_ids (return_prompt_token_ids)
+    render all 7 packaged conversations alike (a stored run through one compares 7/7 through the
+    other); against the model directory's own template applied by transformers, exactly the two
+    tool conversations differ, at the `"defer_loading": null` SGLang 0.5.23 adds to every tool it
+    hands the template (sglang#29061; tests/contract/test_template_contract.py pins the dump)."""
+    from pytest_glmf.gates.template import load_conversations, measure_template, record_reference
+    from pytest_glmf.gates.template.reference import reference_for_lane
+
+    conversations = load_conversations()
+    stored = record_reference(oracle.base_url, conversations, served_ids="tokenize")
+    chat = measure_template(oracle.base_url, stored, conversations, served_ids="chat")
+    local = reference_for_lane(sglang_lanes[ORACLE], None, None, ".", conversations)
+    against_local = measure_template(oracle.base_url, local, conversations)
+    sglang_report["template"] = {"chat vs stored tokenize run": chat.table(), "vs transformers": against_local.table()}
+    tool_convs = sorted(c.id for c in conversations if c.tools)
+    checks = [Check("conversations alike via tokenize and chat", chat.matched, {"min": 7, "max": 7}, hint=chat.table()),
+              Check("conversations differing from transformers", sorted(against_local.differences) == tool_convs,
+                    {"min": True}, hint=against_local.table()),
+              Check("the difference is the tool dump's defer_loading", all(
+                  '"defer_loading": null' in d["served_text"] and "defer_loading" not in d["reference_text"]
+                  for d in against_local.differences.values()), {"min": True}, hint=against_local.table()),
+              Check("failed requests", chat.failed_requests + against_local.failed_requests, {"max": 0})]
+    assert_checks(checks, "template gate on SGLang 0.5.23")
+
+
+# ------------------------------------------------------------------------------------------------
 # Capacity: a small search answers on the real engine
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
 from pytest_glmf.gates.tools.harness import (
     DEFAULT_MAX_TOKENS,
     Scenario,
@@ -110,14 +110,7 @@ def assert_tools(result: ToolsResult, *, source: str | None = None, lane: Any = 
     The failure is the suites' table, then a row per bad turn with what came back."""
     __tracebackhide__ = True
     lane = lane if lane is not None else result.lane
-    if bounds:
-        if source is None:
-            from pytest_glmf.gates.bounds import caller_source
-
-            source = caller_source()
-        bounds = checked_bounds("tools", bounds, "assert_tools", (), source)
-    else:
-        bounds, source = DEFAULT_BOUNDS, source or DEFAULT_SOURCE
+    bounds, source = bounds_or_default("tools", bounds, "assert_tools", DEFAULT_BOUNDS, DEFAULT_SOURCE, source)
     users = result.concurrency
     summary = result.summary()
     # the parser hint only when the parser is the likely cause (not failed requests, not text answers)

@@ -1,0 +1,76 @@
+"""`glmf template reference|check`: the template gate from a shell.
+
+    glmf template reference --url URL --out ref.json                  a stored run of the known-good image
+    glmf template reference --model-dir DIR --python PY --out ref.json   transformers, under PY
+    glmf template check --url URL --reference ref.json [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.template.spec import DEFAULTS, SERVED_IDS
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="glmf template", description="Served chat template and tokenizer: prompt "
+                                                                   "ids of fixed conversations against a reference.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ref = sub.add_parser("reference", help="make a reference from a known-good server or a local model directory")
+    src = ref.add_mutually_exclusive_group(required=True)
+    src.add_argument("--url", help="the known-good server (its served prompt ids are the reference)")
+    src.add_argument("--model-dir", help="a model directory: its tokenizer and chat template, applied with transformers")
+    ref.add_argument("--python", help="with --model-dir: an interpreter that has transformers (default: this one)")
+    ref.add_argument("--out", required=True, help="where to write the reference JSON")
+    chk = sub.add_parser("check", help="compare a server's served prompt ids with a reference")
+    chk.add_argument("--url", required=True, help="the server under test")
+    chk.add_argument("--reference", required=True, help="a file from `glmf template reference`")
+    chk.add_argument("--context-tokens", type=int, default=DEFAULTS.context_tokens,
+                     help=f"tokens shown each side of the first difference (default {DEFAULTS.context_tokens})")
+    chk.add_argument("--json", dest="json_out", help="write the result JSON here")
+    for p in (ref, chk):
+        p.add_argument("--conversations", help="a conversations YAML (default: the packaged set)")
+        p.add_argument("--served-ids", choices=SERVED_IDS, default=DEFAULTS.served_ids,
+                       help="tokenize: POST /tokenize with messages; chat: the ids a chat completion returns")
+    args = ap.parse_args(argv)
+    if args.cmd == "check" and args.context_tokens < 1:
+        ap.error("--context-tokens must be >= 1")
+    if args.cmd == "reference" and args.python and not args.model_dir:
+        ap.error("--python goes with --model-dir")
+    try:
+        if args.cmd == "reference":
+            return _reference(args)
+        return _check(args)
+    except (ConfigError, RuntimeError, OSError) as exc:
+        print(f"glmf template {args.cmd}: {exc}")
+        return 2
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from pytest_glmf.gates.template.reference import local_reference, record_reference, save_reference
+
+    if args.url:
+        ref = record_reference(args.url, args.conversations, served_ids=args.served_ids)
+    else:
+        ref = local_reference(args.model_dir, args.conversations, python=args.python)
+    save_reference(ref, args.out)
+    sizes = ", ".join(f"{c['id']} {len(c['ids'])}" for c in ref["conversations"])
+    print(f"template reference: {len(ref['conversations'])} conversations ({sizes} tokens) -> {args.out}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pytest_glmf.gates.template.api import measure_template
+
+    result = measure_template(args.url, args.reference, args.conversations, served_ids=args.served_ids,
+                              context_tokens=args.context_tokens)
+    print(result.table())
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))
+    return 0 if result.matched == result.conversations else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(cli())
