@@ -254,6 +254,7 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
     from pytest_glmf.plugin.session import session_of
 
     measured: dict[tuple[Any, ...], DriftResult] = {}
+    references: dict[tuple[Any, ...], dict[str, Any]] = {}
     out_dir = glmf_results.results_dir / "drift"
     session = session_of(pytestconfig)
     lanes_file = session.settings.lanes_file if session is not None else None
@@ -301,10 +302,13 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
         key = key or (f"{label} ({Path(prompt_file).name})" if prompt_file is not None else label)
         ref_id = reference.get("sha256") if isinstance(reference, dict) else str(reference)
         cache_key = (ref_id, oracle_url, str(oracle_lane), *sorted((n, str(v)) for n, v in workload.items()),
-                     engine, check_tokenizer, label, *sorted(judging.items()))
+                     engine, check_tokenizer, label, *sorted(judging.items()))   # reference: all up to engine
         if cache_key not in measured:
             def run() -> "DriftResult":
-                ref = reference_for(reference, oracle_url, oracle_lane, workload, engine, key)
+                ref_key = cache_key[:-(2 + len(judging))]   # another mode or label: the same oracle reference
+                if ref_key not in references:
+                    references[ref_key] = reference_for(reference, oracle_url, oracle_lane, workload, engine, key)
+                ref = references[ref_key]
                 return measure_drift(glmf_server.base_url, ref, label=label, engine=glmf_server.engine,
                                      check_tokenizer=check_tokenizer, timeouts=glmf_lane.timeouts,
                                      provenance={"lane": glmf_lane.name, **glmf_server.provenance},

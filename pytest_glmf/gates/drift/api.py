@@ -45,6 +45,7 @@ from pytest_glmf.gates.drift.reference import (
     score_candidate,
 )
 from pytest_glmf.gates.drift.spec import DEFAULTS
+from pytest_glmf.gates.drift.stats import self_check_mode
 from pytest_glmf.gates.drift.table import render_table as drift_table
 from pytest_glmf.gates.verdict import (
     Check,
@@ -72,16 +73,6 @@ ANSWER_METRICS = ("output_length_ratio", "reasoning_length_ratio", "content_leng
                   "greedy_agreement", "finish_reason_changed")
 NOT_MEASURED = "not measured: set drift.settings.answer_max_tokens (greedy chat answers on both servers)"
 
-
-def self_check_mode(setting: str, oracle_self_check: Mapping[str, Any] | None,
-                    cand_self_check: Mapping[str, Any] | None) -> str:
-    """The mode that judges: `setting` unless auto; auto is exact when both self-checks are exact,
-    floor when one is not, report when one was not run."""
-    if setting != "auto":
-        return setting
-    if not oracle_self_check or not cand_self_check:
-        return "report"
-    return "exact" if oracle_self_check.get("exact") and cand_self_check.get("exact") else "floor"
 
 
 @dataclass

@@ -34,6 +34,7 @@ from pytest_glmf.gates.drift.stats import (
     floor_stats,
     pair_stats,
     self_check,
+    self_check_mode,
 )
 
 SCHEMA = 1
@@ -244,6 +245,7 @@ def compare(ref: dict[str, Any], cands: Sequence[dict[str, Any]], *, sources: Se
         stats = candidate_stats(tokens, oracle, sc, n_resamples=n_resamples, seed=seed)
         stats.update(floor_stats(tokens, oracle, sc, ref.get("self_check"), cand.get("self_check"),
                                  n_resamples=n_resamples, seed=seed))
+        stats["self_check_mode"] = self_check_mode("auto", ref.get("self_check"), cand.get("self_check"))
         if ref.get("answers") and cand.get("answers"):
             stats.update(answer_stats(ref["answers"], cand["answers"], agreement_tokens=agreement_tokens,
                                       n_resamples=n_resamples, seed=seed))

@@ -266,6 +266,17 @@ def self_check(first: Sequence[PromptScores], second: Sequence[PromptScores]) ->
 # Drift above the noise floor
 
 
+def self_check_mode(setting: str, oracle_self_check: dict[str, Any] | None,
+                    cand_self_check: dict[str, Any] | None) -> str:
+    """The mode that judges: `setting` unless auto; auto is exact when both self-checks are exact,
+    floor when one is not, report when one was not run."""
+    if setting != "auto":
+        return setting
+    if not oracle_self_check or not cand_self_check:
+        return "report"
+    return "exact" if oracle_self_check.get("exact") and cand_self_check.get("exact") else "floor"
+
+
 def _prompt_floors(sc: dict[str, Any] | None, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     if not sc:
         return None

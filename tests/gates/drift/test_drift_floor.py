@@ -185,3 +185,25 @@ def test_a_bound_on_unmeasured_answers_says_which_setting_measures_them(servers)
     with pytest.raises(pytest.fail.Exception) as exc:
         assert_drift(res, runaway_share={"max": 0.05})
     assert "not measured: set drift.settings.answer_max_tokens" in str(exc.value)
+
+
+def test_the_command_line_measures_the_floor_and_the_answers(servers, tmp_path, capsys):
+    from pytest_glmf.gates.drift.cli import cli as drift_cli
+
+    set_faults(servers["oracle"], f"logprob-noise={NOISE}")
+    set_faults(servers["cand"], f"logprob-noise={NOISE}", "runaway=1")
+    ref, cand = tmp_path / "ref.json", tmp_path / "cand.json"
+    assert drift_cli(["reference", "--url", servers["oracle"].base_url, "--out", str(ref), "--prompts", "6",
+                      "--max-tokens", "16", "--k", str(K), "--template", "sim", "--score-concurrency", "2",
+                      "--answer-max-tokens", str(ANSWER_MAX)]) == 0
+    assert drift_cli(["score", "--url", servers["cand"].base_url, "--reference", str(ref), "--out", str(cand),
+                      "--label", "noisy", "--template", "sim", "--score-concurrency", "2"]) == 0
+    capsys.readouterr()
+    assert drift_cli(["compare", str(ref), str(cand), "--agreement-tokens", "4"]) == 0
+    table = capsys.readouterr().out
+    assert "floor mode: judged on the drift above the floor" in table and "mean @2" in table
+    assert "greedy answers" in table and "100.0% (oracle 0.0%)" in table and "first 4 agree" in table
+    with pytest.raises(SystemExit):
+        drift_cli(["score", "--url", servers["cand"].base_url, "--reference", str(ref), "--out", str(cand),
+                   "--score-concurrency", "0"])
+    assert "--score-concurrency 0: must be >= 1" in capsys.readouterr().err
