@@ -7,6 +7,10 @@ decoding), whose delta always carries `reasoning_content` (null here: no reasoni
 `stream_options.continuous_usage_stats` every content chunk carries the cumulative usage; a finish
 chunk with an empty delta; the usage chunk (`choices: []`) when `stream_options.include_usage`;
 `data: [DONE]`.
+
+With `--reasoning-parser`, the non-streaming chat answer splits like SGLang's parser does: the first
+60 % of the answer's natural length (logits.py) is `message.reasoning_content` and
+`usage.reasoning_tokens`, the rest `content` (streamed chunks still carry everything as content).
 """
 from __future__ import annotations
 
