@@ -12,7 +12,9 @@ greedily (temperature 0, `answer_max_tokens` each) through `/v1/chat/completions
   the server's reasoning parser splits them (`message.reasoning_content`, vLLM's `reasoning`);
   reasoning tokens from `usage.reasoning_tokens` (SGLang) or
   `usage.completion_tokens_details.reasoning_tokens` (OpenAI's shape), content = completion -
-  reasoning. None when the oracle reports no reasoning.
+  reasoning; a server that splits the reasoning off without counting its tokens is compared in
+  characters (`reasoning_length_unit`). reasoning_length_ratio is None when the oracle reports no
+  reasoning (content_length_ratio is then the output's).
 - runaway_share: the share of the candidate's answers that end by reaching max_tokens
   (finish_reason "length"): non-terminating output. `oracle_runaway_share` beside it: a budget
   too small for the oracle itself shows there, not as a candidate fault.
@@ -96,9 +98,17 @@ def answer_stats(oracle: dict[str, Any], cand: dict[str, Any], *, agreement_toke
     out["candidate_mean_output_tokens"] = float(c_len.mean()) if len(c) else None
     o_r = np.array([a["reasoning_tokens"] or 0 for a in o], float)
     c_r = np.array([a["reasoning_tokens"] or 0 for a in c], float)
+    o_rc = np.array([a["reasoning_chars"] for a in o], float)
     if o_r.sum() > 0:
+        out["reasoning_length_unit"] = "tokens"
         out["reasoning_length_ratio"], out["reasoning_length_ratio_ci95"] = _ratio(c_r, o_r, boot)
         out["content_length_ratio"], out["content_length_ratio_ci95"] = _ratio(c_len - c_r, o_len - o_r, boot)
+    elif o_rc.sum() > 0:   # reasoning split off but its tokens not counted in usage: compare characters
+        out["reasoning_length_unit"] = "chars"
+        c_rc = np.array([a["reasoning_chars"] for a in c], float)
+        out["reasoning_length_ratio"], out["reasoning_length_ratio_ci95"] = _ratio(c_rc, o_rc, boot)
+        out["content_length_ratio"], out["content_length_ratio_ci95"] = _ratio(
+            np.array([a["content_chars"] for a in c], float), np.array([a["content_chars"] for a in o], float), boot)
     else:
         out.update(reasoning_length_ratio=None, reasoning_length_ratio_ci95=None,
                    content_length_ratio=out["output_length_ratio"], content_length_ratio_ci95=out["output_length_ratio_ci95"])
