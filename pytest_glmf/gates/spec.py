@@ -36,6 +36,7 @@ UNIT_TEXT = {
     "tokens": "a number of tokens",
     "GiB": "a size in GiB",
     "nats": "a log-probability difference in nats",
+    "ratio": "a ratio",
     "tokens/step": "tokens per verify step",
 }
 

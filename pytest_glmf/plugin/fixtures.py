@@ -290,12 +290,14 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
                glmf_thresholds: "Thresholds", glmf_results: "SessionRecorder") -> Callable[..., "DriftResult"]:
     """`glmf_drift(reference=None, *, oracle_url=None, oracle_lane=None, prompts=None, prompt_file=None,
     max_tokens=None, k=None, oracle_engine=None, check_tokenizer=None, label=None, key=None,
-    record=True)` scores the session's server against an oracle reference
+    record=True, self_check=None, score_concurrency=None, answer_max_tokens=None)` scores the
+    session's server against an oracle reference
     (`pytest_glmf.gates.drift.measure_drift`): a stored reference (a file or dict), one made now
     on `oracle_url`, or on `oracle_lane` (a lane of the lanes file, launched and stopped for it).
     Given none, the lane's `drift.settings.oracle_url`, else a simulator lane's own oracle (the
     original checkpoint). `k`, `check_tokenizer` and `oracle_engine` default to the lane's drift
-    settings, the workload (`prompts`, `prompt_file`, `max_tokens`) to the gate's. Measured once
+    settings, the workload (`prompts`, `prompt_file`, `max_tokens`) to the gate's; `self_check`,
+    `score_concurrency` and `answer_max_tokens` (greedy chat answers) to the lane's. Measured once
     per session per distinct arguments; reference and candidate files go to <results>/drift/,
     the numbers under `key` (default: the label, i.e. the lane's name, and the prompt file's
     name when one is given; `record=False`: not recorded by this call, e.g. by a fixture
@@ -306,6 +308,7 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
     from pytest_glmf.plugin.session import session_of
 
     measured: dict[tuple[Any, ...], DriftResult] = {}
+    references: dict[tuple[Any, ...], dict[str, Any]] = {}
     out_dir = glmf_results.results_dir / "drift"
     session = session_of(pytestconfig)
     lanes_file = session.settings.lanes_file if session is not None else None
@@ -327,7 +330,8 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
                 prompts: int | None = None, prompt_file: Any = None, max_tokens: int | None = None,
                 k: int | None = None, oracle_engine: str | None = None, check_tokenizer: bool | None = None,
                 label: str | None = None, key: str | None = None, source: str | None = None,
-                record: bool = True) -> "DriftResult":
+                record: bool = True, self_check: str | None = None, score_concurrency: int | None = None,
+                answer_max_tokens: int | None = None) -> "DriftResult":
         __tracebackhide__ = True
         given = [n for n, v in (("reference", reference), ("oracle_url", oracle_url), ("oracle_lane", oracle_lane))
                  if v is not None]
@@ -339,21 +343,30 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
         k = k if k is not None else lane_settings.k
         check_tokenizer = check_tokenizer if check_tokenizer is not None else lane_settings.check_tokenizer
         engine = oracle_engine or lane_settings.oracle_engine
+        score_concurrency = score_concurrency or lane_settings.score_concurrency
+        answer_max_tokens = answer_max_tokens or lane_settings.answer_max_tokens
         workload = {n: v for n, v in (("prompts", prompts), ("prompt_file", prompt_file), ("max_tokens", max_tokens),
-                                      ("k", k)) if v is not None}
+                                      ("k", k), ("score_concurrency", score_concurrency),
+                                      ("answer_max_tokens", answer_max_tokens),
+                                      ("answer_prompts", lane_settings.answer_prompts)) if v is not None}
+        judging = {"self_check": self_check or lane_settings.self_check, "score_concurrency": score_concurrency,
+                   "agreement_tokens": lane_settings.agreement_tokens}
         label = label or glmf_lane.name
         # your own prompt set is not the lane's: its numbers must not meet the suite's in a baseline
         key = key or (f"{label} ({Path(prompt_file).name})" if prompt_file is not None else label)
         ref_id = reference.get("sha256") if isinstance(reference, dict) else str(reference)
         cache_key = (ref_id, oracle_url, str(oracle_lane), *sorted((n, str(v)) for n, v in workload.items()),
-                     engine, check_tokenizer, label)
+                     engine, check_tokenizer, label, *sorted(judging.items()))   # reference: all up to engine
         if cache_key not in measured:
             def run() -> "DriftResult":
-                ref = reference_for(reference, oracle_url, oracle_lane, workload, engine, key)
+                ref_key = cache_key[:-(2 + len(judging))]   # another mode or label: the same oracle reference
+                if ref_key not in references:
+                    references[ref_key] = reference_for(reference, oracle_url, oracle_lane, workload, engine, key)
+                ref = references[ref_key]
                 return measure_drift(glmf_server.base_url, ref, label=label, engine=glmf_server.engine,
                                      check_tokenizer=check_tokenizer, timeouts=glmf_lane.timeouts,
                                      provenance={"lane": glmf_lane.name, **glmf_server.provenance},
-                                     template=sim_template() if glmf_lane.launcher == "sim" else None)
+                                     template=sim_template() if glmf_lane.launcher == "sim" else None, **judging)
 
             result = _fail_unless_measured(run, "glmf_drift", source)
             result.lane = glmf_lane.name

@@ -29,7 +29,8 @@ COLUMNS: dict[str, list[str]] = {
     "curve": ["users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s",
               "ttft_p95_s", "itl_p95_s", "spread_pct", "runs", "tokens_per_user", "flags"],
     "drift": ["candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch",
-              "ci95", "kl_topk", "self_abs_dlogp", "prompts", "tokens"],
+              "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode", "floor_abs_dlogp", "excess_abs_dlogp",
+              "output_length_ratio", "runaway_share", "prompts", "tokens"],
     "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
     "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
     "capacity": ["users", "rate_per_s", "ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
@@ -57,6 +58,10 @@ DEFINITIONS = {
         "|dlogp|: |candidate logprob - oracle logprob| of the oracle's greedy token, teacher-forced on exact token ids.",
         "argmax mismatch: share of positions where the candidate's top-1 token differs from the oracle's token.",
         "ci95: bootstrap over prompts (not tokens) for the mean |dlogp|.",
+        "floor: per prompt sqrt((f_oracle^2 + f_candidate^2) / 2), f = mean |dlogp| between two scorings of the "
+        "same ids on one server; excess = mean |dlogp| - floor (self_check_mode says which judged).",
+        "output_length_ratio: candidate / oracle completion tokens of greedy chat answers; runaway_share: "
+        "answers that reached max_tokens.",
     ],
     "acceptance": [
         "accept rate: accepted draft tokens / drafted tokens; accept length: tokens per verify step.",

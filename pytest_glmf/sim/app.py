@@ -18,9 +18,9 @@ from typing import Any
 from pytest_glmf.engine.logformats import V0_5_23, render
 from pytest_glmf.sim import boot, native_api, openai_api, timing
 from pytest_glmf.sim.args import SimConfig
-from pytest_glmf.sim.faults import Faults
+from pytest_glmf.sim.faults import Faults, is_runaway
 from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, read_json, send_json, send_text
-from pytest_glmf.sim.logits import START, Ctx, LogitModel, context_of
+from pytest_glmf.sim.logits import M64, START, Ctx, LogitModel, context_of
 from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
 from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
 from pytest_glmf.sim.streaming import run_to_end
@@ -34,7 +34,8 @@ class SimApp:
     def __init__(self, cfg: SimConfig, plan: MemoryPlan, log: boot.BootLog):
         self.cfg, self.plan, self.log = cfg, plan, log
         self.faults: Faults = cfg.faults
-        self.model = LogitModel(cfg.checkpoint, cfg.perturb_shared_sigma, cfg.perturb_own_sigma)
+        self.model = LogitModel(cfg.checkpoint, cfg.perturb_shared_sigma, cfg.perturb_own_sigma, cfg.answer_tokens)
+        self._score_nonce = 0
         self.scheduler: Scheduler | None = None
         self.created = int(time.time())
         self.generation_requests = 0
@@ -126,6 +127,12 @@ class SimApp:
         boot.print_scheduler_exception(self.log, msg, where="request")
         os._exit(1)
 
+    def next_score_nonce(self) -> int:
+        """A number per scoring request: the logprob-noise fault draws afresh for each (faults.py),
+        from --seed, the port (two simulators on one machine draw independently) and a counter."""
+        self._score_nonce += 1
+        return (((self.cfg.seed & 0xFFFF) << 48) + ((self.cfg.port & 0xFFFF) << 32) + self._score_nonce) & M64
+
     def context(self, prompt_ids: list[int]) -> Ctx:
         key = tuple(prompt_ids)
         ctx = self._ctx_cache.get(key)
@@ -154,6 +161,8 @@ class SimApp:
     def new_request(self, prompt_ids: list[int], max_new_tokens: int, *, cls: timing.PromptClass,
                     temperature: float = 0.0, **kw: Any) -> SimRequest:
         rid = uuid.uuid4().hex
+        if max_new_tokens > 0 and is_runaway(prompt_ids, self.cfg.seed, self.faults.runaway):
+            kw["ignore_eos"] = True   # faults.py runaway=P: this answer never stops on end-of-text
         seed = kw.pop("sample_seed", None)
         if seed is None:
             seed = hash((self.cfg.seed, rid)) & 0xFFFFFFFF

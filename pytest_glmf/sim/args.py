@@ -102,6 +102,10 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
                    help="std of the logit noise both NVFP4 variants share (default from logits.py)")
     s.add_argument("--perturb-own-sigma", type=float, default=None,
                    help="std of this checkpoint's own logit noise (default per checkpoint, logits.py)")
+    s.add_argument("--answer-tokens", default=None, metavar="MIN:MAX",
+                   help="an assistant answer's natural length lies in [MIN, MAX) tokens, by a hash of the "
+                        "prompt (default 700:2100, logits.py); with --reasoning-parser its first 60 %% is "
+                        "reasoning")
     s.add_argument("--gpu-mem-gib", type=float, default=250.0, help="GPU memory (GB300 Station: 250)")
     s.add_argument("--seed", type=int, default=0, help="seeds sampling at temperature > 0 and draft acceptance")
     s.add_argument("--tool-leak-rate", type=float, default=0.0,
@@ -162,6 +166,7 @@ class SimConfig:
     nice: int = 0
     log_format: str = logformats.NIGHTLY
     record_requests: str | None = None
+    answer_tokens: tuple[int, int] | None = None   # [MIN, MAX) natural answer length (None: logits.py's)
     server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
 
 
@@ -206,6 +211,15 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         raise SimArgError(f"--time-scale {ns.time_scale}: must be > 0")
     if not 0 <= ns.nice <= 19:
         raise SimArgError(f"--nice {ns.nice}: must be within [0, 19]")
+    answer_tokens = None
+    if ns.answer_tokens is not None:
+        lo, sep, hi = ns.answer_tokens.partition(":")
+        try:
+            answer_tokens = (int(lo), int(hi)) if sep else None
+        except ValueError:
+            answer_tokens = None
+        if answer_tokens is None or not 1 <= answer_tokens[0] < answer_tokens[1]:
+            raise SimArgError(f"--answer-tokens {ns.answer_tokens!r}: expected MIN:MAX, integers, 1 <= MIN < MAX")
     try:
         faults = faults_mod.Faults.parse(ns.fault)
     except ValueError as exc:
@@ -231,4 +245,4 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
         autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
         faults=faults, server_args=server_args, nice=ns.nice, log_format=ns.log_format,
-        record_requests=ns.record_requests)
+        record_requests=ns.record_requests, answer_tokens=answer_tokens)

@@ -22,23 +22,38 @@ Set with `--fault SPEC` (repeatable) at start, or at run time with `POST /sim/fa
                            drop-system (the system prompt is not rendered), double-bos ([gMASK]
                            twice), drop-tools (no tools block), thinking-off (reasoning off unless
                            the request turns it on); what the template gate must catch
+  logprob-noise=S          every teacher-forced log-prob /generate reports (input_token_logprobs and
+                           input_top_logprobs) of a model candidate token gets S * N(0, 1) added, drawn
+                           from (--seed, the request's number, the position, the token): the same ids
+                           scored twice differ, like an engine whose numerics depend on the batch
+                           (vLLM #54521). The top-k is re-ranked after the noise; the two
+                           scorings of one greedy token differ by S * sqrt(2) * N(0, 1), so the
+                           expected self |dlogp| is 2 S / sqrt(pi) (`expected_self_abs_dlogp`)
+  logprob-shift=D          every teacher-forced log-prob /generate reports is lowered by D nats (a
+                           candidate with a known constant drift of exactly D per token)
+  runaway=P                the share P of answers (chosen by a hash of the prompt ids and --seed;
+                           `is_runaway`) never stop on end-of-text: they run to max_tokens, like the
+                           non-terminating output of a broken quantization (runaway=1: every answer)
 
 Counters (`http-503`, `crash-after-requests`) count generation requests (chat, completions,
 /generate, /health_generate), not health or introspection calls.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.sim.logits import M64, mix, normal, unif
 from pytest_glmf.sim.tokenizer import TEMPLATE_CHANGES
 
 FAULT_FORMS = ("boot-oom", "boot-hang", "crash-first-request", "crash-after-requests=N", "stream-cut=N",
                "http-503=N", "malformed-sse", "no-tokens", "slow=F", "tool-empty-args",
-               "template=drop-system|double-bos|drop-tools|thinking-off")
+               "template=drop-system|double-bos|drop-tools|thinking-off", "logprob-noise=S", "logprob-shift=D",
+               "runaway=P")
 _FLAGS = {"boot-oom", "boot-hang", "crash-first-request", "malformed-sse", "no-tokens", "tool-empty-args"}
 _INTS = {"crash-after-requests", "stream-cut", "http-503"}
-_FLOATS = {"slow"}
+_FLOATS = {"slow", "logprob-noise", "logprob-shift", "runaway"}
 
 
 @dataclass
@@ -53,6 +68,9 @@ class Faults:
     slow: float = 1.0
     tool_empty_args: bool = False
     template: str | None = None               # a change of sim/tokenizer.py TEMPLATE_CHANGES
+    logprob_noise: float = 0.0
+    logprob_shift: float = 0.0
+    runaway: float = 0.0
     specs: list[str] = field(default_factory=list)
 
     @classmethod
@@ -83,9 +101,9 @@ class Faults:
                     self.template = value
                 elif name in _FLOATS and value:
                     x = float(value)
-                    if x <= 0:
+                    if not math.isfinite(x) or x < 0 or (name == "slow" and x == 0) or (name == "runaway" and x > 1):
                         raise ValueError
-                    self.slow = x
+                    setattr(self, name.replace("-", "_"), x)
                 else:
                     raise ValueError
             except ValueError:
@@ -98,4 +116,27 @@ class Faults:
                 "crash_after_requests": self.crash_after_requests, "stream_cut": self.stream_cut,
                 "http_503_left": self.http_503_left, "malformed_sse": self.malformed_sse,
                 "no_tokens": self.no_tokens, "slow": self.slow, "tool_empty_args": self.tool_empty_args,
-                "template": self.template}
+                "template": self.template,
+                "logprob_noise": self.logprob_noise, "logprob_shift": self.logprob_shift, "runaway": self.runaway}
+
+    def perturbs_scores(self) -> bool:
+        return bool(self.logprob_noise or self.logprob_shift)
+
+    def scored_logprob(self, lp: float, nonce: int, pos: int, tid: int, candidate: bool) -> float:
+        """A reported teacher-forced log-prob under logprob-noise / logprob-shift (see the docstring)."""
+        if self.logprob_noise and candidate:
+            lp += self.logprob_noise * normal(mix(nonce * 0x9E3779B97F4A7C15 & M64) ^ (pos * 0x632BE59BD9B4E019 & M64)
+                                              ^ ((tid + 1) * 0xD6E8FEB86659FD93 & M64))
+        return lp - self.logprob_shift
+
+
+def is_runaway(prompt_ids: list[int], seed: int, share: float) -> bool:
+    """Whether the runaway=P fault picks the answer to these prompt ids (the sim's and a test's truth)."""
+    if share <= 0:
+        return False
+    return share >= 1 or unif(mix(hash(tuple(prompt_ids)) & M64) ^ (seed * 0x2545F4914F6CDD1D & M64) ^ 0x7A11) < share
+
+
+def expected_self_abs_dlogp(noise: float) -> float:
+    """E|x1 - x2| for two scorings under logprob-noise=S: S * sqrt(2) * E|N(0,1)| = 2 S / sqrt(pi)."""
+    return 2.0 * noise / math.sqrt(math.pi)

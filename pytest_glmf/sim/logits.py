@@ -12,8 +12,9 @@ Distribution at a position (FP8 original, the oracle):
     gaps are Exp(1);
   - every other token shares a flat background: logit BACKGROUND - log(VOCAB_SIZE);
   - end of answer: once an assistant turn is L tokens long, L = 700 + (hash at `<|assistant|>`)
-    mod 1400, `<|endoftext|>` becomes the top candidate (z = +6). Raw prompts without an assistant
-    turn never end by themselves.
+    mod 1400 (`--answer-tokens MIN:MAX`: MIN + hash mod (MAX - MIN)), `<|endoftext|>` becomes the
+    top candidate (z = +6). Raw prompts without an assistant turn never end by themselves. With a
+    `--reasoning-parser`, the first 60 % of L is the answer's reasoning (openai_api.py).
 Quantized checkpoints add Gaussian noise to the candidate logits:
     z'_j = z_j + shared_sigma * S(h, j) + own_sigma * O_checkpoint(h, j)
 S is the same draw for both NVFP4 variants (their shared error: flips "to the same wrong token"),
@@ -158,8 +159,11 @@ def oracle_candidates(h: int) -> tuple[list[int], list[float]]:
 class LogitModel:
     """Logits of one checkpoint. `dist(ctx)` is a pure function of the context."""
 
-    def __init__(self, checkpoint: str, shared_sigma: float | None = None, own_sigma: float | None = None):
+    def __init__(self, checkpoint: str, shared_sigma: float | None = None, own_sigma: float | None = None,
+                 answer_tokens: tuple[int, int] | None = None):
         d_shared, d_own = DEFAULT_SIGMAS[checkpoint]
+        self.eos_min_len, eos_max = answer_tokens or (EOS_MIN_LEN, EOS_MIN_LEN + EOS_SPAN)
+        self.eos_span = eos_max - self.eos_min_len
         self.checkpoint = checkpoint
         self.shared_sigma = d_shared if shared_sigma is None else shared_sigma
         self.own_sigma = d_own if own_sigma is None else own_sigma
@@ -167,6 +171,15 @@ class LogitModel:
 
     def params(self) -> dict[str, float | str]:
         return {"checkpoint": self.checkpoint, "shared_sigma": self.shared_sigma, "own_sigma": self.own_sigma}
+
+    def answer_length(self, h_marker: int) -> int:
+        """The natural length of the assistant answer that starts at this marker hash: end-of-text
+        is the top candidate from this many tokens on (`--answer-tokens MIN:MAX`)."""
+        return self.eos_min_len + (h_marker >> 20) % self.eos_span
+
+    def reasoning_length(self, h_marker: int) -> int:
+        """Under --reasoning-parser, the first 60 % of the natural answer is its reasoning."""
+        return (3 * self.answer_length(h_marker)) // 5
 
     def dist(self, ctx: Ctx) -> Dist:
         h = ctx.h
@@ -179,7 +192,7 @@ class LogitModel:
                 if self.own_sigma:
                     noise += self.own_sigma * normal(h ^ (self._own_salt * (j + 1)))
                 logits[j] += noise
-        if ctx.h_marker is not None and ctx.n_since >= EOS_MIN_LEN + (ctx.h_marker >> 20) % EOS_SPAN:
+        if ctx.h_marker is not None and ctx.n_since >= self.answer_length(ctx.h_marker):
             ids = [EOS_ID] + ids
             logits = [max(logits) + EOS_BOOST] + logits
         top = max(logits)

@@ -39,15 +39,27 @@ def _input_logprobs(app: "SimApp", ids: list[int], start: int, n_top: int, with_
     tokens: list[Any] = []
     tops: list[Any] = []
     ctx = START
+    faults = app.faults
+    nonce = app.next_score_nonce() if faults.perturbs_scores() else 0
     for i, tid in enumerate(ids):
         if i >= start:
             if i == start:
                 tokens.append(_triple(None, tid, with_text))
                 tops.append(None)
-            else:
+            elif not faults.perturbs_scores():
                 d = app.model.dist(ctx)
                 tokens.append(_triple(d.logprob(tid), tid, with_text))
                 tops.append([_triple(lp, t, with_text) for lp, t in d.top(n_top)] if n_top else None)
+            else:   # faults.py logprob-noise / logprob-shift: one draw per (request, position, token)
+                d = app.model.dist(ctx)
+                lp = faults.scored_logprob(d.logprob(tid), nonce, i, tid, tid in d.ids)
+                tokens.append(_triple(lp, tid, with_text))
+                if n_top:
+                    ranked = sorted(((faults.scored_logprob(v, nonce, i, t, t in d.ids), t)
+                                     for v, t in d.top(n_top + len(d.ids))), reverse=True)[:n_top]
+                    tops.append([_triple(v, t, with_text) for v, t in ranked])
+                else:
+                    tops.append(None)
         ctx = extend(ctx, tid)
     return tokens, tops
 

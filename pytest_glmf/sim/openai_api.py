@@ -7,6 +7,10 @@ decoding), whose delta always carries `reasoning_content` (null here: no reasoni
 `stream_options.continuous_usage_stats` every content chunk carries the cumulative usage; a finish
 chunk with an empty delta; the usage chunk (`choices: []`) when `stream_options.include_usage`;
 `data: [DONE]`.
+
+With `--reasoning-parser`, the non-streaming chat answer splits like SGLang's parser does: the first
+60 % of the answer's natural length (logits.py) is `message.reasoning_content` and
+`usage.reasoning_tokens`, the rest `content` (streamed chunks still carry everything as content).
 """
 from __future__ import annotations
 
@@ -47,11 +51,21 @@ def _sampling(body: dict[str, Any], default_max: int | None) -> dict[str, Any]:
             "sample_seed": body.get("seed")}
 
 
-def _usage(r: "SimRequest", completion: int | None = None) -> dict[str, Any]:
+def _usage(r: "SimRequest", completion: int | None = None, reasoning: int = 0) -> dict[str, Any]:
     """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them."""
     n = len(r.out_ids) if completion is None else completion
     return {"prompt_tokens": len(r.prompt_ids), "total_tokens": len(r.prompt_ids) + n, "completion_tokens": n,
-            "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None}
+            "prompt_tokens_details": None, "reasoning_tokens": reasoning, "completion_tokens_details": None}
+
+
+def _reasoning_split(app: "SimApp", r: "SimRequest") -> int:
+    """How many output tokens are reasoning: with --reasoning-parser, the first 60 % of the answer's
+    natural length (logits.py `reasoning_length`); 0 without a parser or for a forced tool call.
+    Non-streaming chat only: streamed chunks carry everything as content."""
+    if not app.cfg.reasoning_parser or r.forced_ids is not None:
+        return 0
+    marker = app.context(r.prompt_ids).h_marker
+    return 0 if marker is None else min(len(r.out_ids), app.model.reasoning_length(marker))
 
 
 def _visible(ids: list[int]) -> list[int]:
@@ -117,9 +131,11 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
                            parser)
         return
     await run_to_end(app.scheduler, [r], receive)
-    text = decode(_visible(r.out_ids))
+    n_reasoning = _reasoning_split(app, r)
+    text = decode(_visible(r.out_ids[n_reasoning:]))
     # ChatMessage drops tool_calls when there are none (sglang/srt/entrypoints/openai/protocol.py)
-    message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": None}
+    message: dict[str, Any] = {"role": "assistant", "content": text,
+                               "reasoning_content": decode(_visible(r.out_ids[:n_reasoning])) if n_reasoning else None}
     finish = r.finish_reason
     if parse_calls:
         content, parsed = tools.parse_text(parser or "", text, offered)
@@ -132,7 +148,7 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
     if body.get("return_prompt_token_ids"):
         choice["prompt_token_ids"] = list(prompt_ids)
     await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                           "choices": [choice], "usage": _usage(r)})
+                           "choices": [choice], "usage": _usage(r, reasoning=n_reasoning)})
 
 
 async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: Send, model: str,

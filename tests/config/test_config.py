@@ -214,9 +214,10 @@ def test_bundled_thresholds_load_and_cover_the_recipe_lanes() -> None:
     ("lanes:\n  batch:\n    latency: {ttft_s: {max: 1}}",
      "lanes.batch: unknown gate 'latency'; allowed: acceptance, boot, capacity, curve, drift, template, tools"),
     ("lanes:\n  batch:\n    drift: {mean_dlogp: {max: 0.15}}",
-     "lanes.batch.drift: unknown key 'mean_dlogp'; allowed metrics: argmax_mismatch, kl_topk, max_abs_dlogp, "
-     "mean_abs_dlogp, median_abs_dlogp, p90_abs_dlogp, p95_abs_dlogp, p99_abs_dlogp, self_abs_dlogp; "
-     "other keys: baseline, settings"),
+     "lanes.batch.drift: unknown key 'mean_dlogp'; allowed metrics: argmax_mismatch, content_length_ratio, "
+     "excess_abs_dlogp, excess_rms_dlogp, finish_reason_changed, floor_abs_dlogp, greedy_agreement, kl_topk, "
+     "max_abs_dlogp, mean_abs_dlogp, median_abs_dlogp, output_length_ratio, p90_abs_dlogp, p95_abs_dlogp, "
+     "p99_abs_dlogp, reasoning_length_ratio, runaway_share, self_abs_dlogp; other keys: baseline, settings"),
     ("lanes:\n  batch:\n    tools: {leaks: {maximum: 0}}",
      "lanes.batch.tools: leaks: a bound is {min: X} and/or {max: X}, got {'maximum': 0}"),
     ("lanes:\n  batch:\n    tools: {leaks: {max: none}}",

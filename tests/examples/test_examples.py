@@ -171,8 +171,11 @@ def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pyt
 def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
     ok = run(pytester, "test_my_drift.py", "batch")
     ok.assert_outcomes(passed=3)
-    ok.stdout.fnmatch_lines(["quant (vs batch-oracle) | mean |dlogp| *", "batch * | 0.* | ?0.*, 0.*? | *| 0 (exact)",
-                             "6 prompts, 192 tokens, top-8; oracle self-check: 0 (exact); nothing is subtracted"])
+    ok.stdout.fnmatch_lines(["quant (vs batch-oracle) | mean |dlogp| *", "batch * | 0.* | ?0.*, 0.*? | *| 0 (exact) *",
+                             "6 prompts, 192 tokens, top-8; oracle self-check: 0 (exact); exact mode: the floor is 0, "
+                             "nothing is subtracted",
+                             "*6 prompts, 192 tokens, top-8; oracle self-check: 0 (exact); floor mode: judged on the drift "
+                             "above the floor (excess = mean |dlogp| - floor)"])
     refs = sorted(p.name for p in (pytester.path / "glmf-results" / "drift").glob("*-reference.json"))
     assert refs == ["batch (my_drift_prompts.json)-reference.json"]
     line = tighten(examples / "test_my_drift.py", 'mean_abs_dlogp={"max": 0.2}', 'mean_abs_dlogp={"max": 0.01}')

@@ -21,8 +21,8 @@ from pytest_glmf.gates.spec import settings_keys
 CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_retries, continuous_usage, cpu_max_frac, "
               "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, "
               "rate_per_s, runs, shared_prefix, spread_max_pct, warmup, workers")
-DRIFT_KEYS = ("check_tokenizer, k, max_tokens, not_worse_than, oracle_engine, oracle_url, prompt_file, prompts, "
-              "reference, regenerate, self_check")
+DRIFT_KEYS = ("agreement_tokens, answer_max_tokens, answer_prompts, check_tokenizer, k, max_tokens, not_worse_than, "
+              "oracle_engine, oracle_url, prompt_file, prompts, reference, regenerate, score_concurrency, self_check")
 
 # (id, the lane's gate section in YAML flow style, what follows "<file>: ")
 TYPOS = [
@@ -57,7 +57,7 @@ WRONG_VALUES = [
     ("choice-template", "acceptance: {settings: {template: llama}}",
      "lanes.batch.acceptance.settings.template: expected one of glm, glm-nothink, chatml, raw, got 'llama'"),
     ("choice-self-check", "drift: {settings: {self_check: exactly}}",
-     "lanes.batch.drift.settings.self_check: expected one of exact, report, got 'exactly'"),
+     "lanes.batch.drift.settings.self_check: expected one of auto, exact, report, floor, got 'exactly'"),
     ("required-nested", "drift: {settings: {not_worse_than: {margin: 0.1}}}",
      "lanes.batch.drift.settings.not_worse_than: candidate is required (a non-empty string)"),
     ("negative-margin", "drift: {settings: {not_worse_than: {candidate: c.json, margin: -1}}}",

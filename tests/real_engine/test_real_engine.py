@@ -418,6 +418,23 @@ def test_drift_oracle_self_check_is_exactly_zero(drift_reference: dict) -> None:
     assert_checks(checks, "drift self-check on the oracle")
 
 
+def test_drift_floor_is_zero_on_the_exact_real_engine(oracle: Any, drift_reference: dict, real_report: dict) -> None:
+    """float32 eager vLLM against its own reference: both self-checks exact, so auto mode judges
+    as exact and the noise floor is exactly 0 (floor mode changes nothing on an exact engine)."""
+    from pytest_glmf.gates.drift import measure_drift
+
+    res = measure_drift(oracle.base_url, drift_reference, label="oracle-again", engine="vllm")
+    s = res.stats
+    real_report["drift_floor"] = {k: s.get(k) for k in ("self_check_mode", "floor_abs_dlogp", "floor_ci95",
+                                                         "excess_abs_dlogp", "mean_abs_dlogp", "floor_concurrency")}
+    checks = [Check("floor_abs_dlogp", s["floor_abs_dlogp"], {"max": 0.0}, where="oracle vs its own reference",
+                    hint="float32 eager should be bit-reproducible: check --dtype/--enforce-eager"),
+              Check("mean_abs_dlogp", s["mean_abs_dlogp"], {"max": 0.0}, where="the same server, the same ids"),
+              Check("excess_abs_dlogp", s["excess_abs_dlogp"], {"max": 0.0}, where="nothing above a floor of 0"),
+              Check("self_check_mode exact", res.self_check_mode == "exact", {"min": True}, where="auto mode")]
+    assert_checks(checks, "drift noise floor on the exact real engine")
+
+
 def test_drift_candidates_against_oracle(drift_results: dict) -> None:
     """Both fake-quantized candidates drift measurably; each is self-consistent; the NVIDIA-mix
     look-alike (MLP only) is closer to the oracle than the quantize-everything one."""

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_glmf.engine.client import SSEError, parse_sse_line
 from pytest_glmf.gates.boot.parse import parse_boot_log
+from pytest_glmf.sim.faults import expected_self_abs_dlogp
 from pytest_glmf.sim.process import SimProcess
 
 CHAT = {"messages": [{"role": "user", "content": "Tell me about the report."}], "max_tokens": 8, "temperature": 0}
@@ -170,3 +171,50 @@ def test_tool_empty_args(sim, faults):
     r = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10).json()
     call = r["choices"][0]["message"]["tool_calls"][0]
     assert r["choices"][0]["finish_reason"] == "tool_calls" and call["function"] == {"name": "search_web", "arguments": "{}"}
+
+
+def _scored(url: str, ids: list[int], start: int, k: int = 4) -> tuple[list[float], list[list]]:
+    r = httpx.post(url + "/generate", json={"input_ids": ids, "sampling_params": {"max_new_tokens": 0},
+                                            "return_logprob": True, "logprob_start_len": start - 1,
+                                            "top_logprobs_num": k}, timeout=10).json()
+    meta = r["meta_info"]
+    return [e[0] for e in meta["input_token_logprobs"][1:]], meta["input_top_logprobs"][1:]
+
+
+def test_logprob_noise_and_shift_are_seeded_and_of_the_stated_size(sim, faults):
+    prompt = httpx.post(sim.url + "/tokenize", json={"prompt": "Tell me about the report."}).json()["tokens"]
+    out = httpx.post(sim.url + "/generate", json={"input_ids": prompt, "sampling_params": {
+        "max_new_tokens": 400, "temperature": 0}}, timeout=30).json()["output_ids"]
+    ids, start = prompt + out, len(prompt)   # greedy tokens: the model's candidates, which the noise moves
+    exact, _ = _scored(sim.url, ids, start)
+    assert _scored(sim.url, ids, start)[0] == exact                       # no fault: the same ids score exactly alike
+    faults("logprob-shift=0.25")
+    shifted, tops = _scored(sim.url, ids, start)
+    assert all(abs((a - b) - 0.25) < 1e-12 for a, b in zip(exact, shifted))
+    faults("logprob-noise=0.1")
+    first, tops = _scored(sim.url, ids, start)
+    second, _ = _scored(sim.url, ids, start)
+    d = [abs(a - b) for a, b in zip(first, second)]
+    # two draws of 0.1 * N(0, 1) differ by 0.1 * sqrt(2) * |N(0, 1)|: mean 2 * 0.1 / sqrt(pi) = 0.113
+    assert all(x > 0 for x in d)
+    assert abs(sum(d) / len(d) - expected_self_abs_dlogp(0.1)) < 0.015, sum(d) / len(d)
+    # the top-k is re-ranked after the noise: best first, and the scored token carries its own value
+    for lp, top, tid in zip(first, tops, ids[start:]):
+        values = [e[0] for e in top]
+        assert values == sorted(values, reverse=True)
+        assert all(abs(e[0] - lp) < 1e-12 for e in top if e[1] == tid)
+
+
+def test_runaway_answers_never_stop(sim, faults):
+    from pytest_glmf.sim.faults import is_runaway
+    from pytest_glmf.sim.tokenizer import apply_chat_template
+
+    body = {**CHAT, "max_tokens": 2200}   # the natural answer: 700..2100 tokens (logits.py)
+    normal = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=30).json()
+    assert normal["choices"][0]["finish_reason"] == "stop"
+    assert not is_runaway(apply_chat_template(CHAT["messages"]), 0, 0.0)
+    faults("runaway=1")
+    r = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=30).json()
+    assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 2200
+    bad = httpx.post(sim.url + "/sim/faults", json={"faults": ["runaway=1.5"]})
+    assert bad.status_code == 400 and "runaway=P" in bad.json()["message"]

@@ -4,6 +4,8 @@
     generate_greedy(prompt_ids, max_tokens) -> output token ids (temperature 0)
     score(prompt_ids, output_ids, k) -> PromptScores at the output positions: the logprob of each
         given output token (teacher-forced) and the engine's own top-k there
+    chat_answer(messages, max_tokens) -> a greedy /v1/chat/completions response with logprobs
+        (the reasoning-model and greedy-agreement checks, answers.py)
 
 Token ids go over the wire, never re-tokenized text (anchors.md 3.4), and every response's
 prompt-token count is checked against what was sent (a silent re-tokenization or truncation
@@ -45,6 +47,7 @@ class DriftAdapter(Protocol):
 
     def chat_ids(self, messages: list[dict[str, Any]]) -> list[int]: ...
     def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> list[int]: ...
+    def chat_answer(self, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]: ...
     def score(self, prompt_ids: list[int], output_ids: list[int], k: int) -> PromptScores: ...
     def describe(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
@@ -88,6 +91,14 @@ class _Base:
 
     def _body(self, **kw: Any) -> dict[str, Any]:
         return {"model": self.model, **kw} if self.model else kw
+
+    def chat_answer(self, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+        """A greedy chat completion (temperature 0) with per-token logprobs: the raw response."""
+        return self.client.post_json("/v1/chat/completions", self._body(
+            messages=messages, max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=0,
+            **self._answer_extra))
+
+    _answer_extra: dict[str, Any] = {}
 
     def _tokenize_messages(self, messages: list[dict[str, Any]]) -> list[int] | None:
         """vLLM's `/tokenize` with `messages` (server-side chat template). None when unsupported."""
@@ -209,6 +220,7 @@ class SGLangAdapter(_Base):
 
 class VLLMAdapter(_Base):
     engine = "vllm"
+    _answer_extra = {"return_tokens_as_token_ids": True}   # logprobs tokens as "token_id:N", not text
 
     def chat_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         ids = self._tokenize_messages(messages)

@@ -10,7 +10,18 @@ reference, judged against bounds written like the thresholds file's.
 
 A reference (`glmf drift reference`, or `make_drift_reference`) holds per prompt the exact token
 ids the oracle templated and generated, and its scores; the candidate is scored on exactly those
-ids (`reference.py`). In a test the `glmf_drift` fixture does both on the session's server, with
+ids (`reference.py`).
+
+The floor. Both servers score every prompt twice under the same conditions (`score_concurrency`
+prompts at once). On an exact engine the two passes agree to the bit (the recipe's 0.00000) and
+the drift is all the candidate's. On a noisy one (vLLM #54521: 0 of 675 identical log-prob lists),
+per prompt f = mean |dlogp| between the two passes, the floor = sqrt((f_oracle^2 + f_cand^2)/2)
+(what one oracle and one candidate scoring differ by from noise alone) and the excess = mean
+|dlogp| - floor, token-weighted over prompts with a paired bootstrap CI over prompts
+(`stats.floor_stats`: the excess is a lower and mean |dlogp| an upper bound of the noise-free
+drift; `excess_rms_dlogp` is unbiased in the square). `self_check` says which mode judges:
+exact (any self-difference fails), floor (bounds on excess_* and floor_abs_dlogp), report (the
+floor is only shown), auto (exact when both passes agree exactly, else floor); the table names it. In a test the `glmf_drift` fixture does both on the session's server, with
 the oracle given as a stored reference, a URL or a lane to launch (simulator lanes start their
 own oracle).
 """
@@ -34,6 +45,7 @@ from pytest_glmf.gates.drift.reference import (
     score_candidate,
 )
 from pytest_glmf.gates.drift.spec import DEFAULTS
+from pytest_glmf.gates.drift.stats import self_check_mode
 from pytest_glmf.gates.drift.table import render_table as drift_table
 from pytest_glmf.gates.verdict import (
     Check,
@@ -49,7 +61,18 @@ HINTS = {
     "mean_abs_dlogp": "the checkpoint/quantization moved the model: compare candidates with `glmf drift compare`",
     "argmax_mismatch": "greedy tokens flip: check the quantized modules (attention, lm_head) and kv dtype",
     "self_abs_dlogp": "the engine is not bit-reproducible: disable batching effects or use float32 for the check",
+    "floor_abs_dlogp": "the engine's own noise floor rose: compare the image/flags with the last good run",
+    "excess_abs_dlogp": "drift above the engine's noise floor: the checkpoint/quantization moved the model",
+    "excess_rms_dlogp": "drift above the engine's noise floor: the checkpoint/quantization moved the model",
+    "output_length_ratio": "answers got longer (or shorter) than the oracle's: compare reasoning lengths",
+    "runaway_share": "answers run to max_tokens: non-terminating output (broken quantization or template)",
+    "greedy_agreement": "greedy answers leave the oracle's early: see per_prompt_first_divergence",
+    "finish_reason_changed": "answers end differently from the oracle's (stop vs length vs tool_calls)",
 }
+ANSWER_METRICS = ("output_length_ratio", "reasoning_length_ratio", "content_length_ratio", "runaway_share",
+                  "greedy_agreement", "finish_reason_changed")
+NOT_MEASURED = "not measured: set drift.settings.answer_max_tokens (greedy chat answers on both servers)"
+
 
 
 @dataclass
@@ -72,6 +95,9 @@ class DriftResult:
     candidate: dict[str, Any] = field(default_factory=dict, repr=False)   # this server's scores (a file)
     comparison: dict[str, Any] = field(default_factory=dict, repr=False)  # `glmf drift compare` output
     lane: str | None = None
+    self_check_mode: str = "report"    # the mode that judged (self_check_mode())
+    floor_abs_dlogp: float | None = None
+    excess_abs_dlogp: float | None = None
 
     def table(self) -> str:
         """The recipe's table: mean / median / p95 |dlogp|, argmax flips, CI and noise floor."""
@@ -80,7 +106,8 @@ class DriftResult:
     def to_record(self) -> dict[str, Any]:
         """What the result file keeps."""
         ref = self.reference
-        return {"candidate": self.label, **self.stats, "prompts": self.n_prompts, "tokens": self.n_tokens,
+        return {"candidate": self.label, **self.stats, "self_check_mode": self.self_check_mode,
+                "prompts": self.n_prompts, "tokens": self.n_tokens,
                 "oracle_self_check": ref.get("self_check") or {},
                 "reference": {"sha256": ref.get("sha256"), "provenance": ref.get("provenance"), "k": ref.get("k")}}
 
@@ -120,19 +147,25 @@ def _adapter(url: str, engine: str | None, timeouts: Mapping[str, float] | None)
 def make_drift_reference(oracle_url: str, *, prompts: int | None = None, prompt_file: str | Path | None = None,
                          max_tokens: int = DEFAULTS.max_tokens, k: int = DEFAULTS.k, engine: str | None = None,
                          template: Template | None = None, provenance: Mapping[str, Any] | None = None,
-                         timeouts: Mapping[str, float] | None = None) -> dict[str, Any]:
+                         timeouts: Mapping[str, float] | None = None,
+                         score_concurrency: int = DEFAULTS.score_concurrency,
+                         answer_max_tokens: int | None = DEFAULTS.answer_max_tokens,
+                         answer_prompts: int | None = DEFAULTS.answer_prompts) -> dict[str, Any]:
     """Make an oracle reference on the server at `oracle_url`: the first `prompts` chat prompts of
     `prompt_file` (None: the packaged set; the format of `pytest_glmf/data/drift_prompts.json`)
     templated by the oracle, `max_tokens` greedy tokens each, scored teacher-forced with the top-`k`,
-    and scored twice (the self-check). `engine` (sglang | vllm) is used when the server does not
-    say which it is; `template` (messages -> ids) when it cannot return templated ids. The result
-    is JSON-able: `json.dump` it to reuse it as a stored reference."""
+    and scored twice (the self-check and the floor), `score_concurrency` prompts at once (the
+    candidate's, so the floors share a batch shape). With `answer_max_tokens`, the greedy chat
+    answers to the first `answer_prompts` (None: all) too. `engine` (sglang | vllm) is used when
+    the server does not say which it is; `template` (messages -> ids) when it cannot return
+    templated ids. The result is JSON-able: `json.dump` it to reuse it as a stored reference."""
     chats = load_chat_prompts(prompt_file, prompts)
     adapter = _adapter(oracle_url, engine, timeouts)
     try:
         return make_reference(adapter, chats, max_tokens=max_tokens, k=k,
                               provenance={"oracle_url": oracle_url, **(provenance or {})},
-                              template=pick_template(adapter, template))
+                              template=pick_template(adapter, template), score_concurrency=score_concurrency,
+                              answer_max_tokens=answer_max_tokens, answer_prompts=answer_prompts)
     finally:
         adapter.close()
 
@@ -140,35 +173,46 @@ def make_drift_reference(oracle_url: str, *, prompts: int | None = None, prompt_
 def measure_drift(url: str, reference: str | Path | Mapping[str, Any], *, label: str | None = None,
                   engine: str | None = None, check_tokenizer: bool = DEFAULTS.check_tokenizer,
                   template: Template | None = None, provenance: Mapping[str, Any] | None = None,
-                  timeouts: Mapping[str, float] | None = None) -> DriftResult:
+                  timeouts: Mapping[str, float] | None = None, self_check: str = DEFAULTS.self_check,
+                  score_concurrency: int = DEFAULTS.score_concurrency, answers: bool = True,
+                  agreement_tokens: int = DEFAULTS.agreement_tokens) -> DriftResult:
     """Score the server at `url` on the exact tokens of `reference` (a stored file or a reference
-    dict) and compare with the oracle. With `check_tokenizer` the prompts are templated on this
-    server too and must give the reference's ids (else DriftFileError: the two would score other
-    text). `label` names this server in tables (default: the model it serves)."""
+    dict), `score_concurrency` prompts at once, twice (the floor), and compare with the oracle.
+    With `check_tokenizer` the prompts are templated on this server too and must give the
+    reference's ids (else DriftFileError: the two would score other text). With `answers` and a
+    reference holding the oracle's chat answers, this server answers the same prompts (length
+    ratios, runaway share, greedy agreement over `agreement_tokens`). `self_check` is the mode
+    (module docstring). `label` names this server in tables (default: the model it serves)."""
     ref = load_drift_reference(reference) if isinstance(reference, (str, Path)) else dict(reference)
     check_reference(ref)
     adapter = _adapter(url, engine, timeouts)
     try:
         cand = score_candidate(adapter, ref, label=label, check_tokenizer=check_tokenizer,
-                               provenance=dict(provenance or {}), template=pick_template(adapter, template))
+                               provenance=dict(provenance or {}), template=pick_template(adapter, template),
+                               score_concurrency=score_concurrency, answers=answers)
     finally:
         adapter.close()
-    return result_of(ref, cand)
+    return result_of(ref, cand, self_check=self_check, agreement_tokens=agreement_tokens)
 
 
-def result_of(ref: Mapping[str, Any], cand: Mapping[str, Any]) -> DriftResult:
+def result_of(ref: Mapping[str, Any], cand: Mapping[str, Any], *, self_check: str = DEFAULTS.self_check,
+              agreement_tokens: int = DEFAULTS.agreement_tokens) -> DriftResult:
     """A DriftResult from a reference and a candidate scored against it (files of `glmf drift`)."""
-    res = compare(dict(ref), [dict(cand)])
+    res = compare(dict(ref), [dict(cand)], agreement_tokens=agreement_tokens)
     label = next(iter(res["candidates"]))
     stats = res["candidates"][label]
     sc_oracle, sc_cand = ref.get("self_check") or {}, cand.get("self_check") or {}
     stats["self_abs_dlogp"] = max(sc_oracle.get("self_abs_dlogp", 0.0), sc_cand.get("self_abs_dlogp", 0.0))
+    mode = self_check_mode(self_check, sc_oracle, sc_cand)
+    stats["self_check_mode"] = res["self_check_mode"] = mode
+    stats["floor_concurrency"] = {"oracle": sc_oracle.get("concurrency"), "candidate": sc_cand.get("concurrency")}
     return DriftResult(label=label, mean_abs_dlogp=stats["mean_abs_dlogp"], median_abs_dlogp=stats["median_abs_dlogp"],
                        p95_abs_dlogp=stats["p95_abs_dlogp"], argmax_mismatch=stats["argmax_mismatch"],
                        kl_topk=stats.get("kl_topk"), self_abs_dlogp=stats["self_abs_dlogp"], ci95=stats["ci95"],
                        argmax_mismatch_ci95=stats["argmax_mismatch_ci95"], n_prompts=stats["n_prompts"],
                        n_tokens=stats["n_tokens"], stats=stats, reference=dict(ref), candidate=dict(cand),
-                       comparison=res)
+                       comparison=res, self_check_mode=mode, floor_abs_dlogp=stats.get("floor_abs_dlogp"),
+                       excess_abs_dlogp=stats.get("excess_abs_dlogp"))
 
 
 def compare_drift(result: DriftResult, other: str | Path | Mapping[str, Any]) -> dict[str, Any]:
@@ -189,9 +233,11 @@ def compare_drift(result: DriftResult, other: str | Path | Mapping[str, Any]) ->
 
 def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: Any) -> None:
     """Fail the test unless the drift meets `bounds` (mean_abs_dlogp, median_abs_dlogp,
-    p95_abs_dlogp, argmax_mismatch, kl_topk, self_abs_dlogp, ...: {"min": x} and/or {"max": y}).
-    The failure shows the recipe's table, then one row per missed bound with its CI over prompts
-    and the noise floor."""
+    p95_abs_dlogp, argmax_mismatch, kl_topk, self_abs_dlogp, floor_abs_dlogp, excess_abs_dlogp,
+    excess_rms_dlogp, output_length_ratio, runaway_share, greedy_agreement, ...: {"min": x} and/or
+    {"max": y}). The failure shows the recipe's table, then one row per missed bound with its CI
+    over prompts and the noise floor. A bound on an answers metric (output_length_ratio, ...) that
+    was not measured fails, saying which setting measures it."""
     __tracebackhide__ = True
     if source is None:
         from pytest_glmf.gates.bounds import caller_source
@@ -201,9 +247,20 @@ def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: An
     stats = result.stats
     checks = checks_from_bounds("drift", stats, bounds, where=f"{result.label} vs oracle", source=source, hints=HINTS)
     # the CI over prompts belongs next to the number it qualifies, and so does a non-zero noise floor
-    noise = f"; noise floor {fmt(stats['self_abs_dlogp'])}" if stats["self_abs_dlogp"] else ""
+    floor = stats.get("floor_abs_dlogp")
+    noise = (f"; noise floor {fmt(stats['self_abs_dlogp'])} max, {fmt(floor)} mean ({result.self_check_mode} mode)"
+             if stats["self_abs_dlogp"] else "")
+    cis = {"excess_abs_dlogp": "excess_ci95", "excess_rms_dlogp": "excess_rms_ci95", "floor_abs_dlogp": "floor_ci95",
+           **{m: f"{m}_ci95" for m in ANSWER_METRICS}}
     for c in checks:
-        if c.metric == "mean_abs_dlogp":
+        if c.metric in ANSWER_METRICS and c.value is None:
+            c.where += f" ({NOT_MEASURED if 'answers_n' not in stats else 'the oracle reports no reasoning'})"
+        elif c.metric in cis:
+            ci = stats.get(cis[c.metric])
+            c.where += f" (95% CI {fmt(ci[0])}..{fmt(ci[1])})" if ci else ""
+            if c.metric in ("excess_abs_dlogp", "excess_rms_dlogp") and floor is not None:
+                c.where += f" (mean |dlogp| {fmt(stats['mean_abs_dlogp'])} - floor {fmt(floor)})"
+        elif c.metric == "mean_abs_dlogp":
             c.where += f" (95% CI {fmt(stats['ci95'][0])}..{fmt(stats['ci95'][1])}{noise})"
         elif c.metric == "argmax_mismatch":
             c.where += f" (95% CI {fmt(stats['argmax_mismatch_ci95'][0])}..{fmt(stats['argmax_mismatch_ci95'][1])}{noise})"

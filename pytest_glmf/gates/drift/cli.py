@@ -69,7 +69,11 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
     r.add_argument("--k", type=int, default=DEFAULTS.k, help="top-k logprobs kept per position")
     r.add_argument("--prompt-file", default=None, help="a prompt set JSON (default: the packaged one)")
-    r.add_argument("--concurrency", type=int, default=4, help="parallel greedy generations")
+    r.add_argument("--concurrency", type=int, default=4, help="parallel greedy generations (and chat answers)")
+    r.add_argument("--answer-max-tokens", type=int, default=None,
+                   help="also keep the oracle's greedy chat answers of at most N tokens (length ratios, runaway "
+                        "share, greedy agreement; default: none)")
+    r.add_argument("--answer-prompts", type=int, default=None, help="answer the first N prompts only")
     s = sub.add_parser("score", help="phase 2: score the reference tokens on a candidate")
     s.add_argument("--url", required=True)
     s.add_argument("--reference", required=True)
@@ -77,7 +81,12 @@ def cli(argv: list[str] | None = None) -> int:
     s.add_argument("--label", default=None, help="name of the candidate in tables (default: model/checkpoint)")
     s.add_argument("--no-tokenizer-check", action="store_true",
                    help="skip re-templating the prompts on the candidate to compare token ids")
+    s.add_argument("--no-answers", action="store_true",
+                   help="do not answer the reference's chat prompts (when it holds the oracle's answers)")
     for p in (r, s):
+        p.add_argument("--score-concurrency", type=int, default=DEFAULTS.score_concurrency,
+                       help="prompts scored at once, and again for the self-check: the batch shape the noise "
+                            "floor is measured at (give the oracle and the candidate the same)")
         p.add_argument("--template", choices=["server", "sim"], default="server",
                        help="chat template: the server's own (default), or the built-in simulator's applied "
                             "here when the simulator cannot return templated ids")
@@ -96,7 +105,13 @@ def cli(argv: list[str] | None = None) -> int:
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
     c.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
     c.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    c.add_argument("--agreement-tokens", type=int, default=DEFAULTS.agreement_tokens,
+                   help="greedy_agreement compares the first N answer tokens")
     a = ap.parse_args(argv)
+    for flag in ("score_concurrency", "answer_max_tokens", "answer_prompts", "agreement_tokens"):
+        value = getattr(a, flag, None)
+        if value is not None and value < 1:
+            ap.error(f"--{flag.replace('_', '-')} {value}: must be >= 1")
     try:
         if a.cmd == "reference":
             adapter = make_adapter(a.url, a.engine)
@@ -104,7 +119,9 @@ def cli(argv: list[str] | None = None) -> int:
                 ref = make_reference(adapter, load_chat_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
                                      k=a.k, concurrency=a.concurrency, provenance=_provenance(a, "oracle_lane"),
                                      run_self_check=not a.no_self_check,
-                                     template=pick_template(adapter, sim_template() if a.template == "sim" else None))
+                                     template=pick_template(adapter, sim_template() if a.template == "sim" else None),
+                                     score_concurrency=a.score_concurrency, answer_max_tokens=a.answer_max_tokens,
+                                     answer_prompts=a.answer_prompts)
             finally:
                 adapter.close()
             _write(a.out, ref)
@@ -118,7 +135,8 @@ def cli(argv: list[str] | None = None) -> int:
             try:
                 cand = score_candidate(adapter, ref, label=a.label, check_tokenizer=not a.no_tokenizer_check,
                                        run_self_check=not a.no_self_check, provenance=_provenance(a, "lane"),
-                                       template=pick_template(adapter, sim_template() if a.template == "sim" else None))
+                                       template=pick_template(adapter, sim_template() if a.template == "sim" else None),
+                                       score_concurrency=a.score_concurrency, answers=not a.no_answers)
             finally:
                 adapter.close()
             _write(a.out, cand)
@@ -129,7 +147,7 @@ def cli(argv: list[str] | None = None) -> int:
             ref = _read(a.reference)
             check_reference(ref, source=a.reference)
             res = compare(ref, [_read(x) for x in a.candidates], sources=a.candidates,
-                          n_resamples=a.resamples, seed=a.seed)
+                          n_resamples=a.resamples, seed=a.seed, agreement_tokens=a.agreement_tokens)
             print(json.dumps(res, indent=1) if a.json else render_table(res))
     except (DriftFileError, ScoringError, ValueError) as exc:
         print(f"glmf drift {a.cmd}: {exc}", file=sys.stderr)

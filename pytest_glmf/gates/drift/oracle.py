@@ -16,14 +16,29 @@ if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
 
 
+def _engine_fault(spec: str) -> bool:
+    """logprob-noise is the engine's (both servers run it); every other fault is the candidate's."""
+    return spec.strip().startswith("logprob-noise=")
+
+
 def oracle_lane_for(lane: "LaneConfig") -> "LaneConfig":
-    """The simulator lane's oracle: the same flags, the original checkpoint."""
-    args, skip = [], False
+    """The simulator lane's oracle: the same flags, the original checkpoint, and of the lane's
+    `--fault`s only the engine's own noise (a runaway or a shift is the candidate's defect)."""
+    args, skip, fault = [], False, False
     for a in lane.sim_args:
         if skip:
             skip = False
+        elif fault:
+            fault = False
+            if _engine_fault(a):
+                args += ["--fault", a]
         elif a == "--checkpoint":
             skip = True
+        elif a == "--fault":
+            fault = True
+        elif a.startswith("--fault="):
+            if _engine_fault(a.partition("=")[2]):
+                args.append(a)
         elif not a.startswith("--checkpoint="):
             args.append(a)
     return dataclasses.replace(lane, name=f"{lane.name}-oracle", port=None, sim_args=[*args, "--checkpoint", "fp8"])

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_glmf.gates.drift.adapters import DriftAdapter, ScoringError
+from pytest_glmf.gates.drift.answers import answer_stats, chat_answers
 from pytest_glmf.gates.drift.prompts import Prompt, content_hash, prompt_set_hash, tokenizer_fingerprint
 from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.stats import (
@@ -30,8 +31,10 @@ from pytest_glmf.gates.drift.stats import (
     DEFAULT_SEED,
     PromptScores,
     candidate_stats,
+    floor_stats,
     pair_stats,
     self_check,
+    self_check_mode,
 )
 
 SCHEMA = 1
@@ -53,11 +56,23 @@ def reference_hash(ref: dict[str, Any]) -> str:
 # Phases
 
 
-def _score_all(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]]], k: int) -> list[PromptScores]:
-    # Sequential on purpose: batching changes numerics on real engines (docs/real-engine.md 2(c): bf16
+def _score_all(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]]], k: int,
+               concurrency: int = 1) -> list[PromptScores]:
+    # Sequential by default: batching changes numerics on real engines (docs/real-engine.md 2(c): bf16
     # logprobs move by up to 0.1 nats between alone and batched), which would break the exact
-    # self-check. Scoring is prefill-only and cheap next to generation.
-    return [adapter.score(p, o, k) for p, o in items]
+    # self-check. `concurrency` > 1 scores that many prompts at once, the batch shape the floor is
+    # then measured at (the oracle's and the candidate's floors must share it). Scoring is
+    # prefill-only and cheap next to generation.
+    if concurrency <= 1:
+        return [adapter.score(p, o, k) for p, o in items]
+    with ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(lambda item: adapter.score(item[0], item[1], k), items))
+
+
+def _self_check(adapter: DriftAdapter, items: Sequence[tuple[list[int], list[int]]], k: int, concurrency: int,
+                first: list[PromptScores]) -> dict[str, Any]:
+    """Score everything again under the same conditions as `first`: the self-check and the floor."""
+    return {**self_check(first, _score_all(adapter, items, k, concurrency)), "concurrency": concurrency}
 
 
 Template = Callable[[list[dict[str, Any]]], list[int]]
@@ -65,14 +80,19 @@ Template = Callable[[list[dict[str, Any]]], list[int]]
 
 def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_tokens: int = DEFAULTS.max_tokens,
                    k: int = DEFAULTS.k, concurrency: int = 4, provenance: dict[str, Any] | None = None,
-                   run_self_check: bool = True, template: Template | None = None) -> dict[str, Any]:
+                   run_self_check: bool = True, template: Template | None = None,
+                   score_concurrency: int = DEFAULTS.score_concurrency,
+                   answer_max_tokens: int | None = None, answer_prompts: int | None = None) -> dict[str, Any]:
     """`template` replaces the server's chat template (messages -> ids) for a server that cannot
-    return templated ids; it is recorded in the provenance."""
+    return templated ids; it is recorded in the provenance. `concurrency` greedy generations run
+    at once; `score_concurrency` prompts are scored at once (scoring and its repeat, the floor).
+    With `answer_max_tokens`, the oracle's greedy chat answers to the first `answer_prompts` (None:
+    all) are kept too (answers.py)."""
     t0 = time.time()
     prompt_ids = [(template or adapter.chat_ids)(p.messages) for p in prompts]
     with ThreadPoolExecutor(max(1, concurrency)) as pool:   # greedy tokens are what they are: batch freely
         outputs = list(pool.map(lambda ids: adapter.generate_greedy(ids, max_tokens), prompt_ids))
-    scores = _score_all(adapter, list(zip(prompt_ids, outputs)), k)
+    scores = _score_all(adapter, list(zip(prompt_ids, outputs)), k, score_concurrency)
     ref: dict[str, Any] = {
         "schema": SCHEMA, "kind": REFERENCE_KIND,
         "provenance": {**adapter.describe(), **(provenance or {}),
@@ -89,8 +109,10 @@ def make_reference(adapter: DriftAdapter, prompts: Sequence[Prompt], *, max_toke
     ref["oracle_argmax_disagreement"] = sum(
         sum(1 for tok, top in zip(o, s.top_ids) if top and top[0] != tok) for o, s in zip(outputs, scores))
     if run_self_check:
-        again = _score_all(adapter, list(zip(prompt_ids, outputs)), k)
-        ref["self_check"] = self_check(scores, again)
+        ref["self_check"] = _self_check(adapter, list(zip(prompt_ids, outputs)), k, score_concurrency, scores)
+    if answer_max_tokens:
+        ref["answers"] = chat_answers(adapter, [p.messages for p in prompts][:answer_prompts], answer_max_tokens,
+                                      concurrency)
     ref["elapsed_s"] = round(time.time() - t0, 3)
     ref["sha256"] = reference_hash(ref)
     return ref
@@ -144,7 +166,12 @@ def check_reference(ref: dict[str, Any], prompts: Sequence[Prompt] | None = None
 
 def score_candidate(adapter: DriftAdapter, ref: dict[str, Any], *, label: str | None = None,
                     check_tokenizer: bool = True, run_self_check: bool = True,
-                    provenance: dict[str, Any] | None = None, template: Template | None = None) -> dict[str, Any]:
+                    provenance: dict[str, Any] | None = None, template: Template | None = None,
+                    score_concurrency: int = DEFAULTS.score_concurrency, answers: bool = False,
+                    answer_concurrency: int = 4) -> dict[str, Any]:
+    """Score the reference's exact ids on the candidate (`score_concurrency` at once), and again
+    for the self-check; with `answers` (and a reference that has the oracle's), the candidate's
+    greedy chat answers on the same prompts at the reference's max_tokens (answers.py)."""
     check_reference(ref)
     t0 = time.time()
     items = [(p["prompt_ids"], p["output_ids"]) for p in ref["prompts"]]
@@ -162,7 +189,7 @@ def score_candidate(adapter: DriftAdapter, ref: dict[str, Any], *, label: str | 
                     f"The candidate would score other text than the oracle generated: use a reference made with "
                     f"this tokenizer, or pass --no-tokenizer-check if the ids are known to mean the same text")
         tokenizer_checked = True
-    scores = _score_all(adapter, items, ref["k"])
+    scores = _score_all(adapter, items, ref["k"], score_concurrency)
     desc = {**adapter.describe(), **(provenance or {})}
     out: dict[str, Any] = {
         "schema": SCHEMA, "kind": CANDIDATE_KIND,
@@ -174,7 +201,11 @@ def score_candidate(adapter: DriftAdapter, ref: dict[str, Any], *, label: str | 
         "prompts": [{"id": p["id"], "scores": s.to_dict()} for p, s in zip(ref["prompts"], scores)],
     }
     if run_self_check:
-        out["self_check"] = self_check(scores, _score_all(adapter, items, ref["k"]))
+        out["self_check"] = _self_check(adapter, items, ref["k"], score_concurrency, scores)
+    if answers and ref.get("answers"):
+        n = len(ref["answers"]["answers"])
+        out["answers"] = chat_answers(adapter, [p["messages"] for p in ref["prompts"]][:n],
+                                      ref["answers"]["max_tokens"], answer_concurrency)
     out["elapsed_s"] = round(time.time() - t0, 3)
     return out
 
@@ -196,7 +227,8 @@ def _cand_scores(ref: dict[str, Any], cand: dict[str, Any], source: str) -> list
 
 
 def compare(ref: dict[str, Any], cands: Sequence[dict[str, Any]], *, sources: Sequence[str] | None = None,
-            n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+            n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+            agreement_tokens: int = DEFAULTS.agreement_tokens) -> dict[str, Any]:
     """Reference + candidate files -> the statistics (contract keys of docs/architecture.md section 5)."""
     check_reference(ref)
     sources = list(sources or [c.get("label", f"candidate {i}") for i, c in enumerate(cands)])
@@ -211,6 +243,12 @@ def compare(ref: dict[str, Any], cands: Sequence[dict[str, Any]], *, sources: Se
     }
     for label, cand, sc in zip(labels, cands, scored):
         stats = candidate_stats(tokens, oracle, sc, n_resamples=n_resamples, seed=seed)
+        stats.update(floor_stats(tokens, oracle, sc, ref.get("self_check"), cand.get("self_check"),
+                                 n_resamples=n_resamples, seed=seed))
+        stats["self_check_mode"] = self_check_mode("auto", ref.get("self_check"), cand.get("self_check"))
+        if ref.get("answers") and cand.get("answers"):
+            stats.update(answer_stats(ref["answers"], cand["answers"], agreement_tokens=agreement_tokens,
+                                      n_resamples=n_resamples, seed=seed))
         stats["self_check"] = cand.get("self_check")
         stats["provenance"] = cand.get("provenance", {})
         out["candidates"][label] = stats

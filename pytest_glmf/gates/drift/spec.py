@@ -5,6 +5,15 @@
       argmax_mismatch: {max: 0.17}
       settings: {prompts: 40, max_tokens: 128, k: 20, self_check: exact}
 
+A noisy engine (the same ids scored twice differ) is judged on the drift above its noise floor:
+
+    drift:
+      excess_abs_dlogp: {max: 0.15}
+      floor_abs_dlogp: {max: 0.2}
+      output_length_ratio: {max: 1.25}
+      runaway_share: {max: 0.05}
+      settings: {self_check: floor, score_concurrency: 8, answer_max_tokens: 4096}
+
 The suite, `glmf drift reference|score` and `reference.make_reference` take their defaults from
 `DEFAULTS` below.
 """
@@ -24,7 +33,20 @@ METRICS = [
     Metric("max_abs_dlogp", "lower", "nats"),
     Metric("argmax_mismatch", "lower", "fraction", hi=1.0, doc="share of positions whose greedy token differs"),
     Metric("kl_topk", "lower", "nats", doc="KL divergence over the oracle's top-k"),
-    Metric("self_abs_dlogp", "lower", "nats", doc="the same tokens scored twice on one server (noise floor)"),
+    Metric("self_abs_dlogp", "lower", "nats", doc="the same tokens scored twice on one server: the worst position"),
+    Metric("floor_abs_dlogp", "lower", "nats", doc="the noise floor: per prompt sqrt((f_oracle^2 + f_candidate^2)/2), "
+                                                  "f = mean |dlogp| of two scorings on one server (stats.floor_stats)"),
+    Metric("excess_abs_dlogp", "lower", "nats", lo=None,
+           doc="mean |dlogp| minus the floor, per prompt: a lower bound of the noise-free drift"),
+    Metric("excess_rms_dlogp", "lower", "nats", doc="sqrt(mean dlogp^2 - floor's mean square): the RMS shift, "
+                                                   "unbiased in the square"),
+    Metric("output_length_ratio", "lower", "ratio", doc="candidate / oracle completion tokens of greedy chat answers"),
+    Metric("reasoning_length_ratio", "lower", "ratio", doc="the same over the reasoning the server's parser splits off"),
+    Metric("content_length_ratio", "lower", "ratio", doc="the same over the content"),
+    Metric("runaway_share", "lower", "fraction", hi=1.0, doc="share of candidate answers that reach max_tokens"),
+    Metric("greedy_agreement", "higher", "fraction", hi=1.0,
+           doc="share of prompts whose first agreement_tokens answer tokens equal the oracle's"),
+    Metric("finish_reason_changed", "lower", "fraction", hi=1.0, doc="share of prompts whose finish reason changed"),
 ]
 
 
@@ -51,8 +73,17 @@ class DriftSettings:
                                                    "stored reference holds)")
     max_tokens: int = setting(128, min=1, doc="greedy tokens per prompt in a new reference (the recipe: 128)")
     k: int = setting(20, min=1, doc="top-k logprobs kept per position (vLLM's default --max-logprobs cap)")
-    self_check: Literal["exact", "report"] = setting("exact", doc="exact: fail on any self-difference; "
-                                                                  "report: show the noise floor only")
+    self_check: Literal["auto", "exact", "report", "floor"] = setting(
+        "auto", doc="exact: fail on any self-difference; report: show the noise floor only; floor: judge the "
+                    "drift above the floor (excess_*) and the floor itself; auto: exact when both servers "
+                    "score exactly, else floor")
+    score_concurrency: int = setting(1, min=1, doc="prompts scored at once, on the candidate and (a reference made "
+                                                   "now) the oracle: the batch shape the floor is measured at")
+    answer_max_tokens: int | None = setting(None, min=1, doc="greedy chat answers of this many tokens at most on "
+                                                             "both servers: length ratios, runaway share, greedy "
+                                                             "agreement (None: not measured)")
+    answer_prompts: int | None = setting(None, min=1, doc="answer the first N prompts only (None: all)")
+    agreement_tokens: int = setting(16, min=1, doc="greedy_agreement compares the first N answer tokens")
     check_tokenizer: bool = setting(True, doc="re-template the prompts on the candidate and compare token ids")
     not_worse_than: NotWorseThan | None = setting(None, doc="{candidate: PATH, margin: 0.0}")
 

@@ -241,18 +241,105 @@ def pair_stats(tokens: Sequence[Sequence[int]], oracle: Sequence[PromptScores],
 
 def self_check(first: Sequence[PromptScores], second: Sequence[PromptScores]) -> dict[str, Any]:
     """The same tokens scored twice on one server: exact zero means the instrument adds no noise.
-    A non-zero result is the noise floor; it is reported next to every drift number and never
-    subtracted (a noise floor is not a bias: |a - b| does not shrink by a constant)."""
+    A non-zero result is the noise floor (`floor_stats`). Per prompt p, with x1, x2 the two
+    scorings' log-probs at its T_p positions: `per_prompt_floor_abs[p]` = mean_t |x1 - x2| and
+    `per_prompt_floor_sq[p]` = mean_t (x1 - x2)^2."""
     if len(first) != len(second) or any(len(x) != len(y) for x, y in zip(first, second)):
         raise ValueError("self-check: the two scoring passes have different shapes")
-    d = np.concatenate([np.asarray(x.logprobs, float) - np.asarray(y.logprobs, float)
-                        for x, y in zip(first, second)] or [np.zeros(0)])
+    diffs = [np.asarray(x.logprobs, float) - np.asarray(y.logprobs, float) for x, y in zip(first, second)]
+    d = np.concatenate(diffs or [np.zeros(0)])
     top_changes = sum(int((x.top1() != y.top1()).sum()) for x, y in zip(first, second))
     a = np.abs(d)
     return {
         "self_abs_dlogp": float(a.max()) if a.size else 0.0,   # the worst position: exact means 0.0
         "self_mean_abs_dlogp": float(a.mean()) if a.size else 0.0,
+        "self_median_abs_dlogp": float(np.median(a)) if a.size else 0.0,
         "self_argmax_changes": top_changes,
         "exact": bool(a.size == 0 or (a.max() == 0.0 and top_changes == 0)),
         "n_tokens": int(a.size),
+        "per_prompt_floor_abs": [float(np.abs(x).mean()) if x.size else 0.0 for x in diffs],
+        "per_prompt_floor_sq": [float((x * x).mean()) if x.size else 0.0 for x in diffs],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Drift above the noise floor
+
+
+def self_check_mode(setting: str, oracle_self_check: dict[str, Any] | None,
+                    cand_self_check: dict[str, Any] | None) -> str:
+    """The mode that judges: `setting` unless auto; auto is exact when both self-checks are exact,
+    floor when one is not, report when one was not run."""
+    if setting != "auto":
+        return setting
+    if not oracle_self_check or not cand_self_check:
+        return "report"
+    return "exact" if oracle_self_check.get("exact") and cand_self_check.get("exact") else "floor"
+
+
+def _prompt_floors(sc: dict[str, Any] | None, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    if not sc:
+        return None
+    if sc.get("exact"):   # an exact self-check: a floor of exactly 0 (older files lack the per-prompt lists)
+        return np.zeros(n), np.zeros(n)
+    fa, fs = sc.get("per_prompt_floor_abs"), sc.get("per_prompt_floor_sq")
+    if fa is None or fs is None or len(fa) != n or len(fs) != n:
+        return None
+    return np.asarray(fa, float), np.asarray(fs, float)
+
+
+def floor_stats(tokens: Sequence[Sequence[int]], oracle: Sequence[PromptScores], cand: Sequence[PromptScores],
+                oracle_self_check: dict[str, Any] | None, cand_self_check: dict[str, Any] | None, *,
+                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """The noise floor and the drift above it (module docstring of api.py: "the floor").
+
+    With o, c the true log-probs of oracle and candidate, each scoring adds independent zero-mean
+    noise: O = o + e, C = c + g, and the drift dlogp = C - O = delta + (g - e), delta = c - o the
+    shift we want. Per prompt p (T_p positions):
+      f_o[p], f_c[p] = mean_t |X1 - X2| of the oracle's / candidate's two scorings (self_check);
+      floor[p] = sqrt((f_o[p]^2 + f_c[p]^2) / 2): the expected mean |g - e| of one oracle and one
+        candidate scoring, exact when both noises are Gaussian (|N(0, s^2)| scales with s and
+        var(g - e) = (var(X1 - X2)_oracle + var(X1 - X2)_candidate) / 2) or share one law;
+      excess_abs[p] = mean_t |dlogp| - floor[p];
+      excess_sq[p] = mean_t dlogp^2 - (sq_o[p] + sq_c[p]) / 2, sq = mean_t (X1 - X2)^2.
+    Token-weighted over prompts; 95 % CIs resample PROMPTS, the same draw for drift and floor
+    (a paired bootstrap: the floor's own uncertainty is in the interval).
+
+    What they estimate: E|delta + n| lies between |delta| (Jensen, zero-mean n) and |delta| + E|n|
+    (triangle inequality), so the noise-free mean |dlogp| is bracketed by `excess_abs_dlogp` (a
+    LOWER bound: exact when delta = 0, short by up to the floor where |delta| >> noise) and
+    `mean_abs_dlogp` (an UPPER bound). `excess_rms_dlogp` = sqrt(max(0, excess_sq)) is unbiased
+    in the square for any noise law (E(delta + n)^2 = delta^2 + E n^2): it recovers the RMS of the
+    shift (a constant shift D gives D whatever the floor); clipping at 0 biases it up near 0.
+    A pure-noise candidate (delta = 0) has both excesses ~0. None when a self-check is missing."""
+    _check_aligned(tokens, oracle, cand)
+    keep = [p for p, t in enumerate(tokens) if len(t)]
+    n_all = len(tokens)
+    fo, fc = _prompt_floors(oracle_self_check, n_all), _prompt_floors(cand_self_check, n_all)
+    if fo is None or fc is None:
+        return {"floor_abs_dlogp": None, "excess_abs_dlogp": None, "excess_rms_dlogp": None,
+                "floor_ci95": None, "excess_ci95": None, "excess_rms_ci95": None}
+    dl = [np.asarray(cand[p].logprobs, float) - np.asarray(oracle[p].logprobs, float) for p in keep]
+    counts = np.array([len(x) for x in dl], float)
+    abs_means = np.array([np.abs(x).mean() for x in dl])
+    sq_means = np.array([(x * x).mean() for x in dl])
+    floor = np.sqrt((fo[0][keep] ** 2 + fc[0][keep] ** 2) / 2)
+    floor_sq = (fo[1][keep] + fc[1][keep]) / 2
+    boot = {"n_resamples": n_resamples, "seed": seed}
+    excess_sq = bootstrap_ratio(counts * (sq_means - floor_sq), counts, **boot)
+    total = counts.sum()
+    rms = float(np.sum(counts * (sq_means - floor_sq)) / total)
+    return {
+        "floor_abs_dlogp": float(np.sum(counts * floor) / total),
+        "floor_ci95": percentile_ci(bootstrap_ratio(counts * floor, counts, **boot)),
+        "oracle_floor_abs_dlogp": float(np.sum(counts * fo[0][keep]) / total),
+        "candidate_floor_abs_dlogp": float(np.sum(counts * fc[0][keep]) / total),
+        "excess_abs_dlogp": float(np.sum(counts * (abs_means - floor)) / total),
+        "excess_ci95": percentile_ci(bootstrap_ratio(counts * (abs_means - floor), counts, **boot)),
+        "excess_rms_dlogp": math.sqrt(max(rms, 0.0)),
+        "excess_rms_ci95": [math.sqrt(max(x, 0.0)) for x in percentile_ci(excess_sq)],
+        "per_prompt_floor_abs_dlogp": [float(x) for x in floor],
+        "floor_definition": "per prompt sqrt((f_oracle^2 + f_candidate^2) / 2), f = mean |dlogp| between two "
+                            "scorings of the same ids on one server; excess = drift - floor, paired bootstrap "
+                            "over prompts",
     }

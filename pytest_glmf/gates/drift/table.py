@@ -20,7 +20,11 @@ def _ci(ci: Any, pct: bool = False) -> str:
 def noise_text(sc: Any) -> str:
     if not sc:
         return "not run"
-    return "0 (exact)" if sc.get("exact") else f"{sc['self_abs_dlogp']:.3g} max, {sc['self_argmax_changes']} flips"
+    if sc.get("exact"):
+        return "0 (exact)"
+    at = f" @{sc['concurrency']}" if sc.get("concurrency") else ""
+    return (f"{sc.get('self_mean_abs_dlogp', 0.0):.3g} mean{at}, {sc['self_abs_dlogp']:.3g} max, "
+            f"{sc['self_argmax_changes']} flips")
 
 
 def _from_recorded(section: dict[str, Any]) -> dict[str, Any]:
@@ -47,21 +51,42 @@ def render_table(results: dict[str, Any]) -> str:
     oracle = (prov.get("oracle_lane") or prov.get("lane") or prov.get("checkpoint")
               or str(prov.get("model") or "").rstrip("/").rsplit("/", 1)[-1] or prov.get("url") or "oracle")
     rows = []
-    for label, s in (results.get("candidates") or {}).items():
+    cands = results.get("candidates") or {}
+    for label, s in cands.items():
         rows.append([label, fmt(s["mean_abs_dlogp"]), _ci(s.get("ci95")), fmt(s["median_abs_dlogp"]),
                      fmt(s["p95_abs_dlogp"]), _pct(s["argmax_mismatch"]), fmt(s.get("kl_topk")),
-                     noise_text(s.get("self_check"))])
+                     noise_text(s.get("self_check")), fmt(s.get("floor_abs_dlogp")),
+                     f"{fmt(s.get('excess_abs_dlogp'))} {_ci(s.get('excess_ci95'))}"
+                     if s.get("excess_abs_dlogp") is not None else "-"])
     pair = results.get("pair")
     if pair:
         ab = pair["a_vs_b"]
         rows.append([f"{pair['a']} vs {pair['b']} (each other)", fmt(ab["mean_abs_dlogp"]), "",
-                     fmt(ab["median_abs_dlogp"]), fmt(ab["p95_abs_dlogp"]), _pct(ab["argmax_mismatch"]), "", ""])
+                     fmt(ab["median_abs_dlogp"]), fmt(ab["p95_abs_dlogp"]), _pct(ab["argmax_mismatch"]), "", "", "", ""])
     head = [f"quant (vs {oracle})", "mean |dlogp|", "ci95 (prompts)", "median", "p95", "argmax != ref",
-            "kl top-k", "self-check"]
+            "kl top-k", "self-check", "floor", "excess (ci95)"]
     lines = [_table(rows, head)]
-    n = next(iter((results.get("candidates") or {}).values()), {})
+    n = next(iter(cands.values()), {})
+    mode = results.get("self_check_mode") or n.get("self_check_mode")
+    judged = {"exact": "exact mode: the floor is 0, nothing is subtracted",
+              "floor": "floor mode: judged on the drift above the floor (excess = mean |dlogp| - floor)",
+              "report": "report mode: the floor is shown, nothing is subtracted"}.get(mode or "",
+                                                                                   "nothing is subtracted")
     lines.append(f"{n.get('n_prompts', '?')} prompts, {n.get('n_tokens', '?')} tokens, top-{ref.get('k', '?')}; "
-                 f"oracle self-check: {noise_text(ref.get('self_check'))}; nothing is subtracted")
+                 f"oracle self-check: {noise_text(ref.get('self_check'))}; {judged}")
+    answer_rows = [[label, fmt(s.get("output_length_ratio")), _ci(s.get("output_length_ratio_ci95")),
+                    fmt(s.get("reasoning_length_ratio")), fmt(s.get("content_length_ratio")),
+                    f"{_pct(s.get('runaway_share'))} (oracle {_pct(s.get('oracle_runaway_share'))})",
+                    _pct(s.get("greedy_agreement")), fmt(s.get("first_divergence_median")),
+                    _pct(s.get("finish_reason_changed"))]
+                   for label, s in cands.items() if s.get("answers_n")]
+    if answer_rows:
+        first = next(s for s in cands.values() if s.get("answers_n"))
+        lines.append(_table(answer_rows, [
+            "greedy answers", "length ratio", "ci95 (prompts)", "reasoning", "content", "runaway (max_tokens)",
+            f"first {first.get('agreement_tokens')} agree", "median 1st diff", "finish changed"]))
+        lines.append(f"{first['answers_n']} chat answers each, max_tokens {first.get('answer_max_tokens')}, "
+                     f"temperature 0; ratios are candidate / oracle tokens")
     if pair:
         lines.append(
             f"{pair['a']} closer on {pair['wins'][0]} of {sum(pair['wins']) + pair['ties']} prompts "

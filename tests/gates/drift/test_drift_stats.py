@@ -125,3 +125,63 @@ def test_self_check_exact_and_noise_floor():
 def test_misaligned_scores_are_refused():
     with pytest.raises(ValueError, match="prompt 1: 2 scored positions for 3 reference tokens"):
         candidate_stats(TOKENS, ORACLE, [CAND_A[0], PromptScores([-1, -1], [[3], [3]], [[-1], [-1]])])
+
+
+def _answer(n: int, finish: str = "stop", reasoning: int | None = None, reasoning_chars: int = 0,
+            content_chars: int = 10, tokens: list[str] | None = None) -> dict:
+    return {"tokens": tokens if tokens is not None else [f"t{i}" for i in range(n)], "completion_tokens": n,
+            "reasoning_tokens": reasoning, "finish_reason": finish, "content_chars": content_chars,
+            "reasoning_chars": reasoning_chars}
+
+
+def test_answer_stats_lengths_runaway_and_agreement_by_hand():
+    from pytest_glmf.gates.drift.answers import answer_stats, first_divergence
+
+    oracle = {"max_tokens": 8, "answers": [_answer(4, reasoning=2), _answer(6, reasoning=3), _answer(2, reasoning=1)]}
+    cand = {"max_tokens": 8, "answers": [
+        _answer(8, "length", reasoning=2),                                   # runaway, same first 4 tokens
+        _answer(6, reasoning=3, tokens=["t0", "t1", "x", "t3", "t4", "t5"]),  # leaves at position 2
+        _answer(2, reasoning=1)]}
+    s = answer_stats(oracle, cand, agreement_tokens=3, n_resamples=200)
+    assert s["output_length_ratio"] == pytest.approx(16 / 12) and s["runaway_share"] == pytest.approx(1 / 3)
+    assert s["reasoning_length_ratio"] == 1.0 and s["content_length_ratio"] == pytest.approx(10 / 6)
+    assert s["reasoning_length_unit"] == "tokens" and s["oracle_runaway_share"] == 0.0
+    assert s["per_prompt_first_divergence"] == [4, 2, None]
+    assert s["greedy_agreement"] == pytest.approx(2 / 3)   # prompt 0 agrees on its first 3, prompt 1 does not
+    assert s["finish_reason_changed"] == pytest.approx(1 / 3) and s["finish_reason_changes"] == [[0, "stop", "length"]]
+    assert first_divergence(["a"], ["a"]) is None and first_divergence(["a", "b"], ["a"]) == 1
+
+
+def test_answer_stats_compare_characters_when_reasoning_tokens_are_not_counted():
+    from pytest_glmf.gates.drift.answers import answer_stats
+
+    oracle = {"max_tokens": 8, "answers": [_answer(4, reasoning_chars=20, content_chars=10)]}
+    cand = {"max_tokens": 8, "answers": [_answer(6, reasoning_chars=40, content_chars=10)]}
+    s = answer_stats(oracle, cand, n_resamples=50)
+    assert s["reasoning_length_unit"] == "chars"
+    assert s["reasoning_length_ratio"] == 2.0 and s["content_length_ratio"] == 1.0
+    none = answer_stats({"max_tokens": 8, "answers": [_answer(4)]}, {"max_tokens": 8, "answers": [_answer(4)]},
+                        n_resamples=50)
+    assert none["reasoning_length_ratio"] is None and none["content_length_ratio"] == 1.0
+
+
+def test_floor_stats_by_hand():
+    from pytest_glmf.gates.drift.stats import PromptScores, floor_stats, self_check, self_check_mode
+
+    def scores(*rows):
+        return [PromptScores(list(r), [[1]] * len(r), [[0.0]] * len(r)) for r in rows]
+
+    tokens = [[1, 1], [1, 1]]
+    oracle, oracle2 = scores([-1.0, -2.0], [-1.0, -1.0]), scores([-1.2, -2.0], [-1.0, -0.8])
+    cand, cand2 = scores([-1.5, -2.5], [-1.0, -1.0]), scores([-1.5, -2.5], [-1.0, -1.0])
+    so, sc = self_check(oracle, oracle2), self_check(cand, cand2)
+    assert so["per_prompt_floor_abs"] == pytest.approx([0.1, 0.1]) and sc["exact"]
+    s = floor_stats(tokens, oracle, cand, so, sc, n_resamples=100)
+    floor = math.sqrt((0.1 ** 2 + 0.0) / 2)            # per prompt sqrt((f_o^2 + f_c^2) / 2)
+    assert s["floor_abs_dlogp"] == pytest.approx(floor)
+    assert s["excess_abs_dlogp"] == pytest.approx((0.5 + 0.0) / 2 - floor)   # drift 0.5 and 0 per prompt
+    sq = (0.25 + 0.0) / 2 - (0.02 + 0.02) / 2 / 2        # mean dlogp^2 - mean of (sq_o + sq_c) / 2
+    assert s["excess_rms_dlogp"] == pytest.approx(math.sqrt(sq))
+    assert self_check_mode("auto", so, sc) == "floor" and self_check_mode("auto", sc, sc) == "exact"
+    assert self_check_mode("auto", None, sc) == "report" and self_check_mode("exact", so, sc) == "exact"
+    assert floor_stats(tokens, oracle, cand, None, sc)["floor_abs_dlogp"] is None

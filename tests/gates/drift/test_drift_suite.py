@@ -171,8 +171,32 @@ lanes:
         result.assert_outcomes(failed=2, skipped=1)
         result.stdout.fnmatch_lines(["*instrument self-check: the same tokens scored twice differ*",
                                      "*candidate*|*|*|*0*|*24*", "*self_check: report*"])
-    else:
-        result.assert_outcomes(passed=1, failed=1, skipped=1)   # the threshold still fails, the self-check reports
+    else:   # the threshold still fails; the self-check only reports, so its test says so and skips
+        result.assert_outcomes(failed=1, skipped=2)
+        result.stdout.fnmatch_lines(["*drift.settings.self_check: report -> report mode (noise floor *"])
     # every drift row carries the noise floor; nothing is subtracted
     result.stdout.fnmatch_lines(["*attach*| 0.000* max, 0 flips*", "*nothing is subtracted*",
                                  "*mean_abs_dlogp attach vs oracle (95% CI *; noise floor 0.000*)*"])
+
+
+@pytest.mark.parametrize("mode", ["auto", "floor"])
+def test_floor_mode_judges_the_excess_and_the_floor_itself(pytester, toys, mode):
+    oracle, cand = toys("sglang"), toys("sglang", noise=0.3, jitter=1e-4)
+    result = _run(pytester, cand.url, f"""schema: 1
+lanes:
+  attach:
+    drift:
+      settings: {{oracle_url: '{oracle.url}', prompts: 4, max_tokens: 6, k: 4, self_check: {mode}}}
+      excess_abs_dlogp: {{max: 5.0}}
+      floor_abs_dlogp: {{max: 0.00001}}
+""")
+    # auto: the candidate is not exact, so floor mode judges; the floor (~1e-4) is above its bound
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*floor mode: judged on the drift above the floor (excess = mean |dlogp| - floor)*",
+        "floor_abs_dlogp attach vs oracle (95% CI *)*| <= 1e-05 *the engine's own noise floor rose*",
+        f"*drift.settings.self_check: {mode} -> floor mode (noise floor *nats mean |dlogp|; bounded by floor_abs_dlogp)"])
+    row = json.loads((pytester.path / "results" / "attach-latest.json").read_text())["gates"]["drift"]["attach"]
+    assert row["self_check_mode"] == "floor" and 0 < row["floor_abs_dlogp"] < 1e-3
+    assert row["excess_abs_dlogp"] == pytest.approx(row["mean_abs_dlogp"] - row["floor_abs_dlogp"], abs=1e-9)
+    assert row["excess_ci95"][0] <= row["excess_abs_dlogp"] <= row["excess_ci95"][1]
