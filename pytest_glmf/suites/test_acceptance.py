@@ -9,8 +9,9 @@ classes, the recipe's headline number. Settings (`acceptance.settings`: `prompts
 `max_tokens_scale`, `template`) are declared with their defaults in
 pytest_glmf/gates/acceptance/spec.py (`AcceptanceSettings`).
 
-A lane without speculative decoding skips with the reason; a lane whose spec field says it
-speculates but whose server reports no speculation fails.
+A lane without speculative decoding skips with the reason, in the server's own words when it says
+(SGLang's /server_info `speculative_algorithm: null`), before anything is measured; a lane whose
+spec field says it speculates but whose server reports no speculation fails.
 """
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def acceptance_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def acceptance_result(glmf_acceptance, glmf_lane, glmf_thresholds):
+def acceptance_result(glmf_acceptance, glmf_server, glmf_lane, glmf_thresholds):
     """Measured once: an attached server of unknown config is judged by its first answer."""
-    if not glmf_lane.speculative and glmf_lane.launcher != "attach":
-        pytest.skip(f"lane {glmf_lane.name!r} runs without speculative decoding (spec: none): "
+    said = glmf_server.config.why_no_speculation()     # the server's own words, when it says
+    if not glmf_lane.speculative and (said or glmf_lane.launcher != "attach"):
+        pytest.skip(f"lane {glmf_lane.name!r} runs without speculative decoding ({said or 'spec: none'}): "
                     "no acceptance to measure")
     settings = glmf_thresholds.settings(glmf_lane.name, "acceptance")
     result = glmf_acceptance(CLASSES, prompts_per_class=settings.prompts_per_class,

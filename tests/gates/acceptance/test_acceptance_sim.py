@@ -96,9 +96,32 @@ def test_batch_lane_has_no_speculation_and_the_suite_skips(pytester, tmp_path_fa
                                  "-p", "no:cacheprovider", "--glmf-results", str(pytester.path / "results"))
         run.assert_outcomes(skipped=2 + len(CLASSES))
         # up front, in the server's own words (its /server_info), before any class was measured
-        run.stdout.fnmatch_lines(["*the server of lane 'batch' runs no speculative decoding "
+        run.stdout.fnmatch_lines(["*lane 'batch' runs without speculative decoding "
                                   "(/server_info says speculative_algorithm: null): no acceptance to measure*"])
         doc = json.loads((pytester.path / "results" / "batch-latest.json").read_text())
         assert "acceptance" not in doc["gates"] and doc["provenance"]["server_config"]["speculative_algorithm"] is None
+    finally:
+        server.stop()
+
+
+def test_a_users_glmf_acceptance_skips_or_fails_on_the_servers_word(pytester, tmp_path_factory):
+    """The public fixture, not only the suite: on a server whose /server_info says
+    speculative_algorithm null nothing is measured; a lane that declares spec fails with the words."""
+    server = sim_server("batch", tmp_path_factory)
+    try:
+        pytester.makepyfile(test_user="""
+def test_mine(glmf_acceptance):
+    glmf_acceptance()
+""")
+        args = ("--glmf-url", server.base_url, "-rs", "-p", "no:cacheprovider", "--glmf-results", "results",
+                "--glmf-allow-unverified")
+        run = pytester.runpytest("test_user.py", "--glmf-lane", "batch", *args)
+        run.assert_outcomes(skipped=1)
+        run.stdout.fnmatch_lines(["*the server of lane 'batch' runs no speculative decoding (/server_info says "
+                                  "speculative_algorithm: null): no acceptance to measure*"])
+        run = pytester.runpytest("test_user.py", "--glmf-lane", "daily", *args)
+        run.assert_outcomes(failed=1)
+        run.stdout.fnmatch_lines(["*lane 'daily' declares spec: dflash, but the server /server_info says "
+                                  "speculative_algorithm: null: its speculative flags did not take effect*"])
     finally:
         server.stop()
