@@ -170,7 +170,7 @@ def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pyt
 
 def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
     ok = run(pytester, "test_my_drift.py", "batch")
-    ok.assert_outcomes(passed=3)
+    ok.assert_outcomes(passed=4)   # exact scoring, drift, drift above the floor, and the template beside it
     ok.stdout.fnmatch_lines(["quant (vs batch-oracle) | mean |dlogp| *", "batch * | 0.* | ?0.*, 0.*? | *| 0 (exact) *",
                              "6 prompts, 192 tokens, top-8; oracle self-check: 0 (exact); exact mode: the floor is 0, "
                              "nothing is subtracted",
