@@ -76,8 +76,11 @@ def _yaml_lanes_in_tests() -> list[tuple[str, LaneConfig]]:
 
 def sglang_lanes() -> list[tuple[str, LaneConfig]]:
     lanes: list[tuple[str, LaneConfig]] = [("<built-in>", lane) for lane in builtin_lanes().values()]
-    # examples/real-engine-lanes.yaml needs ${GLMF_REAL_ENGINE_DIR} (an unset variable is refused)
-    with mock.patch.dict(os.environ, {"GLMF_REAL_ENGINE_DIR": os.environ.get("GLMF_REAL_ENGINE_DIR", "/real-engine")}):
+    # examples/real-engine-lanes.yaml needs ${GLMF_REAL_ENGINE_DIR}, real-sglang-lanes.yaml
+    # ${GLMF_REAL_SGLANG_DIR} (an unset variable is refused)
+    dirs = {var: os.environ.get(var, default) for var, default in (("GLMF_REAL_ENGINE_DIR", "/real-engine"),
+                                                                   ("GLMF_REAL_SGLANG_DIR", "/real-sglang"))}
+    with mock.patch.dict(os.environ, dirs):
         for path in sorted((REPO / "examples").glob("*-lanes.yaml")):   # the other YAML files are test data
             lanes += [(str(path.relative_to(REPO)), lane) for lane in load_lanes(path).values()]
     lanes += _yaml_lanes_in_tests()

@@ -40,7 +40,7 @@ TYPOS = [
     ("acceptance-class", "acceptance: {classes: {prose: {settings: {prompts_per_class: 1}}}}",
      "lanes.batch.acceptance.classes.prose: unknown key 'settings'; allowed metrics: accept_length, accept_rate, tok_s"),
     ("tools", "tools: {settings: {concurency: 4}}",
-     "lanes.batch.tools.settings: unknown key 'concurency'; allowed: concurrency, strict, tool_choice"),
+     "lanes.batch.tools.settings: unknown key 'concurency'; allowed: concurrency, max_tokens, strict, tool_choice"),
 ]
 
 WRONG_VALUES = [
