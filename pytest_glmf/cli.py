@@ -108,7 +108,8 @@ def lanes_cli(argv: list[str]) -> int:
     for name, lane in lanes.items():
         argv = sim_argv(lane) if lane.launcher == "sim" else build_server_argv(lane)
         target = lane.url if lane.launcher == "attach" else shlex.join(argv)
-        print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}):\n  {target}")
+        origin = f"; {lane.origin}" if lane.origin else ""
+        print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}{origin}):\n  {target}")
     return 0
 
 
