@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
     "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
+    "compare": ("pytest_glmf.compare.cli", "compare lanes' result files: the recipe's tables, the crossover"),
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
