@@ -16,13 +16,13 @@ from pytest_glmf.gates import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_glmf.compare.api import assert_lane_beats, crossover
-    from pytest_glmf.compare.crossover import Crossover
+    from pytest_glmf.compare.judge import Crossover
     from pytest_glmf.compare.lanecurve import LaneCurve
     from pytest_glmf.compare.report import comparison_markdown, comparison_report, plot_lanes
 
 __all__ = ["Crossover", "LaneCurve", "assert_lane_beats", "comparison_markdown", "comparison_report", "crossover",
            "plot_lanes"]
 __getattr__, __dir__ = lazy_exports(__name__, {"assert_lane_beats": "api", "crossover": "api",
-                                               "Crossover": "crossover", "LaneCurve": "lanecurve",
+                                               "Crossover": "judge", "LaneCurve": "lanecurve",
                                                "comparison_report": "report", "comparison_markdown": "report",
                                                "plot_lanes": "report"})

@@ -8,14 +8,14 @@
 
 A lane is given as a result file, its JSON document, a CurveResult (with its lane name, or
 `name=`) or a LaneCurve. Only valid rows count (compare/lanecurve.py), and "beats" means by more
-than the margin of the two rows' run-to-run spreads (compare/crossover.py).
+than the margin of the two rows' run-to-run spreads (compare/judge.py).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_glmf.compare.crossover import FLOOR_PCT, Crossover, judge
+from pytest_glmf.compare.judge import FLOOR_PCT, Crossover, judge
 from pytest_glmf.compare.lanecurve import as_lane_curve
 from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt
 

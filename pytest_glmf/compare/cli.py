@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_glmf.compare.crossover import direction_of
+from pytest_glmf.compare.judge import direction_of
 
 
 def cli(argv: list[str]) -> int:
@@ -33,7 +33,7 @@ def cli(argv: list[str]) -> int:
         return 2
     print(comparison_report(docs, args.metric))
     if args.crossover:
-        from pytest_glmf.compare.crossover import judge
+        from pytest_glmf.compare.judge import judge
 
         curves = {c.name: c for c in lane_curves(docs)}
         pair = args.crossover.split(",")

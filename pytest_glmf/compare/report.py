@@ -13,7 +13,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.compare.crossover import Crossover, judge
+from pytest_glmf.compare.judge import Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name
 from pytest_glmf.gates.verdict import fmt, render_table
 

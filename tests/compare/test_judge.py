@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.compare.crossover import judge
+from pytest_glmf.compare.judge import judge
 from pytest_glmf.compare.lanecurve import exclusion, from_rows
 
 
