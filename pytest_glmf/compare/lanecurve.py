@@ -43,7 +43,7 @@ def exclusion(row: Mapping[str, Any]) -> str | None:
     users = int(row["users"])
     seat = row.get("seat") or {}
     seats = row.get("seats", seat.get("seats"))
-    if row.get("allow_queueing") is not True and (seat.get("shared") or (isinstance(seats, int) and users > seats)):
+    if seat.get("shared") or (isinstance(seats, int) and users > seats):   # queued, even when a gate allowed it
         # why the seats are capped is a boot fact (the comparison's boot table shows it beside the seats)
         return f"seat-starved: {users} users on {seats} seats" if isinstance(seats, int) else \
             f"seat-starved: {users} users sharing seats"

@@ -25,6 +25,7 @@ comparison report). `base:` may name a lane of the same file or a built-in one, 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,11 +58,21 @@ def set_flag(extra: list[str], flag: str, value: Any) -> list[str]:
     return out + ([flag] if value is True else [flag, str(value)])
 
 
-def _argv(value: Any, where: str) -> list[str]:
-    from pytest_glmf.config.lanes import _argv as lanes_argv
+def argv_words(v: Any) -> list[str]:
+    """An argv from a lanes file: a list of words, or one string split like a shell command line;
+    TypeError saying what is allowed (lanes.py's validators turn it into the file's error)."""
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return shlex.split(v)
+    if isinstance(v, list) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
+        return [str(x) for x in v]
+    raise TypeError("a list of strings or one string (split like a shell command line)")
 
+
+def _argv(value: Any, where: str) -> list[str]:
     try:
-        return lanes_argv(value)
+        return argv_words(value)
     except TypeError as exc:
         raise ConfigError(f"{where}: extra: expected {exc}, got {value!r}") from None
 

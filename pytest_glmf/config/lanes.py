@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.derive import argv_words as _argv
+from pytest_glmf.config.derive import expand_lanes
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 
@@ -140,16 +141,6 @@ def _number(lo: float | None = None, hi: float | None = None, *, integer: bool =
             raise TypeError(kind + rng)
         return v if integer else float(v)
     return conv
-
-
-def _argv(v: Any) -> list[str]:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return shlex.split(v)
-    if isinstance(v, list) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
-        return [str(x) for x in v]
-    raise TypeError("a list of strings or one string (split like a shell command line)")
 
 
 def _opt_argv(v: Any) -> list[str] | None:
@@ -345,8 +336,6 @@ def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
         raise ConfigError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: lanes, schema")
     if data.get("schema", 1) != 1:
         raise ConfigError(f"{path}: schema {data['schema']!r} is not supported; allowed: 1")
-    from pytest_glmf.config.derive import expand_lanes
-
     for name in data["lanes"]:
         if not isinstance(name, str) or not _LANE_NAME.match(name):
             raise ConfigError(f"{path}: lane name {name!r} must be letters, digits, '.', '_' or '-' "

@@ -61,7 +61,7 @@ def test_seat_starved_and_kv_starved_rows_are_excluded_and_named() -> None:
 def test_invalid_rows_are_excluded_with_their_flags() -> None:
     bad = row(8, 50, valid=False, flags="client-bound run(s) 1")
     assert exclusion(bad) == "invalid: client-bound run(s) 1"
-    assert exclusion(row(8, 50, seats=7, allow_queueing=True)) is None
+    assert exclusion(row(8, 50, seats=7, allow_queueing=True)) == "seat-starved: 8 users on 7 seats"   # queued all the same
 
 
 def test_a_lower_is_better_metric_turns_the_winner() -> None:
