@@ -52,8 +52,10 @@ def exclusion(row: Mapping[str, Any]) -> str | None:
         return (f"KV-starved: {users} users x {mem.get('need_per_user')} tokens do not fit the KV pool "
                 f"({mem.get('tokens_per_user')} per user)")
     if row.get("valid") is False:
+        # the first flag, without its detail (the lane's own curve table, `glmf report`, has it all)
         flags = row.get("flags")
-        return "invalid: " + (flags if isinstance(flags, str) and flags and flags != "ok" else "see the curve table")
+        first = flags.split("; ")[0].split(" (")[0] if isinstance(flags, str) and flags and flags != "ok" else ""
+        return "invalid: " + (first or "see the lane's curve table (glmf report)")
     return None
 
 

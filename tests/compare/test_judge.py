@@ -59,7 +59,7 @@ def test_seat_starved_and_kv_starved_rows_are_excluded_and_named() -> None:
 
 
 def test_invalid_rows_are_excluded_with_their_flags() -> None:
-    bad = row(8, 50, valid=False, flags="client-bound run(s) 1")
+    bad = row(8, 50, valid=False, flags="client-bound run(s) 1 (worst: lag p99 3 ms); spread 9 % > 5 %")
     assert exclusion(bad) == "invalid: client-bound run(s) 1"
     assert exclusion(row(8, 50, seats=7, allow_queueing=True)) == "seat-starved: 8 users on 7 seats"   # queued all the same
 
