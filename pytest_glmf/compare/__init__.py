@@ -6,7 +6,8 @@ Public API (import it from here; the modules behind it may move):
     assert_lane_beats(a, b, metric="per_user_tok_s", users=None)        fails with the table of misses
     comparison_report(docs) -> str, comparison_markdown(docs) -> str, plot_lanes(docs, OUT.png)
 A lane is a result file, its JSON document, a CurveResult or a LaneCurve. `glmf compare RESULT...`
-prints the same report.
+prints the same report. In a test, the `glmf_lane_curve(name=None)` fixture (compare/fixture.py)
+gives this lane's curve or another lane's (this session's, or its latest result file).
 """
 from __future__ import annotations
 

@@ -194,4 +194,5 @@ def _session(config: pytest.Config) -> GlmfSession:
 
 
 # Per-gate fixtures live beside their gate's measurement code; importing them here registers them.
+from pytest_glmf.compare.fixture import glmf_lane_curve  # noqa: E402, F401
 from pytest_glmf.gates.capacity.fixture import glmf_capacity  # noqa: E402, F401

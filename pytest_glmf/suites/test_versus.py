@@ -31,29 +31,11 @@ def _beats_entries(config: pytest.Config) -> list[tuple[str, dict[str, Any]]]:
             if owner in selected or entry["lane"] in selected]
 
 
-def _lane_doc(name: str, glmf_results, pytestconfig) -> Any:
-    """Lane `name`'s curve: this lane's rows recorded so far, a lane finished earlier in this
-    session, or its latest result file; None when there is none."""
-    import json
-
-    session = session_of(pytestconfig)
-    if session is not None and name == session.lane.name:
-        gates = glmf_results.recorded()
-        return {"lane": {"name": name}, "gates": gates} if (gates.get("curve") or {}) else None
-    done = next((f["result_file"] for f in (session.finished_lanes if session else []) if f["lane"] == name), None)
-    if done is None and session is not None and any(lane.name == name for lane in session.settings.lanes):
-        return None     # a lane of this session still to come: its rows, not an earlier session's
-    path = done or glmf_results.results_dir / f"{name}-latest.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def test_curve_beats(glmf_lane, glmf_thresholds, glmf_results, pytestconfig, request):
+def test_curve_beats(glmf_lane, glmf_thresholds, glmf_results, pytestconfig):
     """`curve.beats: [{lane: B, metric, users}]` on lane A: A beats B on the metric by more than the
     rows' spreads at those users values (compare/judge.py), from valid rows only."""
     from pytest_glmf.compare import assert_lane_beats
+    from pytest_glmf.compare.fixture import lane_document
 
     entries = _beats_entries(pytestconfig)
     if not entries:
@@ -62,7 +44,8 @@ def test_curve_beats(glmf_lane, glmf_thresholds, glmf_results, pytestconfig, req
     for owner, entry in entries:
         if glmf_lane.name not in (owner, entry["lane"]):
             continue
-        a, b = _lane_doc(owner, glmf_results, pytestconfig), _lane_doc(entry["lane"], glmf_results, pytestconfig)
+        session = session_of(pytestconfig)
+        a, b = (lane_document(n, glmf_lane.name, glmf_results, session) for n in (owner, entry["lane"]))
         if a is None or b is None:
             continue
         assert_lane_beats(a, b, entry.get("metric", "per_user_tok_s"), users=entry.get("users"),

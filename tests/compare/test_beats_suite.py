@@ -56,3 +56,42 @@ def test_a_bad_beats_entry_is_refused_when_the_file_is_read(tmp_path: Path, caps
     path.write_text(f"schema: 1\nlanes:\n  fast:\n    curve: {{beats: [{entry}]}}\n")
     assert main(["thresholds", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+USER_TEST = """\
+import pytest
+
+from pytest_glmf.compare import assert_lane_beats
+
+
+def test_measure(glmf_curve):
+    glmf_curve(4, max_tokens=40, runs=2, prompt_tokens=None)
+
+
+@pytest.mark.glmf_lanes("fast")
+def test_fast_beats_flat(glmf_lane_curve):
+    c = assert_lane_beats(glmf_lane_curve(), glmf_lane_curve("flat"), users=[4])
+    print("SENTENCE", c.sentence())
+
+
+@pytest.mark.glmf_lanes("fast")
+def test_a_lane_never_measured_skips(glmf_lane_curve):
+    glmf_lane_curve("nope")
+"""
+
+
+def test_glmf_lane_curve_reads_another_sessions_lane(pytester: pytest.Pytester, servers) -> None:
+    fast, flat = servers
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  fast: {{launcher: attach, url: '{fast}'}}\n"
+                                             f"  flat: {{launcher: attach, url: '{flat}'}}\n"
+                                             "  nope: {launcher: attach, url: 'http://127.0.0.1:9'}\n")
+    thresholds = pytester.makefile(".yaml", thresholds="schema: 1\nlanes:\n  fast: {curve: {}}\n  flat: {curve: {}}\n")
+    pytester.makepyfile(test_user=USER_TEST)
+    common = ["-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-thresholds", str(thresholds), "-rs", "-s"]
+    first = pytester.runpytest_subprocess(*common, "--glmf-lane", "flat", "--glmf-allow-unverified", "test_user.py")
+    first.assert_outcomes(passed=1, skipped=2)
+    second = pytester.runpytest_subprocess(*common, "--glmf-lane", "fast", "test_user.py")
+    second.assert_outcomes(passed=2, skipped=1)
+    second.stdout.fnmatch_lines(["*SENTENCE fast beats flat per user at every valid users value (4)",
+                                 "SKIPPED * glmf_lane_curve('nope'): no curve rows of lane 'nope' yet (this session or "
+                                 "*/glmf-results/nope-latest.json)"])
