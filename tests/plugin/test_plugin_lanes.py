@@ -125,6 +125,13 @@ def test_all_is_every_lane_of_the_file_and_one_lane_is_todays_session(pytester, 
     assert "[slots-38]" not in result.stdout.str()
 
 
+def test_the_ini_twin_takes_names_separated_by_spaces(pytester, files) -> None:
+    pytester.makeini("[pytest]\nglmf_lane = slots-120 slots-38\n")
+    result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "test_user.py")
+    result.stdout.fnmatch_lines(["test_user.py::test_one_server_at_a_time[[]slots-120[]]",
+                                 "test_user.py::test_one_server_at_a_time[[]slots-38[]]"])
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--glmf-url", "http://127.0.0.1:9"], "ERROR: --glmf-url attaches to one server; it cannot be the 2 lanes "
                                            "slots-38, slots-120 *"),
