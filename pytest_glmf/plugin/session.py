@@ -144,7 +144,7 @@ class GlmfSession:
         if any(f["lane"] == self.lane.name for f in self.finished_lanes):
             return None
         self.stop()
-        if exitstatus is None or exitstatus == pytest.ExitCode.OK:
+        if exitstatus in (None, pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):   # not interrupted: its own
             exitstatus = pytest.ExitCode.TESTS_FAILED if self.lane_failed else pytest.ExitCode.OK
         status = bookkeeping.finish_session(self, exitstatus)
         self.finished_lanes.append({"lane": self.lane.name, "result_file": self.extra.get("result_file"),

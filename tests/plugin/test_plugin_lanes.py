@@ -125,6 +125,24 @@ def test_all_is_every_lane_of_the_file_and_one_lane_is_todays_session(pytester, 
     assert "[slots-38]" not in result.stdout.str()
 
 
+def test_a_lane_that_does_not_boot_fails_its_tests_and_the_next_lane_still_runs(pytester, files) -> None:
+    lanes = pytester.makefile(".yaml", lanes=LANES + (
+        "  oom:\n    launcher: sim\n    model: /models/GLM-5.3-Flash-NVFP4\n    sim_args: [--fault, boot-oom]\n"
+        "    time_scale: 0.05\n    boot_timeout_s: 60\n"))
+    thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS + "  oom:\n    boot: {max_running_requests: {min: 1}}\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-thresholds",
+                                           str(thresholds), "--glmf-lane", "oom", "--glmf-lane", "slots-120",
+                                           "test_user.py")
+    result.assert_outcomes(passed=1, errors=1)
+    ledger = [x for x in (pytester.path / "glmf-results" / "failure-ledger.md").read_text().splitlines()
+              if x.startswith("- ")]
+    assert len(ledger) == 1 and "| lane oom | boot |" in ledger[0], ledger
+    result.stdout.fnmatch_lines(["glmf: lane oom: */oom-*-oom.json (exit 1)",
+                                 "glmf: lane slots-120: no results recorded (exit 0)"])   # test_user records none
+    doc = json.loads((pytester.path / "glmf-results" / "oom-latest.json").read_text())
+    assert doc["incomplete"][0].startswith("the server did not boot: ")
+
+
 def test_the_ini_twin_takes_names_separated_by_spaces(pytester, files) -> None:
     pytester.makeini("[pytest]\nglmf_lane = slots-120 slots-38\n")
     result = pytester.runpytest_subprocess(*files, "--collect-only", "-q", "test_user.py")
