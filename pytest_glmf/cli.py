@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
     "template": ("pytest_glmf.gates.template.cli", "served chat template: make a reference, check a server against it"),
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
+    "compare": ("pytest_glmf.compare.cli", "compare lanes' result files: the recipe's tables, the crossover"),
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
@@ -109,7 +110,8 @@ def lanes_cli(argv: list[str]) -> int:
     for name, lane in lanes.items():
         argv = sim_argv(lane) if lane.launcher == "sim" else build_server_argv(lane)
         target = lane.url if lane.launcher == "attach" else shlex.join(argv)
-        print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}):\n  {target}")
+        origin = f"; {lane.origin}" if lane.origin else ""
+        print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}{origin}):\n  {target}")
     return 0
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.derive import argv_words as _argv
+from pytest_glmf.config.derive import expand_lanes
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 
@@ -63,6 +64,7 @@ class LaneConfig:
     timeouts: dict[str, float] = field(default_factory=dict)  # connect_s, first_token_s, between_tokens_s, gate_s
     source: str = "<built-in>"             # file the lane came from, for error messages
     executable: str = "python3"            # process: interpreter that runs `-m sglang.launch_server` / vLLM
+    origin: str | None = None              # derived lanes (config/derive.py): "slots: --max-mamba-cache-size=38"
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -139,16 +141,6 @@ def _number(lo: float | None = None, hi: float | None = None, *, integer: bool =
             raise TypeError(kind + rng)
         return v if integer else float(v)
     return conv
-
-
-def _argv(v: Any) -> list[str]:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return shlex.split(v)
-    if isinstance(v, list) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
-        return [str(x) for x in v]
-    raise TypeError("a list of strings or one string (split like a shell command line)")
 
 
 def _opt_argv(v: Any) -> list[str] | None:
@@ -255,10 +247,11 @@ _LANE_KEYS: dict[str, Callable[[Any], Any]] = {
     "timeouts": _timeouts,
     "executable": _str,
 }
-assert set(_LANE_KEYS) == {f.name for f in fields(LaneConfig)} - {"name", "source"}
+assert set(_LANE_KEYS) == {f.name for f in fields(LaneConfig)} - {"name", "source", "origin"}
 
 
-def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir: Path | None = None) -> LaneConfig:
+def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir: Path | None = None,
+                      origin: str | None = None) -> LaneConfig:
     """Validate one lane's mapping (as written in a lanes file) into a LaneConfig."""
     where = f"{source}: lane {name!r}"
     if not isinstance(raw, dict):
@@ -280,7 +273,7 @@ def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir:
         values["boot_log"] = str(base_dir / values["boot_log"])  # relative to the lanes file, not the cwd
     if base_dir is not None and values.get("boot_logs"):
         values["boot_logs"] = [p if Path(p).is_absolute() else str(base_dir / p) for p in values["boot_logs"]]
-    lane = LaneConfig(name=name, source=source, **values)
+    lane = LaneConfig(name=name, source=source, origin=origin, **values)
     check_lane(lane)
     return lane
 
@@ -329,7 +322,8 @@ _LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
-    """Lanes from a YAML file (`lanes: {name: {key: value}}`), or the built-in lanes for None."""
+    """Lanes from a YAML file (`lanes: {name: {key: value}}`, with `base:` and `matrix:` lanes
+    expanded by config/derive.py), or the built-in lanes for None."""
     if path is None:
         return builtin_lanes()
     path = Path(path)
@@ -346,7 +340,13 @@ def load_lanes(path: str | Path | None = None) -> dict[str, LaneConfig]:
         if not isinstance(name, str) or not _LANE_NAME.match(name):
             raise ConfigError(f"{path}: lane name {name!r} must be letters, digits, '.', '_' or '-' "
                               "(it names result files and server logs)")
-    return {name: lane_from_mapping(name, raw, str(path), path.parent) for name, raw in data["lanes"].items()}
+    defaults = LaneConfig(name="").to_dict()   # a built-in base as if written: only its non-default keys
+    builtins = {n: {k: v for k, v in lane.to_dict().items()
+                    if k not in ("name", "source", "origin") and v != defaults[k]}
+                for n, lane in builtin_lanes().items()}
+    expanded = expand_lanes(data["lanes"], str(path), builtins)
+    return {name: lane_from_mapping(name, raw, str(path), path.parent, origin)
+            for name, (raw, origin) in expanded.items()}
 
 
 def select_lane(lanes: Mapping[str, LaneConfig], name: str, source: str) -> LaneConfig:

@@ -50,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("glmf", "LLM-serving acceptance tests (pytest-glmf)")
     for name, (metavar, help_text, default) in OPTIONS.items():
         group.addoption(f"--glmf-{name.replace('_', '-')}", dest=f"glmf_{name}", metavar=metavar, default=None,
-                        help=help_text + f" (ini: glmf_{name})")
+                        action="append" if name == "lane" else "store", help=help_text + f" (ini: glmf_{name})")
         parser.addini(f"glmf_{name}", help_text, type="string", default=default)
     help_text = ("Fail the session when the history store cannot be opened or written (default: one line, "
                  "the result files are kept and queued)")
@@ -106,9 +106,11 @@ def _marker_lanes(item: pytest.Item) -> tuple[str, ...] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from pytest_glmf.plugin.session import item_lane
+
     session = session_of(config)
-    lane = session.lane if session is not None else None
     for item in items:
+        lane_name = item_lane(item) or (session.lane.name if session is not None else None)
         for mark in item.iter_markers("glmf_gate"):
             if mark.kwargs or len(mark.args) != 1 or mark.args[0] not in GATES:
                 raise pytest.UsageError(f"{item.nodeid}: glmf_gate takes one gate name, one of "
@@ -121,23 +123,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         lanes = _marker_lanes(item)
         if lanes is None:
             continue
-        if lane is None:
+        if lane_name is None:
             item.add_marker(pytest.mark.skip(reason=f"glmf_lanes({', '.join(lanes)}): no lane selected "
                                                     "(--glmf-lane NAME)"))
-        elif lane.name not in lanes:
+        elif lane_name not in lanes:
             item.add_marker(pytest.mark.skip(reason=f"glmf_lanes({', '.join(lanes)}): not applicable to "
-                                                    f"lane {lane.name!r}"))
+                                                    f"lane {lane_name!r}"))
 
 
 # ---------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="session")
-def glmf_lane(pytestconfig: pytest.Config) -> LaneConfig:
-    """The selected lane (after --glmf-url / --glmf-image overrides)."""
+def glmf_lane(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> LaneConfig:
+    """The selected lane (after --glmf-url / --glmf-image overrides); with several lanes, this
+    test's lane (the session switched to it before the test's setup)."""
     session = session_of(pytestconfig)
     if session is None:
         pytest.fail(NO_LANE, pytrace=False)
+    name = getattr(request, "param", None)
+    if name is not None and name != session.lane.name:
+        session.switch_lane(name)   # a test whose setup hook did not switch (e.g. a plugin reordered it)
     return session.lane
 
 
@@ -188,4 +194,5 @@ def _session(config: pytest.Config) -> GlmfSession:
 
 
 # Per-gate fixtures live beside their gate's measurement code; importing them here registers them.
+from pytest_glmf.compare.fixture import glmf_lane_curve  # noqa: E402, F401
 from pytest_glmf.gates.capacity.fixture import glmf_capacity  # noqa: E402, F401

@@ -131,6 +131,13 @@ def recover_killed(state: "GlmfSession") -> None:
                       cause=f"session {sid} was killed before it ended; partial results: {out}")
         state.extra.setdefault("recovered", []).append(str(out))
         history.mark_pending(state, out)
+
+
+def claim_results(state: "GlmfSession") -> None:
+    """Claim the results directory for this session (its lane, with several lanes) so a later
+    session can tell if this one dies."""
+    from pytest_glmf.results import recorder as results
+
     results.mark_owner(state.settings.results_dir, state.session_id, state.lane.to_dict())
 
 
@@ -257,3 +264,47 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
         terminalreporter.write_line(state.extra["baseline_note"])
     for line in history.summary_lines(state):
         terminalreporter.write_line(line)
+
+
+# ---------------------------------------------------------------------------- several lanes
+
+
+def write_comparison(state: "GlmfSession") -> None:
+    """Several lanes: the comparison of the lanes' result files, as Markdown beside them
+    (`<results>/compare-<id>.md`) and as text for the terminal summary."""
+    import json
+
+    from pytest_glmf.compare.report import comparison_markdown, comparison_report
+
+    files = [f["result_file"] for f in state.finished_lanes if f["result_file"] is not None]
+    docs = []
+    for path in files:
+        try:
+            docs.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            state.extra["comparison_error"] = f"glmf: cannot read {path} for the comparison: {exc}"
+    if len(docs) < 2:
+        return
+    out = state.settings.results_dir / f"compare-{state.base_session_id}.md"
+    out.write_text(comparison_markdown(docs))
+    state.extra["comparison"] = (comparison_report(docs), out, files)
+
+
+def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> None:
+    """Several lanes: per lane where its result file is (and its notes), then the comparison."""
+    for path in state.extra.get("recovered", []):
+        terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
+    terminalreporter.write_sep("=", "glmf results by lane")
+    for f in state.finished_lanes:
+        where = f["result_file"] or "no results recorded"
+        terminalreporter.write_line(f"glmf: lane {f['lane']}: {where} (exit {f['exitstatus']})")
+        for key in ("baseline_note", "history_note", "history_baseline_note"):
+            if key in f["extra"]:
+                terminalreporter.write_line("  " + f["extra"][key])
+    if "comparison_error" in state.extra:
+        terminalreporter.write_line(state.extra["comparison_error"])
+    if "comparison" in state.extra:
+        text, out, files = state.extra["comparison"]
+        terminalreporter.write_sep("=", "glmf comparison")
+        terminalreporter.write_line(text)
+        terminalreporter.write_line(f"glmf: comparison written to {out} (again: glmf compare {' '.join(map(str, files))})")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,9 @@ from pytest_glmf.plugin.history import HistorySettings, resolve_history
 # name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
 # capital letter; a single phrase has no final period.
 OPTIONS: dict[str, tuple[str, str, str | None]] = {
-    "lane": ("NAME", "Lane to launch and test (a name from the lanes file; built-in: daily, batch)", None),
+    "lane": ("NAME", "Lane to launch and test (a name from the lanes file; built-in: daily, batch); repeat it, or "
+             "give 'all', to test several lanes one server at a time and compare them (ini: names separated by "
+             "spaces)", None),
     "lanes": ("FILE", "Lanes file (YAML); default: the built-in simulator lanes daily and batch", None),
     "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
@@ -43,6 +45,7 @@ class Settings:
     baseline: Path | None
     update_baseline: bool = False
     history: HistorySettings | None = None
+    lanes: list[LaneConfig] = field(default_factory=list)   # every selected lane (several: one server at a time)
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, Path, str]:
@@ -96,10 +99,18 @@ def resolve_settings(config: pytest.Config) -> Settings:
     if image is not None and (not image.strip() or any(c.isspace() for c in image)):
         raise pytest.UsageError(f"{image_where}: {image!r} is not an image reference; expected e.g. "
                                 "lmsysorg/sglang:nightly-dev-cu13-20260911-00143e9c")
-    lane_name, _, lane_where = _option(config, "lane")
+    lane_value, _, lane_where = _option(config, "lane")
     lane = None
     try:
         lanes = load_lanes(lanes_file)
+        names = lane_names(lane_value, lanes)
+        if len(names) > 1:
+            selected = several_lanes(names, lanes, lanes_file, url_where if url is not None else None,
+                                     image_where if image is not None else None, baseline)
+            return Settings(lane=selected[0], lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
+                            image=image, results_dir=results_dir, baseline=baseline,
+                            update_baseline=update_baseline, history=history, lanes=selected)
+        lane_name = names[0] if names else None
         if lane_name is not None:
             lane = select_lane(lanes, lane_name, str(lanes_file) if lanes_file else "the built-in lanes")
         elif url is not None:
@@ -113,4 +124,42 @@ def resolve_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
                     image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline,
-                    history=history)
+                    history=history, lanes=[lane] if lane is not None else [])
+
+
+ALL_LANES = "all"
+
+
+def lane_names(value: str | list[str] | None, lanes: dict[str, LaneConfig]) -> list[str]:
+    """The selected lane names: `--glmf-lane` repeated (a list), or the ini's names separated by
+    spaces or commas; `all` is every lane of the lanes file, in its order. Repeats are dropped."""
+    if value is None:
+        return []
+    words = [w for v in ([value] if isinstance(value, str) else value) for w in v.replace(",", " ").split()]
+    names: list[str] = []
+    for w in words:
+        names += list(lanes) if w == ALL_LANES and ALL_LANES not in lanes else [w]
+    return list(dict.fromkeys(names))
+
+
+def several_lanes(names: list[str], lanes: dict[str, LaneConfig], lanes_file: Path | None, url_where: str | None,
+                  image_where: str | None, baseline: Path | None) -> list[LaneConfig]:
+    """Several lanes in one session: each checked as if selected alone; the options that name one
+    server or one lane's run are refused (they cannot mean several)."""
+    shown = ", ".join(names)
+    if url_where is not None:
+        raise ConfigError(f"{url_where} attaches to one server; it cannot be the {len(names)} lanes {shown} "
+                          "(select one lane, or give each lane its url: in the lanes file)")
+    if image_where is not None:
+        raise ConfigError(f"{image_where} replaces one lane's image; with several lanes ({shown}) set each lane's "
+                          "image: in the lanes file (a base: lane and a matrix: over image)")
+    if baseline is not None:
+        raise ConfigError(f"--glmf-baseline {baseline} is one lane's result; with several lanes ({shown}) use "
+                          "--glmf-baseline history[:K] (each lane against its own stored runs)")
+    source = str(lanes_file) if lanes_file else "the built-in lanes"
+    out = []
+    for name in names:
+        lane = apply_overrides(select_lane(lanes, name, source))
+        check_local_volumes(lane)
+        out.append(lane)
+    return out

@@ -7,12 +7,20 @@ Session model: one server per test session. Without xdist the session-scoped `gl
 fixture launches it on first use and stops it at the end. With xdist (`-n N`) the controller
 launches it before the workers start, hands its address to every worker through
 `pytest_configure_node`, and stops it after all workers are done; workers only attach.
+
+Several lanes (`--glmf-lane a --glmf-lane b`, `--glmf-lane all`; not with xdist yet): the tests
+that use `glmf_lane` are parametrized by lane (session scope, so pytest runs one lane's tests
+together), and the session object holds one lane's state at a time: before the first test of the
+next lane it finishes the previous one (stops its server, writes its result file, baseline,
+history) and starts afresh (its own session id `<id>-<lane>`, its own result file and ledger
+lines). At the end the lanes are compared (compare/report.py): the terminal tables and
+`<results>/compare-<id>.md`.
 """
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +52,12 @@ def _xdist_controller(config: pytest.Config) -> bool:
     return config.pluginmanager.hasplugin("dsession")
 
 
+def item_lane(item: pytest.Item) -> str | None:
+    """The lane a test is parametrized with (several lanes), or None."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("glmf_lane") if callspec is not None else None
+
+
 def _uses_server(item: pytest.Item) -> bool:
     return "glmf_server" in getattr(item, "fixturenames", ())
 
@@ -67,19 +81,31 @@ class GlmfSession:
     recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
     _baseline_doc: dict[str, Any] | None = None
     _forget_cleanup: Any = None
+    base_session_id: str = ""                      # several lanes: each lane's session id is `<this>-<lane>`
+    lane_failed: bool = False                      # several lanes: a test of the current lane failed
+    finished_lanes: list[dict[str, Any]] = field(default_factory=list)  # several lanes: name, result file, notes
 
     @classmethod
     def start(cls, config: pytest.Config, settings: "Settings", thresholds: Thresholds | None) -> "GlmfSession":
         """The session of this process (an xdist worker's, or the owner's), registered with the
         plugin manager; the owner's result file is written even when SIGTERM or an exit ends it."""
         workerinput = getattr(config, "workerinput", None)
+        if len(settings.lanes) > 1 and (workerinput is not None or getattr(config.option, "numprocesses", None)):
+            raise pytest.UsageError(
+                f"--glmf-lane: several lanes ({', '.join(lane.name for lane in settings.lanes)}) with xdist (-n) "
+                "are not supported yet: run one lane per session with -n, then `glmf compare RESULT...`; or drop "
+                "-n to test the lanes one server at a time")
         if workerinput is not None:
             session = cls(settings, workerinput.get("glmf_session_id", "worker"), workerinput["workerid"],
                           owner=False, thresholds=thresholds, remote_server=workerinput.get("glmf_server"),
                           boot_error=workerinput.get("glmf_boot_error"))
         else:
             session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-            session = cls(settings, session_id, "main", owner=True, thresholds=thresholds)
+            if len(settings.lanes) > 1:
+                settings = replace(settings, lane=settings.lanes[0])
+            session = cls(settings, session_id, "main", owner=True, thresholds=thresholds, base_session_id=session_id)
+            if len(settings.lanes) > 1:
+                session.session_id = f"{session_id}-{settings.lanes[0].name}"
             session._forget_cleanup = cleanup.register(f"glmf session {session_id}", session.end_abruptly, first=True)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, PLUGIN_NAME)
@@ -91,6 +117,39 @@ class GlmfSession:
         return session
 
     # ------------------------------------------------------------------------ state
+
+    @property
+    def several(self) -> bool:
+        """Several lanes in this session (one server at a time)."""
+        return len(self.settings.lanes) > 1
+
+    def switch_lane(self, name: str) -> None:
+        """Several lanes: make `name` the current lane; the previous one is finished first (its
+        server stopped before the next one can start)."""
+        if name == self.lane.name and not any(f["lane"] == name for f in self.finished_lanes):
+            return
+        self.finish_lane()
+        lane = next(lane for lane in self.settings.lanes if lane.name == name)
+        recovered = self.extra.get("recovered")
+        self.settings = replace(self.settings, lane=lane)
+        self.session_id = f"{self.base_session_id}-{name}"
+        self.server, self.boot_error, self.gone, self.stopped, self.recorder = None, None, None, False, None
+        self.incomplete, self._baseline_doc, self.lane_failed = [], None, False
+        self.extra = {"recovered": recovered} if recovered else {}
+        bookkeeping.claim_results(self)
+
+    def finish_lane(self, exitstatus: int | None = None) -> int | None:
+        """Several lanes: stop the current lane's server and write its result file (with the lane's
+        own exit status: 1 when one of its tests failed), once."""
+        if any(f["lane"] == self.lane.name for f in self.finished_lanes):
+            return None
+        self.stop()
+        if exitstatus in (None, pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):   # not interrupted: its own
+            exitstatus = pytest.ExitCode.TESTS_FAILED if self.lane_failed else pytest.ExitCode.OK
+        status = bookkeeping.finish_session(self, exitstatus)
+        self.finished_lanes.append({"lane": self.lane.name, "result_file": self.extra.get("result_file"),
+                                    "exitstatus": int(exitstatus), "extra": dict(self.extra)})
+        return status
 
     @property
     def lane(self) -> "LaneConfig":
@@ -173,12 +232,20 @@ class GlmfSession:
         if self.owner:
             history.check_store(self)
             bookkeeping.recover_killed(self)
+            bookkeeping.claim_results(self)
         if not _xdist_controller(session.config):
             return
         try:
             self.get_server()
         except pytest.fail.Exception:
             pass  # boot_error is handed to the workers; each test that needs the server fails with it
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Several lanes: every test that uses the lane (its server, client, results...) once per
+        lane, at session scope, so pytest runs one lane's tests together (one server at a time)."""
+        if self.several and "glmf_lane" in metafunc.fixturenames:
+            names = [lane.name for lane in self.settings.lanes]
+            metafunc.parametrize("glmf_lane", names, indirect=True, scope="session", ids=names)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # xdist hook: runs on the controller per worker
@@ -192,6 +259,10 @@ class GlmfSession:
 
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
+        if self.several:
+            return [f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
+                    f"lanes_file={s.lanes_file or 'built-in'} thresholds={s.thresholds_file or 'built-in thresholds.yaml'} "
+                    f"results={s.results_dir}"]
         where = (f"url={lane.url}" if lane.launcher == "attach"
                  else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
@@ -218,6 +289,8 @@ class GlmfSession:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """A gone server: the first test to notice fails with the cause and the log tail, later tests
         skip with a reason (never hang on a dead address, never pass silently)."""
+        if self.several and (name := item_lane(item)) is not None:
+            self.switch_lane(name)   # before the test's fixtures: the previous lane's server stops first
         if _uses_server(item):
             faults.before_test(item, self)
 
@@ -238,6 +311,8 @@ class GlmfSession:
         props = getattr(report, "user_properties", ())
         reasons = [v for k, v in props if k == "glmf_incomplete"]
         self.incomplete.extend(r for r in reasons if r not in self.incomplete)
+        if report.failed and self.owner:
+            self.lane_failed = True
         if not self.owner or not any(k == "glmf_test" for k, _ in props):
             return
         bookkeeping.ledger_failure(self, report)
@@ -251,7 +326,11 @@ class GlmfSession:
         try:
             # session.exitstatus, not the argument: an earlier hook may have failed the session
             # (plugin/verified.py: nothing was verified), and such a run is not blessed as a baseline
-            status = bookkeeping.finish_session(self, session.exitstatus)
+            if self.several:
+                status = self.finish_lane(session.exitstatus)
+                bookkeeping.write_comparison(self)
+            else:
+                status = bookkeeping.finish_session(self, session.exitstatus)
             if status is not None:
                 session.exitstatus = status   # a store fault under --glmf-history-required
         finally:
@@ -260,7 +339,10 @@ class GlmfSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         """The recipe-style tables of everything measured, then where the files are."""
-        bookkeeping.write_summary(terminalreporter, self)
+        if self.several:
+            bookkeeping.write_comparison_summary(terminalreporter, self)
+        else:
+            bookkeeping.write_summary(terminalreporter, self)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._forget_cleanup is not None:

@@ -151,7 +151,9 @@ class Verification:
                 or opt.collectonly or getattr(opt, "setuponly", False) or getattr(opt, "setupplan", False):
             return    # (nothing was meant to run)
         lane, thresholds = self.session.lane.name, self.session.thresholds
-        unbounded = no_section(lane, thresholds, self.session.settings.thresholds_file) if thresholds is not None else None
+        names = [x.name for x in self.session.settings.lanes] or [lane]   # several lanes: each must be gated
+        unbounded = next((why for name in names if thresholds is not None
+                          and (why := no_section(name, thresholds, self.session.settings.thresholds_file))), None)
         if unbounded is not None:
             self.reason = f"glmf: {unbounded}"
         elif not self.checks:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_glmf.gates.boot import assert_boot, assert_boot_log_clean, assert_seats
+from pytest_glmf.gates.boot.sglang import state_pool
 
 pytestmark = pytest.mark.glmf_gate("boot")
 
@@ -34,6 +35,8 @@ def boot_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
 def test_boot_log_has_no_problems(glmf_boot_facts, glmf_results, glmf_server, record_property):
     facts = glmf_boot_facts.to_dict()
     glmf_results.record("boot", "facts", facts)
+    if facts["engine"] == "sglang" and (pool := state_pool(glmf_server.boot_log, facts["state_slots_per_request"])):
+        glmf_results.record("boot", "state_pool", pool)   # bytes per seat, for the lanes' comparison
     for key in ("max_running_requests", "kv_tokens", "context_len"):
         record_property(f"boot.{key}", facts[key])
     assert_boot_log_clean(glmf_boot_facts, lane=glmf_server.lane, log_path=glmf_server.boot_log_path)

@@ -96,7 +96,7 @@ def test_invalid_thresholds_file_stops_before_anything_starts(pytester: pytest.P
     result.stderr.fnmatch_lines([
         f"ERROR: {t}: lanes.batch.curve: unknown key 'per_user_toks'; allowed metrics: aggregate_tok_s, "
         "itl_p95_s, per_user_tok_s, per_user_tok_s_p5, spread_pct, ttft_p50_s, ttft_p95_s; "
-        "other keys: baseline, rows, settings"])
+        "other keys: baseline, beats, rows, settings"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 

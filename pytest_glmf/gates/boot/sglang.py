@@ -201,3 +201,22 @@ def _sgl_cap(lines: list[_Line], facts: BootFacts) -> None:
     facts.cap_reason = f"max_running_requests {verb} {n} by {what}: {fix}"
 
 
+
+
+_SGL_MAMBA_SIZES = re.compile(r"(\w+) size:\s*([\d.]+)\s*GB")
+
+
+def state_pool(text: str, slots_per_request: int | None) -> dict[str, Any] | None:
+    """The mamba state pool's size from SGLang's "Mamba Cache is allocated" line (every `X size: N GB`
+    on it summed: conv and ssm state, and under speculative decoding the intermediate caches), and
+    what one seat costs: total / (slots / slots per request). None when the log has no such line.
+    The recipe: "120 slots cost 41 GB" (24 seats, 1.7 GB per seat); AR "640 slots in 43 GB" (0.34)."""
+    line = next((x for x in text.splitlines() if "Mamba Cache is allocated" in x), None)
+    if line is None or not (m := _SGL_MAMBA.search(line)):
+        return None
+    slots = int(m.group(1))
+    parts = {name: float(gb) for name, gb in _SGL_MAMBA_SIZES.findall(line)}
+    total = round(sum(parts.values()), 2)
+    per_seat = round(total * slots_per_request / slots, 3) if slots and slots_per_request else None
+    return {"slots": slots, "parts_gb": parts, "total_gb": total, "slots_per_request": slots_per_request,
+            "gb_per_seat": per_seat}

@@ -5,6 +5,7 @@
       rows:
         - {users: 48, per_user_tok_s: {min: 45}, ttft_p95_s: {max: 0.9}}
         - {users: 96, aggregate_tok_s: {min: 3065}, allow_queueing: true, settings: {runs: 5}}
+      beats: [{lane: batch, users: [1, 8]}]      # this lane beats batch per user there (compare/thresholds.py)
 
 A row's own `settings:` override the lane's for that row. The runner (`runner.CurveSettings`,
 `runner.Workload`), the checks and `glmf curve` take their defaults from `DEFAULTS` below.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_glmf.compare.thresholds import check_beats  # `beats:` another lane (compare/thresholds.py)
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
@@ -83,5 +85,5 @@ def _check_rows(spec: GateSpec, where: str, rows: Any) -> None:
             spec.build(row["settings"], f"{at}.settings")
 
 
-SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check_rows},
+SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check_rows, "beats": check_beats},
                         doc="concurrency curve: per-user and aggregate tok/s, TTFT per users row")

@@ -1,0 +1,103 @@
+"""The comparison report from result documents whose numbers are written down (the recipe's round 2),
+`glmf compare` on result files (its errors name the file or option), and the state pool's bytes
+per seat read from the simulator's boot log (the recipe: 120 DFlash2 slots cost 41 GB)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_glmf.cli import main
+from pytest_glmf.compare.report import comparison_markdown, comparison_report
+from pytest_glmf.gates.boot.parse import parse_boot_log
+from pytest_glmf.gates.boot.sglang import state_pool
+
+
+def doc(lane: str, seats: int, rows: list[tuple[int, float, float]], **gates: Any) -> dict[str, Any]:
+    curve = {f"users={u}": {"users": u, "seats": seats, "aggregate_tok_s": agg, "per_user_tok_s": pu,
+                            "ttft_p95_s": 0.5, "spread_pct": 2.0, "valid": True,
+                            "seat": {"seats": seats, "shared": u > seats}} for u, agg, pu in rows}
+    boot = {"facts": {"max_running_requests": seats, "cap_reason": f"max_running_requests capped to {seats} by the "
+                      "mamba state cache (max_mamba_cache_size=38, 5 state slots per request): increase it"}}
+    return {"schema": 1, "session_id": f"s-{lane}", "lane": {"name": lane, "origin": None},
+            "provenance": {"engine": "sglang"}, "gates": {"curve": curve, "boot": boot, **gates}}
+
+
+# the recipe's round-2 table (aggregate, per user); the 7-slot lane's per-user numbers are aggregate / users
+ROUND1 = doc("dflash2-7", 7, [(8, 491, 61.4), (16, 503, 31.4)])
+SLOTS120 = doc("dflash2-120", 24, [(8, 743, 106), (16, 1180, 86), (24, 1482, 72)],
+               acceptance={"prose": {"class": "prose", "accept_rate": 0.29, "tok_s": 185}})
+AR = doc("ar", 128, [(8, 668, 90), (16, 1075, 72), (24, 1350, 56)],
+         capacity={"users@2400+384": {"users": 48, "stopped_by": "slo"}})
+
+
+def test_the_recipe_table_shape_with_the_over_seat_rows_flagged() -> None:
+    text = comparison_report([ROUND1, SLOTS120, AR])
+    assert "users | dflash2-7 (7 seats)" in text and "| dflash2-120 (24 seats)" in text and "| ar (128 seats)" in text
+    assert "16    | 503 · 31.4/user · p95 0.5 s [16 users on 7 seats]" in text
+    assert "24    | -" in text     # round 1 had no 24-user row
+    assert "dflash2-120 beats ar per user at every valid users value (8-24)" in text
+    assert "excluded: dflash2-7 @ 16 users: seat-starved: 16 users on 7 seats" in text
+    assert "prose | -" in text and "0.29 (185 tok/s)" in text
+    assert "users@2400+384 | -" in text and "48 (stopped by slo)" in text
+    assert "why capped                   | max_running_requests capped to 7 by the mamba state cache " \
+           "(max_mamba_cache_size=38, 5 state slots per request) |" in text
+    assert "8     | 491 · 61.4/user · p95 0.5 s [8 users on 7 seats]  | 743 · 106/user · p95 0.5 s" in text
+
+
+def test_markdown_for_a_pr_comment() -> None:
+    md = comparison_markdown([SLOTS120, AR])
+    assert md.startswith("## pytest-glmf comparison: dflash2-120 (session s-dflash2-120, sglang); ar (session s-ar")
+    assert "| users | dflash2-120 (24 seats) | ar (128 seats) |" in md
+    assert "| 16 | 1,180 · 86.0/user · p95 0.5 s | 1,075 · 72.0/user · p95 0.5 s |" in md
+    assert "- dflash2-120 beats ar per user at every valid users value (8-24)" in md
+
+
+def test_state_pool_and_bytes_per_seat_from_the_boot_log() -> None:
+    from pytest_glmf.config.lanes import build_server_argv, builtin_lanes
+    from pytest_glmf.sim.boot import boot_log_text
+
+    text = boot_log_text(build_server_argv(builtin_lanes()["batch"])[3:])
+    pool = state_pool(text, parse_boot_log(text).state_slots_per_request)
+    # 640 bf16 slots in 43 GB (the recipe), 5 slots per request: 128 seats, 0.34 GB each
+    assert pool["slots"] == 640 and pool["total_gb"] == pytest.approx(43.0, abs=0.1)
+    assert pool["gb_per_seat"] == pytest.approx(43.0 / 128, abs=0.002)
+    assert state_pool("no such line", 5) is None
+    with_pool = json.loads(json.dumps(AR))
+    with_pool["gates"]["boot"]["state_pool"] = pool
+    line = next(x for x in comparison_report([SLOTS120, with_pool]).splitlines() if x.startswith("bytes per seat"))
+    assert line.split("|")[1].strip() == "-" and line.split("|")[2].strip() == "0.336"
+
+
+def test_glmf_compare_on_files_and_its_errors(tmp_path: Path, capsys) -> None:
+    paths = []
+    for d in (SLOTS120, AR):
+        paths.append(tmp_path / f"{d['lane']['name']}.json")
+        paths[-1].write_text(json.dumps(d))
+    md = tmp_path / "c.md"
+    assert main(["compare", *map(str, paths), "--markdown", str(md), "--crossover", "ar,dflash2-120"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(comparison_report([SLOTS120, AR]))
+    assert "\ndflash2-120 beats ar per user at every valid users value (8-24)\n" in out
+    assert md.read_text() == comparison_markdown([SLOTS120, AR])
+    assert main(["compare", str(paths[0])]) == 2
+    assert "give two result files at least" in capsys.readouterr().err
+    assert main(["compare", str(paths[0]), str(tmp_path / "nope.json")]) == 2
+    assert f"{tmp_path / 'nope.json'}: cannot read the result file" in capsys.readouterr().err
+    assert main(["compare", *map(str, paths), "--metric", "speed"]) == 2
+    assert "metric 'speed' is not a curve metric; allowed: aggregate_tok_s" in capsys.readouterr().err
+    assert main(["compare", *map(str, paths), "--crossover", "ar"]) == 2
+    assert "--crossover takes two lane names of the results, A,B; lanes: dflash2-120, ar" in capsys.readouterr().err
+
+
+def test_glmf_compare_plot(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    paths = []
+    for d in (ROUND1, AR):
+        paths.append(tmp_path / f"{d['lane']['name']}.json")
+        paths[-1].write_text(json.dumps(d))
+    png = tmp_path / "c.png"
+    assert main(["compare", *map(str, paths), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
