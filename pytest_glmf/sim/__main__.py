@@ -89,6 +89,7 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
         while not server.started and not task.done():
             await asyncio.sleep(0.01)
         if server.started:
+            await app.warm_up()       # /health answers 503 until it has run (SGLang's ServerStatus.Starting)
             boot.print_http_ready(log, cfg.host, cfg.port, os.getpid())
         await task
 

@@ -26,6 +26,15 @@ from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
 from pytest_glmf.sim.streaming import run_to_end
 from pytest_glmf.sim.tokenizer import decode
 
+# SGLang's /health answers after polling its 1-token generation every second (http_server.py
+# health_generate: `await asyncio.sleep(1)` per round, HEALTH_CHECK_TIMEOUT 20 rounds); scaled by --time-scale
+HEALTH_POLL_S = 1.0
+HEALTH_CHECK_TIMEOUT_S = 20.0
+# Before warm-up, _execute_server_warmup sleeps 1 s, then asks /model_info, then generates 8 tokens
+WARMUP_SLEEP_S = 1.0
+WARMUP_NEW_TOKENS = 8
+WARMUP_IDS = [1, 2, 4] + list(range(420, 427)) + [5]   # "The capital city of France is", in spirit
+
 # What /server_info says: the SGLang whose formats the simulator speaks (--log-format), marked as ours.
 VERSIONS = {"nightly-2026-09": "0.5.22.dev0+nightly20260911-glmf-sim", "0.5.23": "0.5.23-glmf-sim"}
 
@@ -39,9 +48,11 @@ class SimApp:
         self.scheduler: Scheduler | None = None
         self.created = int(time.time())
         self.generation_requests = 0
+        self.up = False           # SGLang's ServerStatus: Starting until the warm-up request has run, then Up
         self._ctx_cache: OrderedDict[tuple[int, ...], Ctx] = OrderedDict()
         self._routes = {
-            ("GET", "/health"): self.health, ("GET", "/health_generate"): self.health_generate,
+            ("GET", "/health"): self.health_generate, ("GET", "/health_generate"): self.health_generate,
+            ("GET", "/ready"): self.ready,
             ("GET", "/get_server_info"): self.get_server_info, ("GET", "/server_info"): self.server_info,
             ("GET", "/get_model_info"): self.get_model_info, ("GET", "/model_info"): self.model_info,
             ("GET", "/v1/models"): self.models, ("GET", "/metrics"): self.metrics,
@@ -102,7 +113,8 @@ class SimApp:
             spec_draft_tokens=cfg.num_draft_tokens, block_size=cfg.dflash_block_size,
             capture_bs=DEFAULT_CAPTURE_BS, autotune_s=cfg.autotune_s, seed=cfg.seed, log=self.log.tp,
             slow=lambda: self.faults.slow, chunked_prefill_size=cfg.chunked_prefill_size,
-            radix_cache=not cfg.server_args.get("disable_radix_cache", False))
+            radix_cache=not cfg.server_args.get("disable_radix_cache", False),
+            decode_log_interval=cfg.decode_log_interval)
         self.scheduler.start()
 
     # -- request plumbing (used by the generation endpoints) ------------------------------------
@@ -170,16 +182,44 @@ class SimApp:
                           temperature=temperature, cls=cls, sample_seed=seed, **kw)
 
     # -- introspection --------------------------------------------------------------------------
-    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send_text(send, "")
+    async def warm_up(self) -> None:
+        """SGLang's `_wait_and_warmup` after the port is bound: a 1 s wait, then an 8-token
+        generation; the server is Up (and logs its ready line) after it."""
+        await asyncio.sleep(WARMUP_SLEEP_S * self.cfg.time_scale)
+        r = self.new_request(WARMUP_IDS, WARMUP_NEW_TOKENS, cls=timing.DEFAULT_CLASS, ignore_eos=True)
+        assert self.scheduler is not None
+        await run_to_end(self.scheduler, [r], _never_disconnects)
+        self.up = True
+
+    async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_text(send, "", 200 if self.up else 503)
 
     async def health_generate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.admit_generation()
+        """/health and /health_generate (one handler in SGLang 0.5.23): 503 while starting, else a
+        1-token generation, polled every HEALTH_POLL_S; 200 once any token came out since it began
+        (a busy server answers at the first poll), 503 after HEALTH_CHECK_TIMEOUT_S."""
+        if not self.up:
+            await send_text(send, "", 503)
+            return
+        if scope["path"].rstrip("/") == "/health_generate":
+            self.admit_generation()   # the fault counters count it (faults.py), never plain /health
+        s = self.scheduler
+        assert s is not None
         ids = [1, 2, 4] + list(range(400, 408)) + [5]
         r = self.new_request(ids, 1, cls=timing.DEFAULT_CLASS)
-        assert self.scheduler is not None
-        await run_to_end(self.scheduler, [r], receive)
-        await send_text(send, "")
+        tokens_before = s.counters.generation_tokens
+        task = asyncio.get_running_loop().create_task(run_to_end(s, [r], receive))
+        try:
+            for _ in range(int(HEALTH_CHECK_TIMEOUT_S / HEALTH_POLL_S)):
+                await asyncio.sleep(HEALTH_POLL_S * self.cfg.time_scale)
+                if s.counters.generation_tokens > tokens_before or r.out_ids:
+                    await send_text(send, "")
+                    return
+            await send_text(send, "", 503)
+        finally:
+            if not task.done():
+                task.cancel()
+                s.abort(r)
 
     async def get_server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Deprecated on 0.5.23: answers, and logs a WARNING per call (sglang/srt/entrypoints/http_server.py)."""
@@ -195,18 +235,31 @@ class SimApp:
         c = s.counters if s else None
         accept_len = (1 + c.spec_accepted / c.spec_verify_ct) if c and c.spec_verify_ct else None
         info = dict(boot.server_args(self.cfg))
+        # 0.5.23's memory_usage (scheduler_components/memory_usage.py build_memory_usage): no
+        # separate mamba entry; the state pool is part of the KV cache's memory
+        memory = {"weight": round(self.plan.weights_gb, 3),
+                  "kvcache": round(self.plan.mla_gb + self.plan.indexer_gb + self.plan.state_gb, 3),
+                  "startup_available": round(self.cfg.gpu_mem_gib - self.plan.weights_gb, 3),
+                  "token_capacity": self.plan.kv_tokens, "token_capacity_swa": None,
+                  "graph": {phase: 0.0 for phase in ("decode", "prefill", "draft_decode", "draft_extend",
+                                                     "draft_prefill", "target_verify")}}
+        state: dict[str, Any] = {"effective_max_running_requests_per_dp": self.plan.seats,
+                                 "last_gen_throughput": c.last_gen_tok_s if c else 0.0, "memory_usage": memory}
+        if self.cfg.spec is not None:   # internal_state.py _add_speculative: only with speculative decoding
+            state["avg_spec_accept_length"] = accept_len
         info.update({
             "max_total_num_tokens": self.plan.kv_tokens, "version": VERSIONS[self.cfg.log_format], "status": "ready",
-            "frontend": "python", "startup_time": self.created,
-            "internal_states": [{
-                "effective_max_running_requests_per_dp": self.plan.seats,
-                "avg_spec_accept_length": accept_len,
-                "last_gen_throughput": c.last_gen_tok_s if c else 0.0,
-                "memory_usage": {"weight": round(self.plan.weights_gb, 2), "kvcache": round(self.plan.mla_gb + self.plan.indexer_gb, 2),
-                                 "mamba": round(self.plan.state_gb, 2), "token_capacity": self.plan.kv_tokens},
-            }],
+            "frontend": "python", "startup_time": self.startup_time(),
+            "internal_states": [{**dict(boot.server_args(self.cfg)), **state}],
         })
         await send_json(send, info)
+
+    def startup_time(self) -> dict[str, Any]:
+        """0.5.23's `startup_time`: seconds per boot phase (the sim's boot is --boot-s, scaled)."""
+        boot_s = round(self.cfg.boot_s * self.cfg.time_scale, 3)
+        return {"load_weight": boot_s, "kv_cache_allocation": 0.0, "scheduler_e2e": boot_s, "tokenizer_e2e": 0.0,
+                "cuda_graph": {phase: 0.0 for phase in ("decode", "prefill", "draft_decode", "draft_extend",
+                                                        "draft_prefill", "target_verify")}}
 
     async def model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
         # the keys of SGLang 0.5.23's /model_info (sglang/srt/entrypoints/http_server.py `model_info`)
@@ -229,36 +282,42 @@ class SimApp:
         s = self.scheduler
         assert s is not None
         c = s.counters
-        labels = f'model_name="{self.cfg.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        # 0.5.23's label sets: the scheduler's gauges carry its ranks, the tokenizer's counters and
+        # histograms whether the request streamed (the sim counts every request as one kind)
+        model = self.cfg.served_model_name
+        gauge = f'engine_type="unified",model_name="{model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        counter = f'engine_type="unified",is_streaming="false",model_name="{model}"'
         used = sum(len(r.prompt_ids) + len(r.out_ids) for r in s.running)
         rows = [
-            ("sglang:num_running_reqs", "gauge", "The number of running requests.", len(s.running)),
-            ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", len(s.waiting)),
-            ("sglang:num_used_tokens", "gauge", "The number of used tokens.", used),
-            ("sglang:token_usage", "gauge", "The token usage.", round(used / max(1, self.plan.kv_tokens), 4)),
-            ("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", round(c.last_gen_tok_s, 2)),
-            ("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0),
-            ("sglang:max_running_requests", "gauge", "The effective max running requests.", self.plan.seats),
-            ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens),
-            ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens),
-            ("sglang:num_requests_total", "counter", "Number of requests processed.", c.requests),
-            ("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", c.aborted),
+            # refreshed at prefill logs, decode_log_interval decode steps and idle, as in SGLang
+            ("sglang:num_running_reqs", "gauge", "The number of running requests.", s.gauge_running, gauge),
+            ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", s.gauge_queued, gauge),
+            ("sglang:num_used_tokens", "gauge", "The number of used tokens.", used, gauge),
+            ("sglang:token_usage", "gauge", "The token usage.", round(used / max(1, self.plan.kv_tokens), 4), gauge),
+            ("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", round(c.last_gen_tok_s, 2), gauge),
+            ("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0, gauge),
+            # present without speculative decoding too (0.0 then), as in 0.5.23
+            ("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+             round(1 + c.spec_accepted / c.spec_verify_ct, 4) if c.spec_verify_ct else 0.0, gauge),
+            ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens, counter),
+            ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens,
+             counter),
+            ("sglang:num_requests_total", "counter", "Number of requests processed.", c.requests, counter),
         ]
         if self.cfg.spec is not None:
+            # not in 0.5.23's /metrics (not checked against it: the real stage runs no speculative decoding)
             rows += [
-                ("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
-                 round(1 + c.spec_accepted / c.spec_verify_ct, 4) if c.spec_verify_ct else 0.0),
-                ("sglang:spec_verify_ct_total", "counter", "Speculative verify steps.", c.spec_verify_ct),
-                ("sglang:spec_accepted_tokens_total", "counter", "Accepted draft tokens.", c.spec_accepted),
-                ("sglang:spec_draft_tokens_total", "counter", "Proposed draft tokens.", c.spec_drafted),
+                ("sglang:spec_verify_ct_total", "counter", "Speculative verify steps.", c.spec_verify_ct, counter),
+                ("sglang:spec_accepted_tokens_total", "counter", "Accepted draft tokens.", c.spec_accepted, counter),
+                ("sglang:spec_draft_tokens_total", "counter", "Proposed draft tokens.", c.spec_drafted, counter),
             ]
         lines = []
-        for name, kind, help_text, value in rows:
+        for name, kind, help_text, value, labels in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {float(value)}"]
         name = "sglang:time_to_first_token_seconds"
         lines += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram",
-                  f'{name}_bucket{{{labels},le="+Inf"}} {float(c.ttft_count)}',
-                  f"{name}_sum{{{labels}}} {c.ttft_sum_s}", f"{name}_count{{{labels}}} {float(c.ttft_count)}"]
+                  f'{name}_bucket{{{counter},le="+Inf"}} {float(c.ttft_count)}',
+                  f"{name}_sum{{{counter}}} {c.ttft_sum_s}", f"{name}_count{{{counter}}} {float(c.ttft_count)}"]
         await send_text(send, "\n".join(lines) + "\n", content_type=b"text/plain; version=0.0.4; charset=utf-8")
 
     async def flush_cache(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -334,6 +393,12 @@ class SimApp:
         assert self.scheduler is not None
         self.scheduler.reset_shapes()
         await send_json(send, {"tuned_shapes": sorted(self.scheduler.tuned_shapes)})
+
+
+async def _never_disconnects() -> dict[str, Any]:
+    """The `receive` of a request no client sent (the warm-up): it never disconnects."""
+    await asyncio.Event().wait()
+    return {"type": "http.disconnect"}
 
 
 def _recording(receive: Receive, out: str, method: str, path: str) -> Receive:

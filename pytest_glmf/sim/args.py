@@ -66,7 +66,7 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--max-mamba-cache-size", type=int, default=None)
     g.add_argument("--mamba-ssm-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     g.add_argument("--mamba-full-memory-ratio", type=float, default=0.9)
-    g.add_argument("--mamba-radix-cache-strategy", dest="mamba_scheduler_strategy",
+    g.add_argument("--mamba-radix-cache-strategy", dest="mamba_radix_cache_strategy",
                    default="extra_buffer", choices=["no_buffer", "extra_buffer", "extra_buffer_lazy"])
     g.add_argument("--linear-attn-decode-backend", default=None)
     g.add_argument("--linear-attn-prefill-backend", default=None)
@@ -74,6 +74,8 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--tool-call-parser", default=None, choices=["glm", "glm45", "glm47", "hermes", "qwen25"])
     g.add_argument("--reasoning-parser", default=None)
     _bool_flag(g, "--enable-metrics")
+    # decode steps between the decode log line and the refresh of the /metrics gauges (ServerArgs default)
+    g.add_argument("--decode-log-interval", type=int, default=40)
     _bool_flag(g, "--trust-remote-code")
     _bool_flag(g, "--disable-overlap-schedule")
     _bool_flag(g, "--disable-radix-cache")
@@ -147,7 +149,7 @@ class SimConfig:
     max_mamba_cache_size: int | None  # requested (None: derived from --mamba-full-memory-ratio)
     mamba_ssm_dtype: str
     mamba_full_memory_ratio: float
-    mamba_scheduler_strategy: str
+    mamba_scheduler_strategy: str     # --mamba-radix-cache-strategy
     tool_call_parser: str | None
     reasoning_parser: str | None
     enable_metrics: bool
@@ -167,6 +169,7 @@ class SimConfig:
     log_format: str = logformats.NIGHTLY
     record_requests: str | None = None
     answer_tokens: tuple[int, int] | None = None   # [MIN, MAX) natural answer length (None: logits.py's)
+    decode_log_interval: int = 40
     server_args: dict[str, Any] = field(default_factory=dict)   # every parsed flag, for the dump
 
 
@@ -209,6 +212,8 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         raise SimArgError(f"--tool-leak-rate {ns.tool_leak_rate}: must be within [0, 1]")
     if ns.time_scale <= 0:
         raise SimArgError(f"--time-scale {ns.time_scale}: must be > 0")
+    if ns.decode_log_interval < 1:
+        raise SimArgError(f"--decode-log-interval {ns.decode_log_interval}: must be >= 1")
     if not 0 <= ns.nice <= 19:
         raise SimArgError(f"--nice {ns.nice}: must be within [0, 19]")
     answer_tokens = None
@@ -236,7 +241,7 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
                            else (48 if spec else 160)),
         max_running_requests=ns.max_running_requests, max_mamba_cache_size=ns.max_mamba_cache_size,
         mamba_ssm_dtype=ns.mamba_ssm_dtype, mamba_full_memory_ratio=ns.mamba_full_memory_ratio,
-        mamba_scheduler_strategy=ns.mamba_scheduler_strategy, tool_call_parser=ns.tool_call_parser,
+        mamba_scheduler_strategy=ns.mamba_radix_cache_strategy, tool_call_parser=ns.tool_call_parser,
         reasoning_parser=ns.reasoning_parser, enable_metrics=ns.enable_metrics,
         chunked_prefill_size=ns.chunked_prefill_size if ns.chunked_prefill_size is not None else 8192,
         max_prefill_tokens=ns.max_prefill_tokens, time_scale=ns.time_scale,
@@ -245,4 +250,4 @@ def parse_args(argv: list[str], prog: str = "python -m pytest_glmf.sim") -> SimC
         gpu_mem_gib=ns.gpu_mem_gib, seed=ns.seed, tool_leak_rate=ns.tool_leak_rate,
         autotune_s=12.6 if ns.autotune_s is None else ns.autotune_s, boot_s=ns.boot_s,
         faults=faults, server_args=server_args, nice=ns.nice, log_format=ns.log_format,
-        record_requests=ns.record_requests, answer_tokens=answer_tokens)
+        record_requests=ns.record_requests, answer_tokens=answer_tokens, decode_log_interval=ns.decode_log_interval)

@@ -89,7 +89,11 @@ def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]
             meta["input_top_logprobs"] = inp_top
             meta["output_top_logprobs"] = [[_triple(lp, t, with_text) for lp, t in top] for top in r.out_top]
         meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
-    meta.update(reasoning_tokens=0, completion_tokens=len(r.out_ids), cached_tokens=0)
+    cached = r.cached_tokens
+    meta.update(reasoning_tokens=0, completion_tokens=len(r.out_ids), cached_tokens=cached,
+                cached_tokens_details={"device": cached, "host": 0} if cached else None, dp_rank=None,
+                weight_versions=weight_versions(r))
+    meta.update(_times(r))
     if r.done:
         meta["e2e_latency"] = (r.t_done or time.perf_counter()) - r.t_arrival
         if app.cfg.spec is not None and r.spec_verify_ct > 0:
@@ -98,6 +102,31 @@ def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]
                         spec_num_correct_drafts=r.spec_accepted, spec_num_proposed_drafts=r.spec_drafted,
                         spec_verify_ct=r.spec_verify_ct)
     return meta
+
+
+def weight_versions(r: "SimRequest") -> list[dict[str, Any]]:
+    """One span: every output token came from the one weight version ("default")."""
+    return [{"version": "default", "start": 0, "end": len(r.out_ids)}]
+
+
+def _times(r: "SimRequest") -> dict[str, float]:
+    """SGLang 0.5.23's per-request timing keys (observability/req_time_stats.py
+    convert_to_output_meta_info, and the scheduler's stats): wall-clock stamps and seconds;
+    first_token_latency once there is a first token, decode_throughput once a token was decoded
+    after it. The simulator has no API server hop and no storage prefetch: the arrival, and 0."""
+    now = time.perf_counter()
+    wall = time.time() - now          # perf_counter -> epoch seconds
+    first, done = r.t_first, r.t_done or now
+    out = {"request_received_ts": wall + r.t_arrival, "api_server_dispatch_finish_ts": wall + r.t_arrival,
+           "queue_time": 0.0, "forward_entry_time": wall + r.t_arrival,
+           "request_finished_ts": wall + done, "response_sent_to_client_ts": wall + done,
+           "storage_prefetch_wait": 0.0, "storage_staging_wait": 0.0}
+    if first is not None:
+        out["prefill_finished_time"] = wall + first
+        out["first_token_latency"] = first - r.t_arrival
+        if len(r.out_ids) > 1 and done > first:
+            out["decode_throughput"] = (len(r.out_ids) - 1) / (done - first)
+    return out
 
 
 def _one_request(app: "SimApp", req: dict[str, Any], ids: list[int] | None, text: str | None) -> SimRequest:

@@ -68,6 +68,20 @@ def _reasoning_split(app: "SimApp", r: "SimRequest") -> int:
     return 0 if marker is None else min(len(r.out_ids), app.model.reasoning_length(marker))
 
 
+def _completion_usage(r: "SimRequest") -> dict[str, Any]:
+    """The completions usage chunk: dumped with exclude_none (serving_completions.py), so the two
+    null details are absent, unlike chat's."""
+    return {k: v for k, v in _usage(r).items() if v is not None}
+
+
+def _metadata(r: "SimRequest") -> dict[str, Any]:
+    """A non-streamed answer's `metadata` (utils/weight_versions.py
+    build_endpoint_weight_version_metadata): the weight version and its span over the output."""
+    from pytest_glmf.sim.native_api import weight_versions
+
+    return {"weight_version": "default", "weight_versions": weight_versions(r)}
+
+
 def _visible(ids: list[int]) -> list[int]:
     return [t for t in ids if t not in HIDDEN_IDS]
 
@@ -148,7 +162,7 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
     if body.get("return_prompt_token_ids"):
         choice["prompt_token_ids"] = list(prompt_ids)
     await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                           "choices": [choice], "usage": _usage(r, reasoning=n_reasoning)})
+                           "choices": [choice], "usage": _usage(r, reasoning=n_reasoning), "metadata": _metadata(r)})
 
 
 async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: Send, model: str,
@@ -215,11 +229,16 @@ async def _send_tool_event(sse: SSE, chunk: Any, r: "SimRequest", ev: tuple[str,
         return 0
     _, name, args = ev
     first = _tool_call_obj(r.rid, index, name, "")
-    await sse.data(chunk({"tool_calls": [first]}))
+
+    def call_chunk(call: dict[str, Any]) -> dict[str, Any]:
+        return {"usage": None, **chunk({"role": None, "content": None, "tool_calls": [call]})}
+
+    await sse.data(call_chunk(first))
     half = max(1, len(args) // 2)
     for frag in (args[:half], args[half:]):
         if frag:
-            await sse.data(chunk({"tool_calls": [{"index": index, "function": {"arguments": frag}}]}))
+            await sse.data(call_chunk({"id": None, "index": index, "type": "function",
+                                       "function": {"name": None, "arguments": frag}}))
     return 1
 
 
@@ -280,7 +299,7 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
         text = (decode(prompt_ids) if echo else "") + decode(_visible(r.out_ids))
         choice = {"index": 0, "text": text, "logprobs": _completion_logprobs(r, app, echo, int(n_lp or 0)) if want_lp else None,
                   "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}
-        await send_json(send, {**base, "choices": [choice], "usage": _usage(r)})
+        await send_json(send, {**base, "choices": [choice], "usage": _usage(r), "metadata": _metadata(r)})
         return
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
@@ -294,7 +313,8 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
             taken += len(ids)
             text = decoder.feed(_visible(ids)) if ids else ""
             if text:
-                out = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}]}
+                out = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None,
+                                            "matched_stop": None}], "usage": None}
                 if continuous:
                     out["usage"] = _usage(r, taken)
                 await sse.data(out)
@@ -302,7 +322,8 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
                     await sse.raw(MALFORMED)
                     malformed_sent = True
         await sse.data({**base, "choices": [{"index": 0, "text": decoder.flush(), "logprobs": None,
-                                             "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}]})
+                                             "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}],
+                        "usage": None})
         if options.get("include_usage"):
-            await sse.data({**base, "choices": [], "usage": _usage(r)})
+            await sse.data({**base, "choices": [], "usage": _completion_usage(r)})
         await sse.done()

@@ -33,7 +33,7 @@ from pytest_glmf.sim.kvcache import KVHold, KVPool, page_keys
 from pytest_glmf.sim.logits import Ctx, LogitModel, extend
 from pytest_glmf.sim.tokenizer import EOS_ID
 
-DECODE_LOG_INTERVAL = 40
+DECODE_LOG_INTERVAL = 40        # ServerArgs.decode_log_interval's default (--decode-log-interval)
 MAX_STEPS_WITHOUT_YIELD = 8
 # Lag the loop may make up by running steps back to back (a descheduled process on a busy box
 # would otherwise report bursts faster than the model); more than this is lost, like a stall.
@@ -114,8 +114,15 @@ class Scheduler:
     def __init__(self, *, seats: int, kv_tokens: int, model: LogitModel, time_scale: float,
                  spec_draft_tokens: int | None, block_size: int | None, capture_bs: list[int],
                  autotune_s: float, seed: int, log: Callable[[str], None], slow: Callable[[], float] = lambda: 1.0,
-                 chunked_prefill_size: int | None = None, radix_cache: bool = True):
+                 chunked_prefill_size: int | None = None, radix_cache: bool = True,
+                 decode_log_interval: int = DECODE_LOG_INTERVAL):
         self.seats = seats
+        self.decode_log_interval = decode_log_interval
+        # the /metrics gauges as SGLang 0.5.23 publishes them (scheduler_components/
+        # metrics_reporter.py): set at each prefill log (the requests running before it), every
+        # decode_log_interval decode steps (the batch) and when the scheduler goes idle; stale between
+        self.gauge_running = 0
+        self.gauge_queued = 0
         self.chunk_tokens = chunked_prefill_size if chunked_prefill_size and chunked_prefill_size > 0 else None
         self.kv_tokens = kv_tokens
         self.pool = KVPool(kv_tokens, radix_cache)
@@ -196,6 +203,7 @@ class Scheduler:
         steps_since_yield = 0
         while True:
             if not self.running and not self.waiting:
+                self.gauge_running = self.gauge_queued = 0
                 self.pool.idle()
                 self._wake.clear()
                 await self._wake.wait()
@@ -229,7 +237,8 @@ class Scheduler:
                 if not r.done:
                     self._emit(r, n)
             self._decode_steps += 1
-            if self._decode_steps % DECODE_LOG_INTERVAL == 0:
+            if self._decode_steps % self.decode_log_interval == 0:
+                self.gauge_running, self.gauge_queued = len(batch_now), len(self.waiting)
                 self._log_decode()
 
     def _head_fits(self) -> bool:
@@ -325,6 +334,7 @@ class Scheduler:
             self.pool.insert(r.kv)   # type: ignore[arg-type]
         for r in batch:
             r.kv.fresh = False   # type: ignore[union-attr]
+        self.gauge_running, self.gauge_queued = len(self.running), len(self.waiting)
         self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: {cached}, "
                  f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}")
         for r in batch[first_done:]:

@@ -133,20 +133,34 @@ def test_completions_models_tokenize_and_errors_validate(sglang_oracle: Any, sim
     validate(sglang_oracle, "ErrorResponse", bad.json())
 
 
+# Where 0.5.23 fills meta_info: the tokenizer manager, the request's time stats (merged into it:
+# convert_to_output_meta_info builds `meta_info`/`meta_data`) and the weight-version spans.
+META_INFO_SOURCES = ("srt/managers/tokenizer_manager.py", "srt/observability/req_time_stats.py",
+                     "srt/utils/weight_versions.py")
+META_INFO_NAMES = ("meta_info", "meta_data")
+
+
 def meta_info_keys(sglang_package: Path) -> set[str]:
-    """Every key sglang/srt/managers/tokenizer_manager.py can put into meta_info."""
-    tree = ast.parse((sglang_package / "srt" / "managers" / "tokenizer_manager.py").read_text())
+    """Every key SGLang's META_INFO_SOURCES can put into meta_info."""
     keys: set[str] = set()
+    for source in META_INFO_SOURCES:
+        keys |= _meta_info_keys(ast.parse((sglang_package / source).read_text()))
+    return keys
+
+
+def _meta_info_keys(tree: ast.AST) -> set[str]:
+    keys: set[str] = set()
+
+    def named(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in META_INFO_NAMES
+
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "meta_info" \
-                and isinstance(node.slice, ast.Constant):
+        if isinstance(node, ast.Subscript) and named(node.value) and isinstance(node.slice, ast.Constant):
             keys.add(node.slice.value)
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "meta_info" for t in node.targets) \
-                and isinstance(node.value, ast.Dict):
+        if isinstance(node, ast.Assign) and any(named(t) for t in node.targets) and isinstance(node.value, ast.Dict):
             keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "meta_info" \
-                and node.args and isinstance(node.args[0], ast.Dict):
+                and named(node.func.value) and node.args and isinstance(node.args[0], ast.Dict):
             keys |= {k.value for k in node.args[0].keys if isinstance(k, ast.Constant)}
     return keys
 
