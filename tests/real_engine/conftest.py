@@ -13,14 +13,18 @@
 """
 from __future__ import annotations
 
-import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_stage import RealServers, resolved_lanes, stage_dir  # tests/real_engine/engine_stage.py
+from engine_stage import (  # tests/real_engine/engine_stage.py
+    RealServers,
+    resolved_lanes,
+    results_dir,
+    stage_dir,
+    stage_report,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -49,22 +53,12 @@ REPORT_KEY = pytest.StashKey[dict]()
 
 @pytest.fixture(scope="session")
 def real_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Server logs and the note: $GLMF_REAL_ENGINE_RESULTS (CI artifacts) or the session temp dir."""
-    d = os.environ.get("GLMF_REAL_ENGINE_RESULTS")
-    out = Path(d) if d else tmp_path_factory.getbasetemp() / "real-engine-results"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return results_dir("GLMF_REAL_ENGINE_RESULTS", tmp_path_factory, "real-engine-results")
 
 
 @pytest.fixture(scope="session")
 def real_report(request: pytest.FixtureRequest, real_results_dir: Path) -> Any:
-    report: dict[str, Any] = {"schema": 1, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "results_dir": str(real_results_dir)}
-    request.config.stash[REPORT_KEY] = report
-    t0 = time.monotonic()
-    yield report
-    report["stage_s"] = round(time.monotonic() - t0, 1)
-    (real_results_dir / "real-engine-report.json").write_text(json.dumps(report, indent=2, default=str))
+    yield from stage_report(request.config, REPORT_KEY, real_results_dir, "real-engine-report.json")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

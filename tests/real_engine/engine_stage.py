@@ -4,10 +4,12 @@ plugin's own launcher. Plain functions and a class; each stage's conftest makes 
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,25 @@ def resolved_lanes(lanes_file: Path, dir_var: str, d: Path, tmp: Path) -> dict[s
     path = tmp / lanes_file.name
     path.write_text(lanes_file.read_text().replace("${" + dir_var + "}", str(d)))
     return load_lanes(path)
+
+
+def results_dir(env_var: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """Server logs and the stage's note: $ENV_VAR (CI artifacts) or the session's temp dir."""
+    d = os.environ.get(env_var)
+    out = Path(d) if d else tmp_path_factory.getbasetemp() / name
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def stage_report(config: pytest.Config, key: pytest.StashKey[dict], out: Path, filename: str) -> Iterator[dict]:
+    """The stage's note (timings, tables): stashed for the terminal summary, written at the end."""
+    report: dict[str, Any] = {"schema": 1, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "results_dir": str(out)}
+    config.stash[key] = report
+    t0 = time.monotonic()
+    yield report
+    report["stage_s"] = round(time.monotonic() - t0, 1)
+    (out / filename).write_text(json.dumps(report, indent=2, default=str))
 
 
 class RealServers:

@@ -11,10 +11,8 @@ plugin's own process launcher (pytest_glmf/examples/real-sglang-lanes.yaml).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests" / "real_engine"))
-from engine_stage import RealServers, resolved_lanes, stage_dir  # noqa: E402  (tests/real_engine/engine_stage.py)
+from engine_stage import RealServers, resolved_lanes, results_dir, stage_dir, stage_report  # noqa: E402  (tests/real_engine/engine_stage.py)
 
 SETUP = HERE / "setup"
 LANES_FILE = REPO / "examples" / "real-sglang-lanes.yaml"
@@ -50,21 +48,12 @@ def sglang_lanes(sglang_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="session")
 def sglang_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = os.environ.get("GLMF_REAL_SGLANG_RESULTS")
-    out = Path(d) if d else tmp_path_factory.getbasetemp() / "real-sglang-results"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return results_dir("GLMF_REAL_SGLANG_RESULTS", tmp_path_factory, "real-sglang-results")
 
 
 @pytest.fixture(scope="session")
 def sglang_report(request: pytest.FixtureRequest, sglang_results_dir: Path) -> Any:
-    report: dict[str, Any] = {"schema": 1, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "results_dir": str(sglang_results_dir)}
-    request.config.stash[REPORT_KEY] = report
-    t0 = time.monotonic()
-    yield report
-    report["stage_s"] = round(time.monotonic() - t0, 1)
-    (sglang_results_dir / "real-sglang-report.json").write_text(json.dumps(report, indent=2, default=str))
+    yield from stage_report(request.config, REPORT_KEY, sglang_results_dir, "real-sglang-report.json")
 
 
 @pytest.fixture(scope="module")  # stopped after the module that used them: each server holds ~4.5 GB
