@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,7 @@ from engine_stage import (  # tests/real_engine/engine_stage.py
     stage_dir,
     stage_report,
 )
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-SETUP = HERE / "setup"
-LANES_FILE = REPO / "examples" / "real-engine-lanes.yaml"
-ORACLE = "real-oracle"
-DIR_VAR = "GLMF_REAL_ENGINE_DIR"
-
-
-def default_dir() -> Path:
-    return Path(os.environ.get(DIR_VAR) or Path.home() / ".cache" / "pytest-glmf" / "real-engine")
+from vllm_stage import DIR_VAR, LANES_FILE, ORACLE, SETUP, default_dir  # this folder's names
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DIR_VAR, LANES_FILE, default_dir
 from engine_stage import in_ci
+from vllm_stage import DIR_VAR, LANES_FILE, default_dir
 
 from pytest_glmf.config.lanes import build_server_argv, load_lanes
 from pytest_glmf.launch import preflight

@@ -22,13 +22,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests" / "real_engine"))
 from engine_stage import RealServers, resolved_lanes, results_dir, stage_dir, stage_report  # noqa: E402  (tests/real_engine/engine_stage.py)
+from sglang_stage import DIR_VAR, LANES_FILE, ORACLE, SETUP  # noqa: E402  (this folder's names)
 
-SETUP = HERE / "setup"
-LANES_FILE = REPO / "examples" / "real-sglang-lanes.yaml"
-THRESHOLDS_FILE = HERE / "thresholds.yaml"
-ORACLE = "sglang-oracle"
-CANDIDATE = "sglang-candidate"
-DIR_VAR = "GLMF_REAL_SGLANG_DIR"
 REPORT_KEY = pytest.StashKey[dict]()
 
 

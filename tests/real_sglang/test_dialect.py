@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ORACLE
+from sglang_stage import ORACLE
 
 from pytest_glmf.launch.process import free_port
 from pytest_glmf.testing import dialect

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CANDIDATE, ORACLE
+from sglang_stage import CANDIDATE, ORACLE
 
 from pytest_glmf.engine.client import Client
 from pytest_glmf.gates.verdict import Check, assert_checks

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LANES_FILE, ORACLE, THRESHOLDS_FILE
+from sglang_stage import LANES_FILE, ORACLE, THRESHOLDS_FILE
 
 pytestmark = [pytest.mark.real_sglang]
 
