@@ -77,7 +77,7 @@ def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]
             meta["input_top_logprobs"] = inp_top
             meta["output_top_logprobs"] = [[_triple(lp, t, with_text) for lp, t in top] for top in r.out_top]
         meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
-    meta.update(reasoning_tokens=0, completion_tokens=len(r.out_ids), cached_tokens=0)
+    meta.update(reasoning_tokens=0, completion_tokens=len(r.out_ids), cached_tokens=r.cached_tokens)
     if r.done:
         meta["e2e_latency"] = (r.t_done or time.perf_counter()) - r.t_arrival
         if app.cfg.spec is not None and r.spec_verify_ct > 0:

@@ -47,11 +47,18 @@ def _sampling(body: dict[str, Any], default_max: int | None) -> dict[str, Any]:
             "sample_seed": body.get("seed")}
 
 
-def _usage(r: "SimRequest", completion: int | None = None) -> dict[str, Any]:
-    """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them."""
+def _usage(r: "SimRequest", completion: int | None = None, cache_report: bool = False) -> dict[str, Any]:
+    """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them.
+    With --enable-cache-report, prompt_tokens_details carries the prefix-cache hit (0.5.23
+    usage_processor.py: `PromptTokensDetails(cached_tokens=meta_info["cached_tokens"])`), else None."""
     n = len(r.out_ids) if completion is None else completion
+    details = {"cached_tokens": r.cached_tokens} if cache_report else None
     return {"prompt_tokens": len(r.prompt_ids), "total_tokens": len(r.prompt_ids) + n, "completion_tokens": n,
-            "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None}
+            "prompt_tokens_details": details, "reasoning_tokens": 0, "completion_tokens_details": None}
+
+
+def _cache_report(app: "SimApp") -> bool:
+    return bool(app.cfg.server_args.get("enable_cache_report"))
 
 
 def _visible(ids: list[int]) -> list[int]:
@@ -119,7 +126,7 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
     if body.get("return_prompt_token_ids"):
         choice["prompt_token_ids"] = list(prompt_ids)
     await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                           "choices": [choice], "usage": _usage(r)})
+                           "choices": [choice], "usage": _usage(r, cache_report=_cache_report(app))})
 
 
 async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: Send, model: str,
@@ -134,7 +141,7 @@ async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: S
         out = {**base, "choices": [{"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": logprobs,
                                     "finish_reason": finish, "matched_stop": r.matched_stop if finish else None}]}
         if continuous and (delta.get("content") or delta.get("tool_calls")):
-            out["usage"] = _usage(r, taken)
+            out["usage"] = _usage(r, taken, _cache_report(app))
         return out
 
     # the hot path (plain content, no logprobs, no running usage) splices pre-serialized halves around the text
@@ -175,7 +182,7 @@ async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: S
             await sse.data(chunk({"content": rest}))
         await sse.data(chunk({}, "tool_calls" if n_calls else r.finish_reason))
         if include_usage:
-            await sse.data({**base, "choices": [], "usage": _usage(r)})
+            await sse.data({**base, "choices": [], "usage": _usage(r, cache_report=_cache_report(app))})
         await sse.done()
 
 
@@ -251,7 +258,7 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
         text = (decode(prompt_ids) if echo else "") + decode(_visible(r.out_ids))
         choice = {"index": 0, "text": text, "logprobs": _completion_logprobs(r, app, echo, int(n_lp or 0)) if want_lp else None,
                   "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}
-        await send_json(send, {**base, "choices": [choice], "usage": _usage(r)})
+        await send_json(send, {**base, "choices": [choice], "usage": _usage(r, cache_report=_cache_report(app))})
         return
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
@@ -267,7 +274,7 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
             if text:
                 out = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}]}
                 if continuous:
-                    out["usage"] = _usage(r, taken)
+                    out["usage"] = _usage(r, taken, _cache_report(app))
                 await sse.data(out)
                 if not malformed_sent:
                     await sse.raw(MALFORMED)
@@ -275,5 +282,5 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
         await sse.data({**base, "choices": [{"index": 0, "text": decoder.flush(), "logprobs": None,
                                              "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}]})
         if options.get("include_usage"):
-            await sse.data({**base, "choices": [], "usage": _usage(r)})
+            await sse.data({**base, "choices": [], "usage": _usage(r, cache_report=_cache_report(app))})
         await sse.done()
