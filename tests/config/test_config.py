@@ -212,7 +212,7 @@ def test_bundled_thresholds_load_and_cover_the_recipe_lanes() -> None:
 
 @pytest.mark.parametrize("body, message", [
     ("lanes:\n  batch:\n    latency: {ttft_s: {max: 1}}",
-     "lanes.batch: unknown gate 'latency'; allowed: acceptance, boot, capacity, curve, drift, tools"),
+     "lanes.batch: unknown gate 'latency'; allowed: acceptance, agents, boot, capacity, curve, drift, tools"),
     ("lanes:\n  batch:\n    drift: {mean_dlogp: {max: 0.15}}",
      "lanes.batch.drift: unknown key 'mean_dlogp'; allowed metrics: argmax_mismatch, kl_topk, max_abs_dlogp, "
      "mean_abs_dlogp, median_abs_dlogp, p90_abs_dlogp, p95_abs_dlogp, p99_abs_dlogp, self_abs_dlogp; "
