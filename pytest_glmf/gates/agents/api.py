@@ -144,7 +144,8 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
         conv = conversations_for(opts, ratio)
     else:   # the given sessions, cycled to `sessions` when that setting is given
         conv = as_conversations(conversations, opts.sessions if "sessions" in overrides else None)
-    send = SendOptions(path=opts.path, model=opts.model, api_key=api_key, time_scale=float(time_scale))
+    send = SendOptions(path=opts.path, model=opts.model, api_key=api_key, time_scale=float(time_scale),
+                       warmup=opts.warmup)
     for key, lane_key in (("first_token_timeout_s", "first_token_s"), ("between_tokens_timeout_s", "between_tokens_s")):
         value = getattr(opts, key)
         value = value if value is not None else (timeouts or {}).get(lane_key)

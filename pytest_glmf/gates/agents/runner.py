@@ -9,7 +9,8 @@ server's cached-token report. A tool-result turn answers the previous answer's t
 `tool` with its id) when there was one; otherwise it is sent as a user message "Tool result: ..."
 (a model that did not call the tool still gets the result, and no template rejects an orphan
 tool message). The prefix cache is flushed once before the sessions start, never between turns:
-their reuse is what is measured. Plain data out; the metrics are records.py's.
+their reuse is what is measured; before it, every session's first turn is sent once and
+discarded (the first hit of a batch shape pays the kernels' autotune). Plain data out; the metrics are records.py's.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class SendOptions:
     extra_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True, "temperature": 0.0})
     time_scale: float = 1.0              # the simulator's: think times and start offsets are scaled by it
     flush_cache: bool = True             # once, before the sessions start
+    warmup: bool = True                  # every session's first turn once, discarded, before the flush
     kernel_stamps: bool = True
     first_token_timeout_s: float = 600.0
     between_tokens_timeout_s: float = 60.0
@@ -160,10 +162,16 @@ async def run_conversations(url: str, conversations: Conversations, settings: Se
                             tag: str = "agents") -> list[TurnRecord]:
     """Every session at once (each from its start_s); the turns of all sessions, in send order."""
     target = Target(url, settings.api_key)
-    if settings.flush_cache:
-        await target.flush()
     if settings.model is None:   # vLLM refuses any name but the served model's; SGLang takes any
         settings = replace(settings, model=await target.served_model())
+    if settings.warmup:
+        # the first hit of a batch shape pays the kernels' autotune (the curve's warm pass, for the
+        # same reason): the sessions' first turns, all at once, as the measured run starts
+        warm = [Session(s.name, s.turns[:1], s.system, s.max_tokens, 0.0, 0.0, s.tools) for s in conversations.sessions]
+        t0 = perf() + FIRST_CONNECT_S
+        await asyncio.gather(*(run_session(target, i, s, settings, t0, f"{tag}-warmup") for i, s in enumerate(warm)))
+    if settings.flush_cache:
+        await target.flush()
     t0 = perf() + FIRST_CONNECT_S   # every first turn connects before the common start
     per = await asyncio.gather(*(run_session(target, i, s, settings, t0, tag)
                                  for i, s in enumerate(conversations.sessions)))

@@ -45,6 +45,8 @@ class AgentsSettings:
     tool_every: int = setting(0, min=0, doc="every k-th turn of a generated session is a tool result (0: none)")
     start_spread_s: float = setting(0.0, min=0, doc="generated sessions start evenly over this window")
     seed: int = setting(0, min=0, doc="of the generated text")
+    warmup: bool = setting(True, doc="every session's first turn once, discarded, before the measured run "
+                                     "(the first hit of a batch shape is autotune)")
     path: str = setting("/v1/chat/completions", doc="the streamed chat endpoint")
     model: str | None = setting(None, doc="model name sent with each turn (None: the served model)")
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
