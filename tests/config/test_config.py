@@ -39,7 +39,8 @@ def test_builtin_lanes_carry_the_recipe_flags() -> None:
         "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/models/GLM-5.3-Flash-DFlash2",
         "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.85", "--context-length", "1048576",
         "--cuda-graph-max-bs-decode", "16", "--host", "127.0.0.1", "--port", "30000",
-        "--max-mamba-cache-size", "48", "--speculative-dflash-block-size", "7", "--tool-call-parser", "glm47"]
+        "--max-mamba-cache-size", "48", "--speculative-dflash-block-size", "7", "--tool-call-parser", "glm47",
+        "--enable-cache-report"]
     assert build_server_argv(lanes["batch"])[5:] == [
         "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.9", "--context-length", "131072",
         "--cuda-graph-max-bs-decode", "128", "--host", "127.0.0.1", "--port", "30000",
