@@ -6,13 +6,16 @@
       ttft_p95_s: {max: 1.5}                               # every turn's TTFT, 95th percentile
       returning_cache_hit_pct: {min: 50}                   # what the prefix cache served on turns 2+
       sessions_completed_pct: {min: 100}
+      slo: {ttft_s: 1.0, ttft_pct: 95, per_user_tok_s: 50, users_pct: 95}   # per turn
+      capacity_sessions: {min: 8}                          # the most sessions at once under that slo
 
 N agents' sessions run at once; each turn resends the conversation so far (sessions.py), so the
 prefix cache decides the returning turns' TTFT. Definitions: records.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
@@ -27,6 +30,8 @@ METRICS = [
     Metric("sessions_completed_pct", "higher", "%", hi=100.0, doc="sessions whose every turn was answered"),
     Metric("session_time_p50_s", "lower", "s", doc="first send to last token of a session, median"),
     Metric("send_lateness_p99_s", "lower", "s", doc="client self-check: how late turns were sent, p99"),
+    Metric("capacity_sessions", "higher", "count", doc="the most concurrent sessions whose turns met the "
+                                                       "service level (`slo:`; gates/agents/capacity.py)"),
 ]
 
 
@@ -53,9 +58,22 @@ class AgentsSettings:
     between_tokens_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.between_tokens_s")
     send_lateness_max_s: float = setting(0.05, above=0, doc="client self-check: turns sent later than this "
                                                             "(p99) mark the measurement client-bound")
+    start_sessions: int | None = setting(None, min=1, doc="capacity: the first sessions value tried (None: "
+                                                          "capacity_sessions' min, else sessions)")
+    max_sessions: int = setting(64, min=1, doc="capacity: the search never goes above this")
+    resolution_sessions: int = setting(1, min=1, doc="capacity: stop when the first failing value is at most "
+                                                     "this far above the last passing one")
+    frontier_turns: list[int] = field(default_factory=list, metadata={
+        "doc": "capacity frontier: turns per session, one search each, e.g. [2, 4, 8] (empty: no frontier)"})
 
 
 DEFAULTS = AgentsSettings()
 
-SPEC = GateSpec.declare("agents", METRICS, AgentsSettings,
+def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
+    from pytest_glmf.gates.capacity.spec import build_slo
+
+    build_slo(value, where)
+
+
+SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_slo},
                         doc="agents' sessions: per-turn TTFT, prefix-cache hits, session numbers")
