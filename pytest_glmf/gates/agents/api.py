@@ -71,9 +71,11 @@ class AgentsResult:
 
     def to_record(self) -> dict[str, Any]:
         """What a result file keeps (the per-turn records included: a few per session)."""
-        return {"schema": SCHEMA, "url": self.url, "time_scale": self.time_scale, "valid": self.valid,
-                "flags": "; ".join(self.flags) or "ok", "settings": dataclasses.asdict(self.settings),
-                **{k: v for k, v in self.summary.items()}, "measured": dict(self.measured),
+        # the gate's metrics first: the end-of-session table shows a record's leading numbers
+        metrics = {m: self.summary.get(m) for m in SPEC.metrics if m in self.summary}
+        return {**metrics, "valid": self.valid, "flags": "; ".join(self.flags) or "ok", "schema": SCHEMA,
+                "url": self.url, "time_scale": self.time_scale, "settings": dataclasses.asdict(self.settings),
+                **{k: v for k, v in self.summary.items() if k not in metrics}, "measured": dict(self.measured),
                 "definitions": DEFINITIONS, "turn_records": [t.to_dict() for t in self.turns]}
 
 

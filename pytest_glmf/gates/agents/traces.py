@@ -9,7 +9,9 @@ user's own JSONL, and replayed open loop against a server at its time scale (or 
 Formats (picked by the file's first line; ConfigError naming file:line on a bad row):
 - Azure LLM inference 2023 CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`, a wall-clock time per row;
 - Mooncake (FAST'25) JSONL: `{"timestamp": ms, "input_length", "output_length", "hash_ids": [...]}`,
-  one hash per 512-token block: requests with equal leading hashes share that prefix;
+  one hash per 512-token block: requests with equal leading hashes share that prefix (checked
+  against kvcache-ai/Mooncake FAST25-release/traces/conversation_trace.jsonl: its first row,
+  input_length 6758 with 14 hash_ids, is 512-token blocks; every row there starts with hash 0);
 - our JSONL: `{"t_s", "input_tokens", "output_tokens"}` and optionally `"hash_ids"` (blocks of
   `block_tokens`, default 512) or `"session"` (requests of one session share their first
   `session_prefix_tokens`).
