@@ -97,8 +97,9 @@ def builtin_lanes() -> dict[str, LaneConfig]:
         "daily": LaneConfig(
             name="daily", engine="sglang", launcher="sim", model=_RECIPE_MODEL, draft=_RECIPE_DRAFT,
             spec="dflash", kv="fp8_e4m3", mem=0.85, ctx=1048576, maxbs=16,
+            # --enable-cache-report: usage carries the prefix-cache hit the agents gate reads
             extra=["--max-mamba-cache-size", "48", "--speculative-dflash-block-size", "7",
-                   "--tool-call-parser", "glm47"]),
+                   "--tool-call-parser", "glm47", "--enable-cache-report"]),
         "batch": LaneConfig(
             name="batch", engine="sglang", launcher="sim", model=_RECIPE_MODEL, spec=None,
             kv="fp8_e4m3", mem=0.90, ctx=131072, maxbs=128,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_glmf.gates.acceptance.spec import SPEC as ACCEPTANCE
+from pytest_glmf.gates.agents.spec import SPEC as AGENTS
 from pytest_glmf.gates.boot.spec import SPEC as BOOT
 from pytest_glmf.gates.capacity.spec import SPEC as CAPACITY
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
@@ -11,7 +12,8 @@ from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.template.spec import SPEC as TEMPLATE
 from pytest_glmf.gates.tools.spec import SPEC as TOOLS
 
-GATES: dict[str, GateSpec] = {spec.name: spec for spec in (BOOT, CURVE, DRIFT, ACCEPTANCE, TOOLS, CAPACITY, TEMPLATE)}
+GATES: dict[str, GateSpec] = {spec.name: spec for spec in (BOOT, CURVE, DRIFT, ACCEPTANCE, TOOLS, CAPACITY,
+                                                             TEMPLATE, AGENTS)}
 
 
 def gate_spec(name: str) -> GateSpec:

@@ -6,6 +6,7 @@
     glmf_acceptance(classes=None, ...) -> AcceptanceResult
     glmf_tools(scenarios=None, concurrency=1, ...) -> ToolsResult
     glmf_template(reference=None, conversations=None, ...) -> TemplateResult
+    glmf_agents(conversations=None, **settings) -> AgentsResult
 
 Each fixture is a function the test calls with explicit arguments; it hands off to the plain
 function of `pytest_glmf.gates.<gate>` (which scripts call the same way) with what the session
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 USERS_MARKER = ("glmf_users(*users): measure this test's curve at each users value, one test per value "
                 "(ids users=N); the glmf_users fixture holds the value and glmf_curve() uses it")
 # Speed (curve, acceptance) and exact numerics (drift) must not share the server with other tests.
-SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift")
+SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -227,6 +228,32 @@ def glmf_template(request: pytest.FixtureRequest, glmf_server: "Server", glmf_la
             context_tokens=s.context_tokens, timeouts=glmf_lane.timeouts), "glmf_template", where)
         result.lane = glmf_lane.name
         glmf_results.record("template", key or request.node.name, result.summary())
+        return result
+
+    return measure
+
+
+# ---------------------------------------------------------------------------- agents
+
+
+@pytest.fixture
+def glmf_agents(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane: "LaneConfig",
+                glmf_thresholds: "Thresholds", glmf_results: "SessionRecorder") -> Callable[..., Any]:
+    """`glmf_agents(conversations=None, *, settings=None, key=None, **settings_kw)` runs agents'
+    sessions on the session's server (`pytest_glmf.gates.agents.measure_agents`): your sessions
+    YAML, a list of Session, or None (the lane's `agents.settings`: a sessions_file or the
+    template). Recorded under `key` (default: the test's name)."""
+    from pytest_glmf.gates.agents.api import measure_agents
+
+    def measure(conversations: Any = None, *, settings: Any = None, key: str | None = None,
+                source: str | None = None, **settings_kw: Any) -> Any:
+        __tracebackhide__ = True
+        base = settings if settings is not None else glmf_thresholds.settings(glmf_lane.name, "agents")
+        result = _fail_unless_measured(lambda: measure_agents(
+            glmf_server.base_url, conversations, settings=base, timeouts=glmf_lane.timeouts,
+            time_scale=_time_scale(glmf_lane), **settings_kw), "glmf_agents", source)
+        result.lane = glmf_lane.name
+        glmf_results.record("agents", key or request.node.name, result.to_record())
         return result
 
     return measure

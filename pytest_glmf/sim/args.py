@@ -79,6 +79,7 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     _bool_flag(g, "--trust-remote-code")
     _bool_flag(g, "--disable-overlap-schedule")
     _bool_flag(g, "--disable-radix-cache")
+    _bool_flag(g, "--enable-cache-report")   # usage.prompt_tokens_details.cached_tokens (OpenAI API)
     _bool_flag(g, "--enable-mixed-chunk")
     _bool_flag(g, "--log-requests")
     g.add_argument("--tp-size", dest="tp_size", type=int, default=1)   # --tp: a unique prefix, as in SGLang

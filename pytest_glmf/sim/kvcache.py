@@ -26,7 +26,11 @@ What the released SGLang does (0.5.23 wheel; paths inside the package):
   evictable (least recently used first) and count as free for admission.
 The cache here works on whole pages of PAGE_TOKENS (DSA attention pages its KV in 64-token pages;
 memory.py aligns the pool to them); the tail of a prompt and generated tokens are private to
-their request (generated tokens are not cached: the simulator's clients do not resend them).
+their request while it runs. A request that finishes (not aborted, not retracted) leaves its
+whole pages of prompt + output in the cache, as SGLang's `cache_finished_req` inserts the full
+sequence: an agent's next turn, which resends the conversation, finds its previous prompt (and
+the answer, where the chat template renders it as the same tokens) unless it was evicted
+meanwhile, and those pages weigh on the pool like any cached prefix.
 """
 from __future__ import annotations
 
@@ -173,6 +177,27 @@ class KVPool:
             return
         start = len(hold.nodes)
         for depth, key in enumerate(hold.keys[start:], start):
+            if key in self.nodes:
+                self._ref(key)
+            else:
+                self.nodes[key] = _Node(refs=1, depth=depth)
+            hold.nodes.append(key)
+            hold.private -= PAGE_TOKENS
+            self.private -= PAGE_TOKENS
+
+    def cache_finished(self, hold: KVHold, ids: Sequence[int]) -> None:
+        """A request finished: the whole pages of `ids` (its prompt and output) beyond those it
+        already references join the cache, its own private tokens becoming the tree's copy (a page
+        already there is shared and this copy freed). Call before release()."""
+        if not self.radix_cache or not hold.admitted:
+            return
+        keys = page_keys(ids)
+        if keys[:len(hold.nodes)] != hold.nodes:
+            return   # not this request's sequence
+        for depth in range(len(hold.nodes), len(keys)):
+            if hold.private < PAGE_TOKENS:
+                break
+            key = keys[depth]
             if key in self.nodes:
                 self._ref(key)
             else:

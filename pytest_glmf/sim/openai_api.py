@@ -51,11 +51,15 @@ def _sampling(body: dict[str, Any], default_max: int | None) -> dict[str, Any]:
             "sample_seed": body.get("seed")}
 
 
-def _usage(r: "SimRequest", completion: int | None = None, reasoning: int = 0) -> dict[str, Any]:
-    """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them."""
+def _usage(r: "SimRequest", completion: int | None = None, reasoning: int = 0,
+           cache_report: bool = False) -> dict[str, Any]:
+    """SGLang's UsageInfo (sglang/srt/entrypoints/openai/protocol.py), all fields, as it dumps them.
+    With --enable-cache-report, prompt_tokens_details carries the prefix-cache hit (0.5.23
+    usage_processor.py: `PromptTokensDetails(cached_tokens=meta_info["cached_tokens"])`), else None."""
     n = len(r.out_ids) if completion is None else completion
+    details = {"cached_tokens": r.cached_tokens} if cache_report else None
     return {"prompt_tokens": len(r.prompt_ids), "total_tokens": len(r.prompt_ids) + n, "completion_tokens": n,
-            "prompt_tokens_details": None, "reasoning_tokens": reasoning, "completion_tokens_details": None}
+            "prompt_tokens_details": details, "reasoning_tokens": reasoning, "completion_tokens_details": None}
 
 
 def _reasoning_split(app: "SimApp", r: "SimRequest") -> int:
@@ -68,10 +72,10 @@ def _reasoning_split(app: "SimApp", r: "SimRequest") -> int:
     return 0 if marker is None else min(len(r.out_ids), app.model.reasoning_length(marker))
 
 
-def _completion_usage(r: "SimRequest") -> dict[str, Any]:
-    """The completions usage chunk: dumped with exclude_none (serving_completions.py), so the two
-    null details are absent, unlike chat's."""
-    return {k: v for k, v in _usage(r).items() if v is not None}
+def _completion_usage(r: "SimRequest", cache_report: bool = False) -> dict[str, Any]:
+    """The completions usage chunk: dumped with exclude_none (serving_completions.py), so the null
+    details are absent, unlike chat's."""
+    return {k: v for k, v in _usage(r, cache_report=cache_report).items() if v is not None}
 
 
 def _metadata(r: "SimRequest") -> dict[str, Any]:
@@ -80,6 +84,10 @@ def _metadata(r: "SimRequest") -> dict[str, Any]:
     from pytest_glmf.sim.native_api import weight_versions
 
     return {"weight_version": "default", "weight_versions": weight_versions(r)}
+
+
+def _cache_report(app: "SimApp") -> bool:
+    return bool(app.cfg.server_args.get("enable_cache_report"))
 
 
 def _visible(ids: list[int]) -> list[int]:
@@ -162,7 +170,8 @@ async def chat(app: "SimApp", scope: Scope, receive: Receive, send: Send) -> Non
     if body.get("return_prompt_token_ids"):
         choice["prompt_token_ids"] = list(prompt_ids)
     await send_json(send, {"id": r.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                           "choices": [choice], "usage": _usage(r, reasoning=n_reasoning), "metadata": _metadata(r)})
+                           "choices": [choice], "usage": _usage(r, reasoning=n_reasoning, cache_report=_cache_report(app)),
+                           "metadata": _metadata(r)})
 
 
 async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: Send, model: str,
@@ -177,7 +186,7 @@ async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: S
         out = {**base, "choices": [{"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": logprobs,
                                     "finish_reason": finish, "matched_stop": r.matched_stop if finish else None}]}
         if continuous and (delta.get("content") or delta.get("tool_calls")):
-            out["usage"] = _usage(r, taken)
+            out["usage"] = _usage(r, taken, _cache_report(app))
         return out
 
     # the hot path (plain content, no logprobs, no running usage) splices pre-serialized halves around the text
@@ -218,7 +227,7 @@ async def _chat_stream(app: "SimApp", r: "SimRequest", receive: Receive, send: S
             await sse.data(chunk({"content": rest}))
         await sse.data(chunk({}, "tool_calls" if n_calls else r.finish_reason))
         if include_usage:
-            await sse.data({**base, "choices": [], "usage": _usage(r)})
+            await sse.data({**base, "choices": [], "usage": _usage(r, cache_report=_cache_report(app))})
         await sse.done()
 
 
@@ -299,7 +308,8 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
         text = (decode(prompt_ids) if echo else "") + decode(_visible(r.out_ids))
         choice = {"index": 0, "text": text, "logprobs": _completion_logprobs(r, app, echo, int(n_lp or 0)) if want_lp else None,
                   "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}
-        await send_json(send, {**base, "choices": [choice], "usage": _usage(r), "metadata": _metadata(r)})
+        await send_json(send, {**base, "choices": [choice], "usage": _usage(r, cache_report=_cache_report(app)),
+                               "metadata": _metadata(r)})
         return
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
@@ -316,7 +326,7 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
                 out = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None,
                                             "matched_stop": None}], "usage": None}
                 if continuous:
-                    out["usage"] = _usage(r, taken)
+                    out["usage"] = _usage(r, taken, _cache_report(app))
                 await sse.data(out)
                 if not malformed_sent:
                     await sse.raw(MALFORMED)
@@ -325,5 +335,5 @@ async def completions(app: "SimApp", scope: Scope, receive: Receive, send: Send)
                                              "finish_reason": r.finish_reason, "matched_stop": r.matched_stop}],
                         "usage": None})
         if options.get("include_usage"):
-            await sse.data({**base, "choices": [], "usage": _completion_usage(r)})
+            await sse.data({**base, "choices": [], "usage": _completion_usage(r, _cache_report(app))})
         await sse.done()

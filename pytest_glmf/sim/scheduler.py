@@ -483,5 +483,6 @@ class Scheduler:
             if r in self.running:
                 self.running.remove(r)
             if r.kv is not None:
+                self.pool.cache_finished(r.kv, r.prompt_ids + r.out_ids)
                 self.pool.release(r.kv)
         r.event.set()

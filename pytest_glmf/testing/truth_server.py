@@ -12,6 +12,11 @@ Behaviour, per streamed chat completion (always the full `max_tokens`, as with i
   `ttft + i * itl`; after the first token, chunks carry `--tokens-per-chunk` tokens (as under
   speculative decoding) and go out when their last token is due;
 - the final usage chunk reports completion_tokens + `--usage-delta` (to provoke a count mismatch);
+- a conversation's prefix cache, exactly: a request's `cached_tokens` is the token count of the
+  longest earlier conversation its messages start with (an earlier request's messages, or those
+  plus the answer this server gave it), tokens counted as ~4 characters per token of the JSON of
+  the messages; `--cache-report` puts it in usage.prompt_tokens_details.cached_tokens (SGLang's
+  --enable-cache-report, vLLM's --enable-prompt-tokens-details); /flush_cache empties it;
 - `/flush_cache` advances through `--speed-schedule` (factors on ttft and itl) to make runs noisy;
 - a known service curve: with `--itl-per-running-ms X` each token takes itl + X * (running - 1),
   running counted when the token is scheduled (per-user speed falls with concurrency), and with
@@ -57,6 +62,7 @@ class TruthConfig:
     prompt_tokens: int | None = None     # None: ~4 characters per token of the messages
     itl_per_running_s: float = 0.0       # each token: itl + this * (running - 1)
     ttft_per_running_s: float = 0.0      # first token: ttft + this * (running at start - 1)
+    cache_report: bool = False           # usage.prompt_tokens_details.cached_tokens
 
 
 @dataclass
@@ -70,6 +76,8 @@ class Job:
     t_recv_s: float
     t_start_s: float | None = None
     request_tag: str | None = None
+    messages: list[tuple[str, str]] = field(default_factory=list)   # (role, content) as received
+    cached_tokens: int = 0
     sends: list[tuple[float, int]] = field(default_factory=list)   # (perf_counter send time, tokens)
     factor: float = 1.0
     next_token: int = 0
@@ -87,6 +95,15 @@ class TruthState:
         self.prompt_tokens = 0
         self.flushes = 0
         self.next_id = 0
+        self.conversations: set[tuple[tuple[str, str], ...]] = set()   # the prefix cache (conversation.md)
+
+    def cached_tokens(self, messages: list[tuple[str, str]]) -> int:
+        """Tokens of the longest cached conversation `messages` starts with (all but the last
+        message can be cached: the new turn is always computed)."""
+        for j in range(len(messages) - 1, 0, -1):
+            if tuple(messages[:j]) in self.conversations:
+                return _tokens_of(messages[:j])
+        return 0
 
     def factor(self) -> float:
         sched = self.cfg.speed_schedule
@@ -94,6 +111,15 @@ class TruthState:
 
 
 _MID = b'"object":"chat.completion.chunk","model":"truth","choices":[{"index":0,"delta":{"content":'
+
+
+def _tokens_of(messages: list[tuple[str, str]]) -> int:
+    return max(1, len(json.dumps([{"role": r, "content": c} for r, c in messages])) // 4)
+
+
+def _plain_messages(req: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(str(m.get("role")), m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content")))
+            for m in req.get("messages") or [] if isinstance(m, dict)]
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -206,6 +232,7 @@ class _Conn:
             return self.start_stream(req, t_recv, chat=path.endswith("chat/completions"))
         if path in ("/flush_cache", "/reset_prefix_cache"):
             st.flushes += 1
+            st.conversations.clear()
             return self.reply(200, b"Cache flushed.", "text/plain")
         if path == "/metrics":
             text = ("# TYPE sglang:generation_tokens_total counter\n"
@@ -230,11 +257,14 @@ class _Conn:
         st = self.state
         opts = req.get("stream_options") or {}
         text = json.dumps(req.get("messages") or req.get("prompt") or "")
+        messages = _plain_messages(req)
         job = Job(rid=f"chatcmpl-truth-{st.next_id}", proto=self, max_tokens=int(req.get("max_tokens") or req.get("max_completion_tokens") or 16),
                   prompt_tokens=st.cfg.prompt_tokens or max(1, len(text) // 4),
                   include_usage=bool(opts.get("include_usage")),
                   continuous_usage=bool(opts.get("continuous_usage_stats")), t_recv_s=t_recv,
-                  request_tag=self.request_tag)
+                  request_tag=self.request_tag, messages=messages)
+        job.cached_tokens = st.cached_tokens(messages)
+        st.conversations.add(tuple(messages))
         st.next_id += 1
         st.jobs.append(job)
         st.prompt_tokens += job.prompt_tokens
@@ -297,11 +327,17 @@ class _Conn:
         if not final:
             return self.schedule(job)
         reported = job.next_token + st.cfg.usage_delta
+        if job.messages:   # the answer joins the cache with the conversation it answered
+            answer = "".join(f" w{i}" for i in range(job.next_token))
+            st.conversations.add(tuple(job.messages) + (("assistant", answer),))
         tail = b""
         if job.include_usage:
+            usage: dict[str, Any] = {"prompt_tokens": job.prompt_tokens, "completion_tokens": reported,
+                                     "total_tokens": job.prompt_tokens + reported}
+            if st.cfg.cache_report:
+                usage["prompt_tokens_details"] = {"cached_tokens": job.cached_tokens}
             tail += _sse({"id": job.rid, "object": "chat.completion.chunk", "model": "truth", "choices": [],
-                          "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": reported,
-                                    "total_tokens": job.prompt_tokens + reported}})
+                          "usage": usage})
         tail += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         if self.transport is not None:
             self.transport.write(tail)
@@ -316,7 +352,8 @@ class _Conn:
 
 def _job_dict(j: Job) -> dict[str, Any]:
     return {"id": j.rid, "request_tag": j.request_tag, "t_recv_s": j.t_recv_s, "t_start_s": j.t_start_s, "max_tokens": j.max_tokens,
-            "sends": j.sends, "done": j.done, "prompt_tokens": j.prompt_tokens}
+            "sends": j.sends, "done": j.done, "prompt_tokens": j.prompt_tokens, "cached_tokens": j.cached_tokens,
+            "messages": len(j.messages)}
 
 
 def true_metrics(job: dict[str, Any]) -> dict[str, float | int | None]:
@@ -376,12 +413,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="each token takes itl + this * (running requests - 1)")
     p.add_argument("--ttft-per-running-ms", type=float, default=0.0,
                    help="first token: ttft + this * (running requests when it started - 1)")
+    p.add_argument("--cache-report", action="store_true",
+                   help="report each request's prefix-cache hit in usage.prompt_tokens_details.cached_tokens")
     p.add_argument("--no-uvloop", action="store_true")
     a = p.parse_args(argv)
     cfg = TruthConfig(ttft_s=a.ttft_ms / 1e3, itl_s=a.itl_ms / 1e3, tokens_per_chunk=a.tokens_per_chunk,
                       seats=a.seats, usage_delta=a.usage_delta, prompt_tokens=a.prompt_tokens,
                       speed_schedule=[float(x) for x in a.speed_schedule.split(",")],
-                      itl_per_running_s=a.itl_per_running_ms / 1e3, ttft_per_running_s=a.ttft_per_running_ms / 1e3)
+                      itl_per_running_s=a.itl_per_running_ms / 1e3, ttft_per_running_s=a.ttft_per_running_ms / 1e3,
+                      cache_report=a.cache_report)
     factory = None
     if not a.no_uvloop:
         try:
@@ -403,7 +443,10 @@ class TruthServer:
     def __init__(self, **flags: Any):
         self.argv = [sys.executable, "-m", "pytest_glmf.testing.truth_server"]
         for key, value in flags.items():
-            self.argv += [f"--{key.replace('_', '-')}", str(value)]
+            if value is True:    # a switch (cache_report=True)
+                self.argv.append(f"--{key.replace('_', '-')}")
+            else:
+                self.argv += [f"--{key.replace('_', '-')}", str(value)]
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 

@@ -39,7 +39,8 @@ def test_builtin_lanes_carry_the_recipe_flags() -> None:
         "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/models/GLM-5.3-Flash-DFlash2",
         "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.85", "--context-length", "1048576",
         "--cuda-graph-max-bs-decode", "16", "--host", "127.0.0.1", "--port", "30000",
-        "--max-mamba-cache-size", "48", "--speculative-dflash-block-size", "7", "--tool-call-parser", "glm47"]
+        "--max-mamba-cache-size", "48", "--speculative-dflash-block-size", "7", "--tool-call-parser", "glm47",
+        "--enable-cache-report"]
     assert build_server_argv(lanes["batch"])[5:] == [
         "--kv-cache-dtype", "fp8_e4m3", "--mem-fraction-static", "0.9", "--context-length", "131072",
         "--cuda-graph-max-bs-decode", "128", "--host", "127.0.0.1", "--port", "30000",
@@ -212,7 +213,7 @@ def test_bundled_thresholds_load_and_cover_the_recipe_lanes() -> None:
 
 @pytest.mark.parametrize("body, message", [
     ("lanes:\n  batch:\n    latency: {ttft_s: {max: 1}}",
-     "lanes.batch: unknown gate 'latency'; allowed: acceptance, boot, capacity, curve, drift, template, tools"),
+     "lanes.batch: unknown gate 'latency'; allowed: acceptance, agents, boot, capacity, curve, drift, template, tools"),
     ("lanes:\n  batch:\n    drift: {mean_dlogp: {max: 0.15}}",
      "lanes.batch.drift: unknown key 'mean_dlogp'; allowed metrics: argmax_mismatch, content_length_ratio, "
      "excess_abs_dlogp, excess_rms_dlogp, finish_reason_changed, floor_abs_dlogp, greedy_agreement, kl_topk, "

@@ -220,3 +220,18 @@ def test_template_example_passes_and_fails_with_the_text_around_the_difference(p
         "system_prompt *| token 1: reference id 2 (31 ids), served id 1 (32 ids) *| reference: [[]gMASK]⟦<sop>⟧<|system|>*"
         "| served: [[]gMASK]⟦[[]gMASK]⟧<sop><|system|>*",
     ], consecutive=True)
+
+
+def test_agent_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
+    imports = re.findall(r"^from (pytest_glmf\S*) import", (examples / "test_my_agent.py").read_text(), re.M)
+    assert imports == ["pytest_glmf.gates.agents"]
+    ok = run(pytester, "test_my_agent.py", "daily")
+    ok.assert_outcomes(passed=1)
+    ok.stdout.fnmatch_lines(["agents of lane 'daily' (simulator time scale 0.2: recipe units)",
+                             "turn | turns | TTFT p50 s | TTFT p95 s | prompt tok p50 | cached tok p50 | cache hit *",
+                             "sessions: 8/8 completed (100.0 %), 32 turns answered*"])
+    line = tighten(examples / "test_my_agent.py", 'ttft_p95_s={"max": 1.0}', 'ttft_p95_s={"max": 0.001}')
+    bad = run(pytester, "test_my_agent.py", "daily")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["agents of lane 'daily': 1 threshold(s) missed",
+                              f"ttft_p95_s | 0.* | <= 0.001 | *(examples/test_my_agent.py:{line})"])

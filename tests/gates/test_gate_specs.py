@@ -133,7 +133,7 @@ def test_a_typo_in_any_gates_settings_stops_pytest_before_a_server_boots(pyteste
 def test_every_gate_declares_settings_with_defaults_and_metrics_with_a_unit() -> None:
     from pytest_glmf.gates.spec import UNIT_TEXT
 
-    assert list(GATES) == ["boot", "curve", "drift", "acceptance", "tools", "capacity", "template"]
+    assert list(GATES) == ["boot", "curve", "drift", "acceptance", "tools", "capacity", "template", "agents"]
     for name, spec in GATES.items():
         spec.defaults()                              # every setting has a default (or the gate has none)
         assert spec.metrics, name

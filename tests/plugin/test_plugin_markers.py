@@ -25,7 +25,7 @@ def test_markers_are_registered_with_help(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines([
         "@pytest.mark.glmf_lanes(*names): run this test only on the named lanes; skipped with a reason on other lanes",
-        "@pytest.mark.glmf_gate(name): the gate a test belongs to (boot, curve, drift, acceptance, tools, capacity, template)",
+        "@pytest.mark.glmf_gate(name): the gate a test belongs to (boot, curve, drift, acceptance, tools, capacity, template, agents)",
         "@pytest.mark.glmf_serial: the test measures speed; it runs alone against the server, never beside "
         "other tests (also under xdist)",
     ])
@@ -67,7 +67,7 @@ def test_nested_lane_markers_intersect(pytester: pytest.Pytester) -> None:
     ("glmf_lanes()", 'glmf_lanes takes lane names as strings, e.g. @pytest.mark.glmf_lanes("batch", "daily"); got *'),
     ("glmf_lanes(lane='batch')", "glmf_lanes takes lane names as strings*"),
     ("glmf_lanes(3)", "glmf_lanes takes lane names as strings*"),
-    ("glmf_gate('latency')", "glmf_gate takes one gate name, one of boot, curve, drift, acceptance, tools, capacity, template; got *"),
+    ("glmf_gate('latency')", "glmf_gate takes one gate name, one of boot, curve, drift, acceptance, tools, capacity, template, agents; got *"),
     ("glmf_gate()", "glmf_gate takes one gate name*"),
     ("glmf_serial(users=8)", "glmf_serial takes no arguments; got *"),
 ])

@@ -46,7 +46,7 @@ THRESHOLD_CASES = [
     ("negative-users", "lanes:\n  batch:\n    curve:\n      rows:\n        - {users: 8}\n        - {users: -4}\n",
      "ERROR: {th}: lanes.batch.curve.rows[1]: users must be a positive integer, got -4"),
     ("no-such-gate", "lanes:\n  batch:\n    latency: {ttft_p95_s: {max: 1}}\n",
-     "ERROR: {th}: lanes.batch: unknown gate 'latency'; allowed: acceptance, boot, capacity, curve, drift, template, tools"),
+     "ERROR: {th}: lanes.batch: unknown gate 'latency'; allowed: acceptance, agents, boot, capacity, curve, drift, template, tools"),
     ("malformed-yaml", "lanes:\n  batch:\n    boot: {max_running_requests: {min: 1}\n  daily: {}\n",
      "ERROR: {th}:4: invalid YAML: expected ',' or '}}', but got '<scalar>'"),
     # settings and bounds, validated by the gates' declarations (gates/<gate>/spec.py)

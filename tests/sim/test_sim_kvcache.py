@@ -86,6 +86,38 @@ def test_same_prefix_in_one_chunk_is_computed_twice_then_shared():
     assert pool.used == 640 and len(pool.nodes) == 10
 
 
+def test_a_finished_turn_leaves_prompt_and_answer_for_the_next_turn_unless_evicted():
+    pool = KVPool(4_000)
+    turn1 = prompt(1, 1000)
+    a = hold(turn1, max_new=300)
+    pool.admit(a, 0, 1000)
+    pool.insert(a)
+    pool.grow(a, 300)
+    answer = [50_000 + i for i in range(300)]
+    pool.cache_finished(a, turn1 + answer)
+    pool.release(a)
+    assert len(pool.nodes) == 1300 // PAGE_TOKENS and pool.private == 0 and pool.held == 0
+    # the next turn resends prompt + answer + a new user message: every whole page of it is cached
+    turn2 = turn1 + answer + [60_000 + i for i in range(200)]
+    b = hold(turn2)
+    assert pool.match(b, len(turn2)) == 1300 // PAGE_TOKENS
+    # another session's long prompt under pressure evicts the idle session's pages (LRU)
+    other = hold(prompt(9, 3500))
+    pool.admit(other, 0, 3500)
+    assert pool.match(b, len(turn2)) < 1300 // PAGE_TOKENS
+    assert pool.used <= pool.kv_tokens
+
+
+def test_an_unfinished_sequence_is_not_cached_as_another_requests():
+    pool = KVPool(10_000)
+    a = hold(prompt(1, 640))
+    pool.admit(a, 0, 640)
+    pool.insert(a)
+    pool.grow(a, 128)
+    pool.cache_finished(a, prompt(2, 768))              # not a's sequence: nothing inserted
+    assert len(pool.nodes) == 10 and pool.private == 128
+
+
 def test_retraction_order_and_ratio_follow_sglang():
     pool = KVPool(10_000)
     hs = [hold(prompt(i, 100 * (i + 1)), max_new=500, ignore_eos=False) for i in range(3)]

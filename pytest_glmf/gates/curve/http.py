@@ -43,11 +43,14 @@ def split_url(base_url: str) -> tuple[str, int, bool, str]:
     return u.hostname or "127.0.0.1", u.port or (443 if https else 80), https, u.path.rstrip("/")
 
 
-def build_request(host: str, port: int, path: str, body: dict[str, Any], api_key: str | None = None) -> bytes:
+def build_request(host: str, port: int, path: str, body: dict[str, Any], api_key: str | None = None,
+                  request_id: str | None = None) -> bytes:
     payload = json.dumps(body, separators=(",", ":")).encode()
     auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    # X-Request-ID: a conversation's turn, named in the server's logs (and the truth server's record)
+    rid = f"X-Request-ID: {request_id}\r\n" if request_id else ""
     head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\n{auth}Content-Length: {len(payload)}\r\n\r\n")
+            f"Accept: text/event-stream\r\n{auth}{rid}Content-Length: {len(payload)}\r\n\r\n")
     return head.encode() + payload
 
 

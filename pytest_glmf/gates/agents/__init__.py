@@ -1,0 +1,25 @@
+"""The agents gate: N agents' sessions at once, each turn resending the conversation so far.
+
+Public API (import it from here; the modules behind it may move):
+    measure_agents(url, conversations=None, **settings) -> AgentsResult    per-turn TTFT, cache hits, sessions
+    assert_agents(result, **bounds)                                   the thresholds file's bounds
+    load_sessions(path), from_template(**counts) -> Conversations     what the agents send
+    AgentsSettings                                                    the settings and their defaults
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_glmf.gates import lazy_exports
+
+if TYPE_CHECKING:
+    from pytest_glmf.gates.agents.api import AgentsResult, assert_agents, measure_agents
+    from pytest_glmf.gates.agents.sessions import Conversations, Session, Turn, from_template, load_sessions
+    from pytest_glmf.gates.agents.spec import AgentsSettings
+
+__all__ = ["AgentsResult", "AgentsSettings", "Conversations", "Session", "Turn", "assert_agents", "from_template",
+           "load_sessions", "measure_agents"]
+__getattr__, __dir__ = lazy_exports(__name__, {"measure_agents": "api", "assert_agents": "api", "AgentsResult": "api",
+                                               "AgentsSettings": "spec", "Conversations": "sessions",
+                                               "Session": "sessions", "Turn": "sessions",
+                                               "from_template": "sessions", "load_sessions": "sessions"})

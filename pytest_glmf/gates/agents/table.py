@@ -1,0 +1,41 @@
+"""The agents' tables: one row per turn index, then the sessions line (plain data in, text out)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_glmf.gates.verdict import fmt, render_table
+
+DEFINITIONS = {
+    "ttft_s": "first chunk with content, reasoning or a tool call minus the turn's send; queueing included",
+    "per_user_tok_s": "(completion_tokens - 1) / (last token - first token) per answer; median over answers",
+    "cached_tokens": "usage.prompt_tokens_details.cached_tokens as the server reports it",
+    "cache_hit_pct": "sum of cached / sum of prompt tokens over the turns that report it",
+    "returning": "the turns after a session's first (what a prefix cache can serve)",
+    "session_time_s": "first turn's send to the last answer's last token, completed sessions",
+    "send_lateness_s": "turn sent - turn due (previous answer's last token + think time)",
+}
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{x:.1f} %"
+
+
+def agents_table(summary: Mapping[str, Any]) -> str:
+    """Per turn: TTFT p50/p95, prompt and cached tokens, cache hit, per-user tok/s, errors; a last
+    row over every turn; then the sessions and the client's lateness."""
+    body = []
+    for r in [*summary.get("per_turn", []), {**summary, "turn": "all"}]:
+        turn = r["turn"] + 1 if isinstance(r["turn"], int) else r["turn"]
+        body.append([str(turn), str(r["turns"]), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
+                     fmt(r.get("prompt_tokens_p50")), fmt(r.get("cached_tokens_p50")), _pct(r.get("cache_hit_pct")),
+                     fmt(r.get("per_user_tok_s")), str(r.get("tool_calls", 0)), str(r.get("errors", 0))])
+    table = render_table(body, ["turn", "turns", "TTFT p50 s", "TTFT p95 s", "prompt tok p50", "cached tok p50",
+                                "cache hit", "per-user tok/s", "tool calls", "errors"])
+    sessions = (f"sessions: {summary.get('sessions_completed')}/{summary.get('sessions')} completed "
+                f"({_pct(summary.get('sessions_completed_pct'))}), {summary.get('turns_completed')} turns answered, "
+                f"session time p50 {fmt(summary.get('session_time_p50_s'))} s, max {fmt(summary.get('session_time_max_s'))} s; "
+                f"returning turns: cache hit {_pct(summary.get('returning_cache_hit_pct'))}, "
+                f"TTFT p95 {fmt(summary.get('returning_ttft_p95_s'))} s; "
+                f"send lateness p99 {fmt(summary.get('send_lateness_p99_s'))} s")
+    return f"{table}\n{sessions}"
