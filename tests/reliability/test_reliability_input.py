@@ -51,8 +51,9 @@ THRESHOLD_CASES = [
      "ERROR: {th}:4: invalid YAML: expected ',' or '}}', but got '<scalar>'"),
     # settings and bounds, validated by the gates' declarations (gates/<gate>/spec.py)
     ("settings-typo", "lanes:\n  batch:\n    drift:\n      settings: {promts: 2}\n",
-     "ERROR: {th}: lanes.batch.drift.settings: unknown key 'promts'; allowed: check_tokenizer, k, max_tokens, "
-     "not_worse_than, oracle_engine, oracle_url, prompt_file, prompts, reference, regenerate, self_check"),
+     "ERROR: {th}: lanes.batch.drift.settings: unknown key 'promts'; allowed: agreement_tokens, answer_max_tokens, "
+     "answer_prompts, check_tokenizer, k, max_tokens, not_worse_than, oracle_engine, oracle_url, prompt_file, "
+     "prompts, reference, regenerate, score_concurrency, self_check"),
     ("settings-type", "lanes:\n  batch:\n    acceptance:\n      settings: {prompts_per_class: two}\n",
      "ERROR: {th}: lanes.batch.acceptance.settings.prompts_per_class: expected an integer >= 1, got 'two'"),
     ("min-above-max", "lanes:\n  batch:\n    boot: {max_running_requests: {min: 5, max: 1}}\n",
