@@ -59,6 +59,9 @@ def test_curve_suite_through_the_plugin_on_the_sim(pytester):
     lanes = pytester.makefile(".yaml", lanes=(
         "lanes:\n  simbatch:\n    launcher: sim\n    model: /models/GLM-5.3-Flash-NVFP4\n    spec: none\n"
         "    kv: fp8_e4m3\n    ctx: 131072\n    maxbs: 128\n    time_scale: 0.1\n    boot_timeout_s: 60\n"
+        # SGLang refreshes its running gauge every decode_log_interval decode steps (40): a 16-token
+        # run would never show it, so this server refreshes it every 4
+        "    sim_args: [--decode-log-interval, '4']\n"
         "    extra: " + " ".join(ROUND1_EXTRA) + "\n"))
     thresholds = pytester.makefile(".yaml", thresholds=(
         "schema: 1\nlanes:\n  simbatch:\n    curve:\n"
