@@ -43,7 +43,7 @@ from pytest_glmf.gates.spec import GateSpec, describe_type
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PAGES = sorted([ROOT / "CONTRIBUTING.md", *DOCS.rglob("*.md")])
+PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS.rglob("*.md")])
 BIN = Path(sys.executable).parent
 RUNNABLE = {"python", "bash"}
 LANGS = RUNNABLE | {"yaml", "json", "text", "toml", "ini"}
@@ -443,3 +443,13 @@ def test_each_gate_has_a_page_with_its_spec_table(name: str) -> None:
     assert found, f"{page.relative_to(ROOT)} lacks its spec table (GLMF_DOCS_WRITE=1 adds it)"
     assert found.group(0) == want, (f"{page.relative_to(ROOT)}: the spec table differs from "
                                     f"pytest_glmf/gates/{name}/spec.py (GLMF_DOCS_WRITE=1 rewrites it):\n{want}")
+
+
+def test_readme_stays_short_and_lists_every_gate() -> None:
+    """The README is the five-minute page: the details live in docs/guide/, one row and a link per gate."""
+    readme = (ROOT / "README.md").read_text()
+    lines = readme.count("\n")
+    assert lines <= 180, f"README.md has {lines} lines (about 150 wanted): move the new section to docs/guide/ and link it"
+    for name in GATES:
+        assert re.search(rf"^\| {name} \| .* \| \[{name}\]\(docs/guide/gates/{name}\.md\) \|$", readme, re.M), \
+            f"README.md's gate table has no row for gate {name!r} linking docs/guide/gates/{name}.md"
