@@ -157,14 +157,14 @@ def test_server_fixture_without_a_lane_fails_with_the_remedy(pytester: pytest.Py
                                  "glmf_lane in the ini file*"])
 
 
-def test_readme_documents_every_option_and_its_ini_twin() -> None:
+def test_the_reference_documents_every_option_and_its_ini_twin() -> None:
     from pathlib import Path
 
     from pytest_glmf.plugin.options import OPTIONS
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "guide" / "options.md").read_text()
     for name, (metavar, _, _) in OPTIONS.items():
-        assert f"| `--glmf-{name.replace('_', '-')} {metavar}` | `glmf_{name}` |" in readme, name
+        assert f"| `--glmf-{name.replace('_', '-')} {metavar}` | `glmf_{name}` |" in page, name
 
 
 def test_header_warns_when_the_thresholds_file_has_no_section_for_the_lane(pytester: pytest.Pytester) -> None:
