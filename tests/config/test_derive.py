@@ -18,11 +18,11 @@ lanes:
     model: /m
     draft: /d
     spec: dflash
-    extra: [--max-mamba-cache-size, "48", --speculative-dflash-block-size=7, --enable-x]
+    extra: [--max-mamba-cache-size, "48", --speculative-dflash-block-size=7, --enable-metrics]
   daily-b8:
     base: daily
     --speculative-dflash-block-size: 8
-    --enable-x: null
+    --enable-metrics: null
     time_scale: 0.05
   slots:
     base: daily
