@@ -119,7 +119,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if mark.args or mark.kwargs:
                 raise pytest.UsageError(f"{item.nodeid}: glmf_serial takes no arguments; got {mark}")
             if config.pluginmanager.hasplugin("xdist"):  # the marker only exists with xdist loaded
-                item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+                # several lanes: a group per lane, so each lane's speed tests stay serial on its own server
+                lane = item_lane(item)
+                item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP if lane is None else f"{SERIAL_GROUP}:{lane}"))
         lanes = _marker_lanes(item)
         if lanes is None:
             continue

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from pytest_glmf.plugin.session import GlmfSession
 
 
-def serial_lock_path(state: "GlmfSession") -> Path:
-    return state.settings.results_dir / ".locks" / f"{state.session_id}.lock"
+def serial_lock_path(state: "GlmfSession", session_id: str | None = None) -> Path:
+    """The lock of the session's server (several lanes: of the lane whose session id is given)."""
+    return state.settings.results_dir / ".locks" / f"{session_id or state.session_id}.lock"
 
 
 @contextmanager

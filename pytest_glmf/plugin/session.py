@@ -8,13 +8,14 @@ fixture launches it on first use and stops it at the end. With xdist (`-n N`) th
 launches it before the workers start, hands its address to every worker through
 `pytest_configure_node`, and stops it after all workers are done; workers only attach.
 
-Several lanes (`--glmf-lane a --glmf-lane b`, `--glmf-lane all`; not with xdist yet): the tests
-that use `glmf_lane` are parametrized by lane (session scope, so pytest runs one lane's tests
-together), and the session object holds one lane's state at a time: before the first test of the
-next lane it finishes the previous one (stops its server, writes its result file, baseline,
-history) and starts afresh (its own session id `<id>-<lane>`, its own result file and ledger
-lines). At the end the lanes are compared (compare/report.py): the terminal tables and
-`<results>/compare-<id>.md`.
+Several lanes (`--glmf-lane a --glmf-lane b`, `--glmf-lane all`): the tests that use `glmf_lane`
+are parametrized by lane (session scope, so pytest runs one lane's tests together), and the
+session object holds one lane's state at a time: before the first test of the next lane it
+finishes the previous one (stops its server, writes its result file, baseline, history) and starts
+afresh (its own session id `<id>-<lane>`, its own result file and ledger lines). With xdist the
+controller does that when the scheduler has seen the previous lane's last test complete, and the
+workers wait for the next lane's server (plugin/lanesched.py). At the end the lanes are compared
+(compare/report.py): the terminal tables and `<results>/compare-<id>.md`.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.launch import cleanup
-from pytest_glmf.plugin import bookkeeping, faults, history
+from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
 
 if TYPE_CHECKING:
@@ -84,29 +85,35 @@ class GlmfSession:
     base_session_id: str = ""                      # several lanes: each lane's session id is `<this>-<lane>`
     lane_failed: bool = False                      # several lanes: a test of the current lane failed
     finished_lanes: list[dict[str, Any]] = field(default_factory=list)  # several lanes: name, result file, notes
+    config: pytest.Config | None = None
 
     @classmethod
     def start(cls, config: pytest.Config, settings: "Settings", thresholds: Thresholds | None) -> "GlmfSession":
         """The session of this process (an xdist worker's, or the owner's), registered with the
         plugin manager; the owner's result file is written even when SIGTERM or an exit ends it."""
         workerinput = getattr(config, "workerinput", None)
-        if len(settings.lanes) > 1 and (workerinput is not None or getattr(config.option, "numprocesses", None)):
-            raise pytest.UsageError(
-                f"--glmf-lane: several lanes ({', '.join(lane.name for lane in settings.lanes)}) with xdist (-n) "
-                "are not supported yet: run one lane per session with -n, then `glmf compare RESULT...`; or drop "
-                "-n to test the lanes one server at a time")
+        several = len(settings.lanes) > 1
+        if several:
+            settings = replace(settings, lane=settings.lanes[0])
+            dist = config.getoption("dist", "no")
+            if workerinput is None and dist not in ("no", "load", "loadgroup"):
+                raise pytest.UsageError(
+                    f"--dist {dist}: several lanes ({', '.join(lane.name for lane in settings.lanes)}) under xdist "
+                    "run with --dist load or loadgroup (one lane's server at a time, its tests spread over the "
+                    "workers); drop --dist, or test one lane per session")
         if workerinput is not None:
-            session = cls(settings, workerinput.get("glmf_session_id", "worker"), workerinput["workerid"],
-                          owner=False, thresholds=thresholds, remote_server=workerinput.get("glmf_server"),
-                          boot_error=workerinput.get("glmf_boot_error"))
+            session_id = workerinput.get("glmf_session_id", "worker")
+            base = workerinput.get("glmf_base_session_id", session_id)
+            session = cls(settings, session_id, workerinput["workerid"], owner=False, thresholds=thresholds,
+                          remote_server=workerinput.get("glmf_server"), boot_error=workerinput.get("glmf_boot_error"),
+                          base_session_id=base)
         else:
             session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-            if len(settings.lanes) > 1:
-                settings = replace(settings, lane=settings.lanes[0])
             session = cls(settings, session_id, "main", owner=True, thresholds=thresholds, base_session_id=session_id)
-            if len(settings.lanes) > 1:
-                session.session_id = f"{session_id}-{settings.lanes[0].name}"
+            if several:
+                session.session_id = session.lane_session_id(settings.lanes[0].name)
             session._forget_cleanup = cleanup.register(f"glmf session {session_id}", session.end_abruptly, first=True)
+        session.config = config
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, PLUGIN_NAME)
         if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -123,20 +130,51 @@ class GlmfSession:
         """Several lanes in this session (one server at a time)."""
         return len(self.settings.lanes) > 1
 
+    def lane_session_id(self, name: str) -> str:
+        """Several lanes: the session id of lane `name` (its result file, parts, locks)."""
+        return f"{self.base_session_id}-{name}"
+
     def switch_lane(self, name: str) -> None:
         """Several lanes: make `name` the current lane; the previous one is finished first (its
-        server stopped before the next one can start)."""
+        server stopped before the next one can start). An xdist worker only forgets the previous
+        lane's server: the controller finishes lanes (`xdist_next_lane`)."""
         if name == self.lane.name and not any(f["lane"] == name for f in self.finished_lanes):
             return
-        self.finish_lane()
+        if self.owner:
+            self.finish_lane()
         lane = next(lane for lane in self.settings.lanes if lane.name == name)
         recovered = self.extra.get("recovered")
         self.settings = replace(self.settings, lane=lane)
-        self.session_id = f"{self.base_session_id}-{name}"
+        self.session_id = self.lane_session_id(name)
         self.server, self.boot_error, self.gone, self.stopped, self.recorder = None, None, None, False, None
-        self.incomplete, self._baseline_doc, self.lane_failed = [], None, False
+        self.incomplete, self._baseline_doc, self.lane_failed, self.remote_server = [], None, False, None
         self.extra = {"recovered": recovered} if recovered else {}
-        bookkeeping.claim_results(self)
+        if self.owner:
+            bookkeeping.claim_results(self)
+
+    def xdist_next_lane(self, name: str) -> None:
+        """xdist controller, several lanes: every test of the current lane has completed (or none
+        ran yet): finish it, boot lane `name` and hand it to the workers waiting for it."""
+        self.switch_lane(name)
+        _progress(self, f"glmf: lane {name}: booting (lane {self.lane_index(name) + 1} of {len(self.settings.lanes)})")
+        try:
+            self.get_server()
+        except pytest.fail.Exception:
+            pass   # boot_error goes to the workers; each of the lane's tests fails with it
+        lanesched.publish(self.settings.results_dir, self.session_id, name, server=self.server,
+                          boot_error=self.boot_error)
+
+    def xdist_stopping(self, why: str) -> None:
+        """xdist controller: the session stops (-x, --maxfail): workers waiting for a later lane
+        skip its tests instead of waiting for a server that is never booted."""
+        for lane in self.settings.lanes:
+            sid = self.lane_session_id(lane.name)
+            if not lanesched.handoff_path(self.settings.results_dir, sid).exists():
+                lanesched.publish(self.settings.results_dir, sid, lane.name,
+                                  skip=f"lane {lane.name} not launched: the session is stopping ({why})")
+
+    def lane_index(self, name: str) -> int:
+        return [lane.name for lane in self.settings.lanes].index(name)
 
     def finish_lane(self, exitstatus: int | None = None) -> int | None:
         """Several lanes: stop the current lane's server and write its result file (with the lane's
@@ -183,6 +221,13 @@ class GlmfSession:
         if self.boot_error is not None:
             pytest.fail(self.boot_error, pytrace=False)
         if self.server is None:
+            if self.remote_server is None and not self.owner and self.several:
+                handed = lanesched.wait_published(self)   # the controller boots the lane when the last one is done
+                if "skip" in handed:
+                    pytest.skip(handed["skip"])
+                self.remote_server, self.boot_error = handed.get("server"), handed.get("boot_error")
+                if self.boot_error is not None:
+                    pytest.fail(self.boot_error, pytrace=False)
             if self.remote_server is not None:
                 self.server = server_from_dict(self.remote_server)
             else:
@@ -233,7 +278,7 @@ class GlmfSession:
             history.check_store(self)
             bookkeeping.recover_killed(self)
             bookkeeping.claim_results(self)
-        if not _xdist_controller(session.config):
+        if not _xdist_controller(session.config) or self.several:   # several: booted lane by lane (scheduler)
             return
         try:
             self.get_server()
@@ -252,10 +297,26 @@ class GlmfSession:
         from pytest_glmf.launch import server_to_dict
 
         node.workerinput["glmf_session_id"] = self.session_id
+        node.workerinput["glmf_base_session_id"] = self.base_session_id
         if self.server is not None:
             node.workerinput["glmf_server"] = server_to_dict(self.server)
         if self.boot_error is not None:
             node.workerinput["glmf_boot_error"] = self.boot_error
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """xdist controller, several lanes: work units go out lane by lane (plugin/lanesched.py)."""
+        if not self.several:
+            return None
+        results, base = self.settings.results_dir, self.base_session_id
+        return lanesched.make_scheduler(config, log, [lane.name for lane in self.settings.lanes],
+                                        lambda worker: lanesched.read_items(results, base, worker),
+                                        self.xdist_next_lane, self.xdist_stopping)
+
+    @pytest.hookimpl(tryfirst=True)   # before xdist sends the collection to the controller
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.several and not self.owner:
+            lanesched.write_items(self, session.items)
 
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
@@ -280,6 +341,8 @@ class GlmfSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         """xdist workers: glmf_serial tests hold the server alone, the others share it."""
+        if self.several and (name := item_lane(item)) is not None:
+            self.switch_lane(name)   # before the lock: it is the lane's
         if self.owner or not _uses_server(item):
             return (yield)
         with server_lock(serial_lock_path(self), exclusive=item.get_closest_marker("glmf_serial") is not None):
@@ -336,6 +399,10 @@ class GlmfSession:
         finally:
             self.stop()
             serial_lock_path(self).unlink(missing_ok=True)  # the workers are gone: nobody holds it
+            if self.several:
+                for lane in self.settings.lanes:
+                    serial_lock_path(self, self.lane_session_id(lane.name)).unlink(missing_ok=True)
+                lanesched.cleanup(self.settings.results_dir, self.base_session_id)
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         """The recipe-style tables of everything measured, then where the files are."""
@@ -348,3 +415,11 @@ class GlmfSession:
         if self._forget_cleanup is not None:
             self._forget_cleanup()
         config.pluginmanager.unregister(self)
+
+
+def _progress(state: GlmfSession, line: str) -> None:
+    """A line on the controller's terminal between the workers' progress (lane switches)."""
+    reporter = state.config.pluginmanager.get_plugin("terminalreporter") if state.config is not None else None
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(line)

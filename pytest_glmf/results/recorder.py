@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,17 @@ class SessionRecorder:
         if self.capture is not None:
             self.capture.append((gate, key, data))
 
+    def parts(self) -> list[Path]:
+        """This session's part files: `<session_id>-<worker>.jsonl`, the worker `main` or an xdist
+        `gwN` (not the parts of lane `b-x` when this is lane `b` of a several-lanes session)."""
+        prefix = f"{self.session_id}-"
+        return sorted(p for p in (self.results_dir / ".parts").glob(f"{prefix}*.jsonl")
+                      if re.fullmatch(r"main|gw\d+", p.name[len(prefix):-len(".jsonl")]))
+
     def recorded(self) -> dict[str, dict[str, Any]]:
         """Everything recorded so far by every process of this session (later records win)."""
         gates: dict[str, dict[str, Any]] = {}
-        for part in sorted((self.results_dir / ".parts").glob(f"{self.session_id}-*.jsonl")):
+        for part in self.parts():
             for line in part.read_text().splitlines():
                 if line.strip():
                     rec = json.loads(line)
@@ -69,7 +77,7 @@ class SessionRecorder:
         write_atomic(out, text)
         write_atomic(self.results_dir / f"{self.lane_name}-latest.json", text)
         if final:
-            for part in (self.results_dir / ".parts").glob(f"{self.session_id}-*.jsonl"):
+            for part in self.parts():
                 part.unlink()
             (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
         return out

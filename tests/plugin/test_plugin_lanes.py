@@ -164,9 +164,86 @@ def test_what_cannot_mean_several_lanes_is_refused(pytester, files, extra, messa
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_several_lanes_with_xdist_say_it_is_not_supported(pytester, files) -> None:
+XDIST_TEST = """\
+import json, os, time
+import pytest
+
+
+def log(kind, lane, pid, t0):
+    with open("intervals.jsonl", "a") as f:
+        f.write(json.dumps({"kind": kind, "lane": lane, "pid": pid, "t0": t0, "t1": time.time(),
+                            "worker": os.environ["PYTEST_XDIST_WORKER"]}) + "\\n")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_plain(i, glmf_lane, glmf_server, glmf_client, glmf_results):
+    t0 = time.time()
+    assert glmf_client.get_json("/v1/models")["data"]
+    time.sleep(0.2)
+    glmf_results.record("curve", f"plain{i}", {"i": i})
+    log("plain", glmf_lane.name, glmf_server.provenance["pid"], t0)
+
+
+@pytest.mark.glmf_serial
+def test_speed(glmf_lane, glmf_server):
+    t0 = time.time()
+    time.sleep(0.6)
+    log("serial", glmf_lane.name, glmf_server.provenance["pid"], t0)
+"""
+
+
+def intervals(pytester: pytest.Pytester) -> list[dict]:
+    return [json.loads(x) for x in (pytester.path / "intervals.jsonl").read_text().splitlines()]
+
+
+def test_two_lanes_under_xdist_boot_in_turn_and_every_worker_tests_each(pytester, files, pid_alive) -> None:
     pytest.importorskip("xdist")
-    result = pytester.runpytest_subprocess(*files, "--glmf-lane", "all", "-n", "2", "test_user.py")
-    result.stderr.fnmatch_lines(["ERROR: --glmf-lane: several lanes (slots-38, slots-120) with xdist (-n) are not "
-                                 "supported yet: *"])
+    pytester.makepyfile(test_xdist=XDIST_TEST)
+    result = pytester.runpytest_subprocess(*files, "--glmf-lane", "all", "-n", "2", "-v", "test_xdist.py",
+                                           str(SUITES / "test_boot.py"), "-k", "not kv_pool", timeout=300)
+    result.assert_outcomes(passed=2 * 7 + 2 * 2, skipped=2)   # seats: no curve rows (xdist counts no deselected)
+    seen = intervals(pytester)
+    pids = {lane: {x["pid"] for x in seen if x["lane"] == lane} for lane in ("slots-38", "slots-120")}
+    assert all(len(p) == 1 for p in pids.values()) and pids["slots-38"] != pids["slots-120"], pids
+    # the first lane's tests all ended before the second lane's began: one server at a time
+    assert max(x["t1"] for x in seen if x["lane"] == "slots-38") < min(x["t0"] for x in seen if x["lane"] == "slots-120")
+    # every worker tested each lane's server
+    assert {(x["lane"], x["worker"]) for x in seen if x["kind"] == "plain"} == {
+        (lane, w) for lane in ("slots-38", "slots-120") for w in ("gw0", "gw1")}
+    # a lane's speed test ran alone on its server
+    for serial in (x for x in seen if x["kind"] == "serial"):
+        beside = [x for x in seen if x["lane"] == serial["lane"] and x["kind"] == "plain"
+                  and x["t0"] < serial["t1"] and x["t1"] > serial["t0"]]
+        assert beside == [], (serial, beside)
+    assert not any(pid_alive(next(iter(p))) for p in pids.values())
+    result.stdout.fnmatch_lines(["glmf: lane slots-38: booting (lane 1 of 2)",
+                                 "glmf: lane slots-120: booting (lane 2 of 2)"])
+    results = pytester.path / "glmf-results"
+    docs = {name: json.loads((results / f"{name}-latest.json").read_text()) for name in ("slots-38", "slots-120")}
+    for name, doc in docs.items():   # both workers' records in the lane's one result file
+        assert sorted(doc["gates"]["curve"]) == [f"plain{i}" for i in range(6)], name
+        assert doc["provenance"]["pid"] in pids[name] and doc["incomplete"] == []
+    assert docs["slots-38"]["gates"]["boot"]["facts"]["max_running_requests"] == 7
+    assert docs["slots-120"]["gates"]["boot"]["facts"]["max_running_requests"] == 24
+    result.stdout.fnmatch_lines(["*glmf comparison*", "seats (max_running_requests) | 7 * | 24*",
+                                 f"glmf: comparison written to {results}/compare-*.md (again: glmf compare *)"])
+    assert list((results / ".locks").iterdir()) == []   # locks and hand-offs are cleaned up
+
+
+def test_xdist_with_x_stops_without_booting_the_next_lane(pytester, files) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_xdist=XDIST_TEST + "\n\ndef test_fails(glmf_lane):\n    assert glmf_lane.name != 'slots-38'\n")
+    result = pytester.runpytest_subprocess(*files, "--glmf-lane", "all", "-n", "2", "-x", "test_xdist.py", timeout=300)
+    assert result.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED)   # xdist: interrupted
+    result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
+    assert "slots-120" not in {x["lane"] for x in intervals(pytester)}
+    assert "glmf: lane slots-120: booting" not in result.stdout.str()
+    assert "slots-120-latest.json" not in {p.name for p in (pytester.path / "glmf-results").iterdir()}
+
+
+def test_several_lanes_take_load_or_loadgroup_distribution(pytester, files) -> None:
+    pytest.importorskip("xdist")
+    result = pytester.runpytest_subprocess(*files, "--glmf-lane", "all", "-n", "2", "--dist", "loadfile", "test_user.py")
+    result.stderr.fnmatch_lines(["ERROR: --dist loadfile: several lanes (slots-38, slots-120) under xdist run with "
+                                 "--dist load or loadgroup *"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR

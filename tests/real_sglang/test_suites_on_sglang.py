@@ -2,7 +2,8 @@
 sglang-oracle` in a fresh process, the ready-made suites with the stage's thresholds file. The
 plugin launches the lane itself (process launcher, preflight, readiness, identity, served
 surface), every gate judges, acceptance is skipped up front with the server's own reason, the run
-lands in the history store, and nothing is left running afterwards.
+lands in the history store, and nothing is left running afterwards. Then two lanes with `-n 2`:
+one SGLang up at a time, both workers testing each, a result file per lane and the comparison.
 """
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_stage import LANES_FILE, ORACLE, THRESHOLDS_FILE
+import yaml
+from sglang_stage import CANDIDATE, LANES_FILE, ORACLE, THRESHOLDS_FILE
+
+from pytest_glmf.suites import __file__ as SUITES_INIT
 
 pytestmark = [pytest.mark.real_sglang]
 
@@ -84,3 +88,50 @@ def test_the_ready_made_suites_on_the_real_sglang(sglang_dir: Path, tmp_path: Pa
         runs = db.execute("SELECT lane, verdict FROM glmf_runs").fetchall()
     assert runs == [(ORACLE, "passed")], runs
     assert _server_processes(sglang_dir / "models" / "oracle") == []
+
+
+TWO_LANES_TEST = """\
+import json, os, time
+import pytest
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_served(i, glmf_lane, glmf_server, glmf_client):
+    t0 = time.time()
+    assert glmf_client.get_json("/v1/models")["data"][0]["id"]
+    with open("intervals.jsonl", "a") as f:
+        f.write(json.dumps({"lane": glmf_lane.name, "pid": glmf_server.provenance["pid"], "t0": t0,
+                            "t1": time.time(), "worker": os.environ["PYTEST_XDIST_WORKER"]}) + "\\n")
+"""
+
+
+def test_two_real_lanes_under_xdist_boot_one_at_a_time(sglang_dir: Path, tmp_path: Path, sglang_report: dict) -> None:
+    pytest.importorskip("xdist")
+    boot = yaml.safe_load(THRESHOLDS_FILE.read_text())["lanes"][ORACLE]["boot"]
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(yaml.safe_dump({"schema": 1, "lanes": {ORACLE: {"boot": boot}, CANDIDATE: {"boot": boot}}}))
+    (tmp_path / "test_two.py").write_text(TWO_LANES_TEST)
+    results = tmp_path / "glmf-results"
+    env = {**os.environ, "GLMF_REAL_SGLANG_DIR": str(sglang_dir), "GLMF_PREFLIGHT_CACHE": str(tmp_path / "preflight")}
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+            "--glmf-lanes", str(LANES_FILE), "--glmf-lane", ORACLE, "--glmf-lane", CANDIDATE,
+            "--glmf-thresholds", str(thresholds), "--glmf-results", str(results),
+            str(Path(SUITES_INIT).parent / "test_boot.py"), "test_two.py"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    tail = proc.stdout[-6000:] + proc.stderr[-2000:]
+    sglang_report["two_lanes_xdist"] = {"exit": proc.returncode, "table": "\n".join(proc.stdout.splitlines()[-30:])}
+    assert proc.returncode == 0, tail
+    seen = [json.loads(x) for x in (tmp_path / "intervals.jsonl").read_text().splitlines()]
+    pids = {lane: {x["pid"] for x in seen if x["lane"] == lane} for lane in (ORACLE, CANDIDATE)}
+    assert all(len(p) == 1 for p in pids.values()) and pids[ORACLE] != pids[CANDIDATE], pids
+    assert max(x["t1"] for x in seen if x["lane"] == ORACLE) < min(x["t0"] for x in seen if x["lane"] == CANDIDATE)
+    assert {(x["lane"], x["worker"]) for x in seen} == {(lane, w) for lane in pids for w in ("gw0", "gw1")}, seen
+    for lane in (ORACLE, CANDIDATE):
+        doc = json.loads((results / f"{lane}-latest.json").read_text())
+        assert doc["exitstatus"] == 0 and doc["incomplete"] == [], (lane, doc.get("incomplete"))
+        assert doc["gates"]["boot"]["facts"]["kv_tokens"] == 32768, lane
+        assert doc["provenance"]["pid"] in pids[lane]
+    assert f"glmf: lane {CANDIDATE}: booting (lane 2 of 2)" in proc.stdout, tail
+    assert "Boot facts side by side" in proc.stdout and list(results.glob("compare-*.md")), tail
+    for model in ("oracle", "nvfp4"):
+        assert _server_processes(sglang_dir / "models" / model) == [], model
