@@ -119,6 +119,16 @@ def test_boot_facts_from_real_vllm_log(oracle: Any, oracle_client: Client, real_
               where=f"{facts.kv_tokens} // {per_request_tokens}", hint="raise VLLM_CPU_KVCACHE_SPACE"),
     ]
     assert_checks(checks, "boot facts from the real vLLM boot log")
+    # What the server said at launch (engine/serverconfig.py, dev-mode /server_info): no speculation,
+    # the scheduler's max_num_seqs, the context of /v1/models
+    cfg = oracle.config
+    info = oracle_client.get_json("/server_info?config_format=json")["vllm_config"]
+    real_report["server_config"] = cfg.summary()
+    assert cfg.told == {"context_length": "/v1/models", "speculative_algorithm": "/server_info",
+                        "speculative_num_draft_tokens": "/server_info", "max_running_requests": "/server_info"}, cfg
+    assert (cfg.speculative_algorithm, cfg.context_length) == (None, CTX), cfg
+    assert cfg.max_running_requests == info["scheduler_config"]["max_num_seqs"] > 0, cfg
+    assert cfg.speculates is False and cfg.why_no_speculation() == "/server_info says speculative_algorithm: null"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,6 +471,10 @@ def test_acceptance_ngram_per_class_from_metrics(real_servers: Any, real_report:
     from pytest_glmf.gates.acceptance.table import render_result
 
     server = real_servers.get(NGRAM)
+    # the running vLLM tells its speculative config (dev-mode /server_info): the lane's n-gram, 4 tokens
+    assert (server.config.speculative_algorithm, server.config.speculative_num_draft_tokens) == ("ngram", 4), \
+        server.config.summary()
+    assert server.config.speculates is True
     try:
         with Client(server.base_url) as client:
             classes = load_prompt_classes()
