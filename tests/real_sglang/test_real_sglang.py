@@ -182,6 +182,20 @@ def test_curve_rows_valid_with_counts_agreeing(oracle: Any, sglang_report: dict)
     assert_checks(checks, "curve on the real SGLang (float32, 1 thread)")
 
 
+def test_glmf_curve_from_a_shell_takes_the_servers_word(oracle: Any, tmp_path: Path, capsys: Any) -> None:
+    """`glmf curve --url` with no boot log: seats and KV pool from SGLang's /server_info, and its
+    decode_log_interval keeps a 4-token row free of the stale-gauge note."""
+    from pytest_glmf.gates.curve.cli import cli as curve_cli
+
+    out = tmp_path / "curve.json"
+    assert curve_cli(["--url", oracle.base_url, "--users", "2", "--max-tokens", "4", "--runs", "1", "--no-warmup",
+                      "--lag-p99-max-ms", "1000", "--json", str(out)]) == 0
+    assert "glmf curve: the server says: speculative_algorithm null, tool_call_parser hermes" in capsys.readouterr().err
+    row = json.loads(out.read_text())["rows"][0]
+    assert (row["seats"], row["memory"]["kv_tokens"]) == (oracle.config.max_running_requests, KV_TOKENS), row["seat"]
+    assert row["seat"]["gauge_stale"] and not [n for n in row["seat"]["notes"] if n.startswith("/metrics:")]
+
+
 # ------------------------------------------------------------------------------------------------
 # Tools: SGLang's own hermes parser
 

@@ -55,7 +55,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--slo", required=True, help="service level: per_user_tok_s=50,ttft_s=1.0 (also users_pct, "
                    "ttft_pct, allow_queueing=true)")
-    p.add_argument("--boot-log", type=Path, help="the server's boot log: its seats and KV pool bound the search")
+    p.add_argument("--boot-log", type=Path, help="the server's boot log: its seats and KV pool bound the search "
+                   "(without it: what the server says at /server_info)")
     p.add_argument("--prompt-tokens", type=int, default=DEFAULTS.prompt_tokens,
                    help=f"prompt tokens per user, fitted with the server's /tokenize (default {DEFAULTS.prompt_tokens}; "
                         "0: the prompt file as it is)")
@@ -100,6 +101,10 @@ def cli(argv: list[str] | None = None) -> int:
             facts = parse_boot_log(a.boot_log.read_text(errors="replace")).to_dict()
         except OSError as exc:
             p.error(f"--boot-log: {exc}")
+    from pytest_glmf.gates.curve.endpoints import shell_facts
+
+    facts, said = shell_facts(a.url, facts)    # seats and KV pool the server says, where no log did
+    print(f"glmf capacity: the server says: {said}", file=sys.stderr)
     return run(a, slo, settings, contexts, facts)
 
 

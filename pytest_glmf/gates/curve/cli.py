@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_glmf.gates.curve.endpoints import replica_facts
+from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
 from pytest_glmf.gates.curve.measure import run_curve, run_settings_for, summary, workload_for
 from pytest_glmf.gates.curve.spec import DEFAULTS, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
@@ -31,7 +31,8 @@ def cli(argv: list[str] | None = None) -> int:
                    help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
     p.add_argument("--boot-log", type=Path, action="append",
                    help="server boot log: seats and KV pool for the row checks; with several --url, one per url "
-                        "in the same order (seats are summed, each replica's share checked)")
+                        "in the same order (seats are summed, each replica's share checked); without it, what one "
+                        "server says at /server_info")
     p.add_argument("--workers", type=int, help="client worker processes reading the streams (default: as many as "
                    "the measured cost per token event needs, capped by the cores)")
     p.add_argument("--arrival", choices=ARRIVALS, default="uniform",
@@ -70,6 +71,10 @@ def cli(argv: list[str] | None = None) -> int:
         facts = each[0] if len(each) == 1 else replica_facts(
             each, a.url if len(a.url) > 1 else [str(log) for log in a.boot_log],
             assigned_by="client" if len(a.url) > 1 else "router")
+    # what the server says of itself fills what no boot log gave (one server; replicas: their logs)
+    if len(a.url) == 1:
+        facts, said = shell_facts(a.url[0], facts)
+        print(f"glmf curve: the server says: {said}", file=sys.stderr)
     try:
         prompts = load_prompt_variants(a.prompt_file)
     except (OSError, UnicodeDecodeError) as exc:

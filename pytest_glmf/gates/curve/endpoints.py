@@ -166,3 +166,34 @@ def server_endpoints(server: "Server") -> tuple[list[str], dict[str, Any]]:
     facts = replica_facts([r.boot_facts.to_dict() if r.boot_log_path else None for r in server.replicas], names,
                           assigned_by="client" if own_urls else "router")
     return urls, {**facts, **refresh}
+
+
+def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
+    """What a server says of itself that the row checks use, for a curve run from a shell against a
+    URL (no launched lane, maybe no boot log): SGLang's /server_info (seats as its scheduler runs
+    them, KV pool, context, `decode_log_interval` for the stale-gauge rule), else vLLM's dev-mode
+    /server_info and /v1/models (engine/serverconfig.py). Returns (facts in the boot facts' keys,
+    the one-line summary); a server that tells nothing gives ({}, "not told")."""
+    from pytest_glmf.engine.client import Client, Timeouts
+    from pytest_glmf.engine.serverconfig import read_server_config
+
+    with Client(base_url, Timeouts(connect_s=3.0, first_token_s=10.0, between_tokens_s=10.0)) as client:
+        cfg = read_server_config(client, "sglang")
+        if not cfg.says("speculative_algorithm"):   # no SGLang /server_info: vLLM's (dev mode), if any
+            cfg = read_server_config(client, "vllm")
+    facts: dict[str, Any] = {}
+    for key, name in (("max_running_requests", "max_running_requests"), ("kv_tokens", "max_total_tokens"),
+                      ("context_len", "context_length"), ("decode_log_interval", "decode_log_interval")):
+        if cfg.says(name) and getattr(cfg, name) is not None:
+            facts[key] = getattr(cfg, name)
+    return facts, cfg.summary()
+
+
+def shell_facts(url: str, boot_facts: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    """A shell command's facts about one server: its boot log's (when given) completed by what the
+    server says of itself (`facts_told`; the log wins where it says something). Returns (facts or
+    None, the server's one-line summary)."""
+    told, said = facts_told(url)
+    if not told and not boot_facts:
+        return None, said
+    return {**told, **{k: v for k, v in (boot_facts or {}).items() if v is not None}}, said

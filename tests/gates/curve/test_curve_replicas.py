@@ -131,3 +131,21 @@ def test_glmf_curve_with_two_urls_their_boot_logs_and_two_workers(two_sims, tmp_
     with pytest.raises(SystemExit):
         curve_cli(argv[:-4] + ["--url", two_sims[1].base_url])
     assert "1 --boot-log for 2 --url: give one boot log per url, in order" in capsys.readouterr().err
+
+
+def test_glmf_curve_on_one_url_without_a_boot_log_takes_the_servers_word(two_sims, tmp_path, capsys):
+    """From a shell: the seats come from the server's /server_info (SGLang's effective seats), and a
+    row shorter than its decode_log_interval gets no false "/metrics: at most 0 running" note."""
+    from pytest_glmf.gates.curve.cli import cli as curve_cli
+
+    out = tmp_path / "curve.json"
+    argv = ["--url", two_sims[0].base_url, "--users", "8", "--max-tokens", "8", "--runs", "1", "--no-warmup",
+            "--lag-p99-max-ms", "1000", "--json", str(out)]
+    assert curve_cli(argv) == 0
+    err = capsys.readouterr().err
+    assert "glmf curve: the server says: speculative_algorithm null, " in err and "max_running_requests 7" in err
+    row = json.loads(out.read_text())["rows"][0]
+    notes = row["seat"]["notes"]
+    assert row["seats"] == 7 and row["seat"]["shared"] and notes[0] == "8 clients sharing 7 seats", row["seat"]
+    assert row["seat"]["gauge_stale"] and not any("/metrics: at most" in n for n in notes), row["seat"]
+    assert row["memory"]["kv_tokens"] == 7242496   # the KV pool the server said
