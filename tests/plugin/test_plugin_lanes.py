@@ -125,14 +125,17 @@ def test_all_is_every_lane_of_the_file_and_one_lane_is_todays_session(pytester, 
     assert "[slots-38]" not in result.stdout.str()
 
 
-def test_a_lane_that_does_not_boot_fails_its_tests_and_the_next_lane_still_runs(pytester, files) -> None:
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one process", "-n 2"])
+def test_a_lane_that_does_not_boot_fails_its_tests_and_the_next_lane_still_runs(pytester, files, xdist) -> None:
+    if xdist:
+        pytest.importorskip("xdist")
     lanes = pytester.makefile(".yaml", lanes=LANES + (
         "  oom:\n    launcher: sim\n    model: /models/GLM-5.3-Flash-NVFP4\n    sim_args: [--fault, boot-oom]\n"
         "    time_scale: 0.05\n    boot_timeout_s: 60\n"))
     thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS + "  oom:\n    boot: {max_running_requests: {min: 1}}\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-thresholds",
                                            str(thresholds), "--glmf-lane", "oom", "--glmf-lane", "slots-120",
-                                           "test_user.py")
+                                           *xdist, "test_user.py")
     result.assert_outcomes(passed=1, errors=1)
     ledger = [x for x in (pytester.path / "glmf-results" / "failure-ledger.md").read_text().splitlines()
               if x.startswith("- ")]
@@ -218,6 +221,8 @@ def test_two_lanes_under_xdist_boot_in_turn_and_every_worker_tests_each(pytester
     assert not any(pid_alive(next(iter(p))) for p in pids.values())
     result.stdout.fnmatch_lines(["glmf: lane slots-38: booting (lane 1 of 2)",
                                  "glmf: lane slots-120: booting (lane 2 of 2)"])
+    result.stdout.fnmatch_lines(["  glmf: history: run *-slots-38 (passed) stored in *history.sqlite",
+                                 "  glmf: history: run *-slots-120 (passed) stored in *history.sqlite"])
     results = pytester.path / "glmf-results"
     docs = {name: json.loads((results / f"{name}-latest.json").read_text()) for name in ("slots-38", "slots-120")}
     for name, doc in docs.items():   # both workers' records in the lane's one result file
