@@ -1,7 +1,8 @@
 """The recipe's round-2 slots table on the simulator, from one multi-lane session: DFlash2 at 38
 (7 seats), 48 (9 seats) and 120 (24 seats) state slots and autoregressive (640 slots, 128 seats) at
-8, 16 and 24 users, each lane booted in turn, then the comparison (users as rows, lanes as columns,
-over-seat rows flagged) and the crossover of every pair.
+8, 16 and 24 users (the recipe's rows) and 32 (above the 120-slot lane's seats), on the recipe's
+workload, each lane booted in turn, then the comparison (users as rows, lanes as columns, over-seat
+rows flagged) and the crossover of every pair. About 10 minutes at --time-scale 1.0.
 
     .venv/bin/python bench/round2.py [--results DIR] [--time-scale 0.25]
 

@@ -12,7 +12,10 @@ Definitions (every number the sentence states):
   higher for tok/s, lower for TTFT), "b" the other way round, "tie" otherwise;
 - the crossover: the last users value the leading lane wins before the other first wins, and that
   first value; `crossover_users` interpolates linearly where the difference crosses zero between
-  them. More than one change of winner is reported as such, never smoothed into one crossover.
+  them. More than one change of winner is reported as such, never smoothed into one crossover;
+- where only one lane has a valid row (the other's is excluded or was not measured) the sentence
+  says so after the verdict, with the other row's kind: the recipe's "DFlash2 for up to about 24
+  users, AR above" is DFlash2 winning every users value it has seats for and AR alone above them.
 """
 from __future__ import annotations
 
@@ -60,9 +63,15 @@ class Crossover:
         return None if p is None else {"a": self.a, "b": self.b, "tie": "tie"}[p.winner]
 
     def sentence(self) -> str:
+        """The verdict over the users values both lanes measured, then where only one lane has valid
+        rows (its rival's excluded or missing there): "dflash2-120 beats ar per user at every valid
+        users value (8-24); above 24 only ar has valid rows (32: dflash2-120 seat-starved)"."""
         what = METRIC_PHRASES.get(self.metric, f"on {self.metric}")
         if not self.points:
             return f"{self.a} vs {self.b} {what}: no users value with a valid row on both lanes"
+        return "; ".join([self._verdict(what), *self._one_lane_clauses()])
+
+    def _verdict(self, what: str) -> str:
         users = [p.users for p in self.points]
         span = f"{users[0]}" if len(users) == 1 else f"{users[0]}-{users[-1]}"
         if self.leader is None:
@@ -84,6 +93,30 @@ class Crossover:
         return (f"{self.leader} beats {other} {what} up to {self.leads_up_to} users; from {self.other_from} "
                 f"{other} wins{at}")
 
+    def _one_lane_clauses(self) -> list[str]:
+        """Users values only one lane has a valid row at, below, between or above the compared ones,
+        with what the other lane's row is there (its exclusion's kind, or not measured). "above 24
+        only ar has valid rows" when ar alone has rows above; rows of both lanes on one side are
+        named each by its users values."""
+        low, high = self.points[0].users, self.points[-1].users
+        kinds = {(lane, u): why.split(":")[0] for lane, u, why in self.excluded}
+        clauses = []
+        for side, inside in (("below", lambda u: u < low), ("between", lambda u: low < u < high),
+                             ("above", lambda u: u > high)):
+            by_lane = {lane: sorted(u for name, u in self.unpaired if name == lane and inside(u))
+                       for lane in (self.a, self.b)}
+            by_lane = {lane: users for lane, users in by_lane.items() if users}
+            for lane, users in by_lane.items():
+                other = self.b if lane == self.a else self.a
+                there = ", ".join(sorted({kinds.get((other, u), "not measured") for u in users}))
+                at = ", ".join(map(str, users))
+                rows = "valid rows" if len(users) > 1 else "a valid row"
+                if side == "between" or len(by_lane) > 1:
+                    clauses.append(f"only {lane} has {rows} at {at} ({other} {there})")
+                else:
+                    edge = low if side == "below" else high
+                    clauses.append(f"{side} {edge} only {lane} has {rows} ({at}: {other} {there})")
+        return clauses
 
 METRIC_PHRASES = {"per_user_tok_s": "per user", "aggregate_tok_s": "on aggregate tok/s",
                   "ttft_p95_s": "on TTFT p95", "ttft_p50_s": "on TTFT p50", "per_user_tok_s_p5": "on the slowest users"}

@@ -54,8 +54,32 @@ def test_seat_starved_and_kv_starved_rows_are_excluded_and_named() -> None:
                           ("dflash-7", 16, "seat-starved: 16 users on 7 seats"),
                           ("ar", 24, "KV-starved: 24 users x 2784 tokens do not fit the KV pool (1500 per user)")]
     assert [p.users for p in c.points] == [4]
-    assert c.sentence() == "dflash-7 beats ar per user at every valid users value (4)"
+    assert c.sentence() == ("dflash-7 beats ar per user at every valid users value (4); "
+                            "above 4 only ar has valid rows (8, 16: dflash-7 seat-starved)")
     assert c.unpaired == [("ar", 8), ("ar", 16)]
+
+
+def test_above_the_seats_only_the_other_lane_has_valid_rows() -> None:
+    # the recipe's round 2: "DFlash2 for up to about 24 users, AR above", 120 DFlash2 slots being 24 seats
+    dflash = from_rows("dflash2-120", [row(8, 106, seats=24), row(16, 86, seats=24), row(24, 72, seats=24),
+                                       row(32, 47, seats=24)])
+    ar = from_rows("ar", [row(8, 90, seats=128), row(16, 72, seats=128), row(24, 62, seats=128),
+                          row(32, 55, seats=128), row(48, 50, seats=128)])
+    c = judge(dflash, ar)
+    assert [p.winner for p in c.points] == ["a", "a", "a"] and c.other_from is None
+    assert c.excluded == [("dflash2-120", 32, "seat-starved: 32 users on 24 seats")]
+    assert c.unpaired == [("ar", 32), ("ar", 48)]
+    assert c.sentence() == ("dflash2-120 beats ar per user at every valid users value (8-24); "
+                            "above 24 only ar has valid rows (32, 48: dflash2-120 not measured, seat-starved)")
+    # rows only one lane has below, between and above the compared ones
+    a = from_rows("a", [row(1, 140), row(8, 100), row(24, 60), row(32, 50)])
+    b = from_rows("b", [row(8, 90), row(12, 80), row(16, 70), row(24, 70),
+                        row(32, 60, valid=False, flags="client-bound run(s) 1"), row(48, 50)])
+    c = judge(a, b)
+    assert c.sentence() == ("a beats b per user up to 8 users; from 24 b wins (difference crosses zero near 16.0 users); "
+                            "below 8 only a has a valid row (1: b not measured); "
+                            "only b has valid rows at 12, 16 (a not measured); "
+                            "only a has a valid row at 32 (b invalid); only b has a valid row at 48 (a not measured)")
 
 
 def test_invalid_rows_are_excluded_with_their_flags() -> None:
