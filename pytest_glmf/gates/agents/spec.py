@@ -139,3 +139,5 @@ SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_s
 # the replay block's own declaration (not a gate of the registry: it lives inside agents' section)
 REPLAY = GateSpec.declare("agents.replay", REPLAY_METRICS, ReplaySettings,
                           doc="a trace replayed open loop: TTFT, send lateness, tokens as the trace says")
+# blocks of the section with a declaration of their own (the docs generate a table for each)
+BLOCKS = {"replay": REPLAY}
