@@ -214,16 +214,18 @@ def replay_cli(argv: list[str]) -> int:
     p.add_argument("--session-prefix-tokens", type=int, dest="session_prefix_tokens",
                    help="our JSONL: tokens a session's requests share (default 0)")
     p.add_argument("--path", help=f"the streamed completions endpoint (default {d.path})")
+    p.add_argument("--no-warmup", action="store_true", help="skip the discarded first pass over the window")
     common_flags(p, "requests")
     a = p.parse_args(argv)
     whole = a.seconds == "all"
     if whole:
         a.seconds = None
     settings = settings_from_flags(p, a, REPLAY_FLAGS, REPLAY)
-    if whole:
+    if whole or a.no_warmup:
         from dataclasses import replace
 
-        settings = replace(settings, seconds=None)
+        settings = replace(settings, seconds=None if whole else settings.seconds,
+                           warmup=settings.warmup and not a.no_warmup)
     bounds = parse_bounds(p, a, REPLAY)
     time_scale = checked_time_scale(p, a)
     from pytest_glmf.gates.agents.replay import windowed

@@ -7,7 +7,8 @@ against bounds written like the thresholds file's `agents.replay` block.
     print(result.table())
     assert_replay(result, ttft_p95_s={"max": 2.0}, output_tokens_exact_pct={"min": 100})   # in a test
 
-`measure_replay` needs no pytest. Every replay is also held to two rules unless a bound of the
+`measure_replay` needs no pytest; with `warmup` (the default) it replays the window twice and
+keeps the second (the first hit of a batch shape is autotune, not the server's steady state). Every replay is also held to two rules unless a bound of the
 same metric replaces them: no request failed (`failed_requests` <= 0: a failed request is the
 server's) and the client sent on time (`send_lateness_p99_s` <= settings.send_lateness_max_s:
 else the arrivals were the client's, not the trace's).
@@ -68,9 +69,13 @@ def measure_replay(url: str, trace: Trace | str | Path | None = None, *, setting
     lane_timeouts = timeouts or {}
     first = opts.first_token_timeout_s or lane_timeouts.get("first_token_s") or 600.0
     between = opts.between_tokens_timeout_s or lane_timeouts.get("between_tokens_s") or 60.0
-    result = replay_trace(url, picked, time_scale=time_scale, speedup=opts.speedup, model=opts.model,
-                          path=opts.path, first_token_timeout_s=float(first), between_tokens_timeout_s=float(between),
-                          progress=progress)
+    kw = {"time_scale": time_scale, "speedup": opts.speedup, "model": opts.model, "path": opts.path,
+          "first_token_timeout_s": float(first), "between_tokens_timeout_s": float(between)}
+    if opts.warmup:
+        if progress is not None:
+            progress(f"replay: warmup pass over the window ({len(picked.requests)} requests, discarded)")
+        replay_trace(url, picked, **kw)
+    result = replay_trace(url, picked, progress=progress, **kw)
     result.settings = opts
     result.flags = replay_flags(result.summary, opts)
     return result

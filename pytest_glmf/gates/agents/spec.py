@@ -102,6 +102,8 @@ class ReplaySettings:
     session_prefix_tokens: int = setting(0, min=0, doc="our JSONL: tokens a session's requests share")
     model: str | None = setting(None, doc="model name sent (None: the served model)")
     path: str = setting("/v1/completions", doc="the streamed completions endpoint")
+    warmup: bool = setting(True, doc="the window once, discarded, before the measured replay (the first hit of "
+                                     "a batch shape is autotune; the prefix cache is flushed before each)")
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
     between_tokens_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.between_tokens_s")
     send_lateness_max_s: float = setting(0.05, above=0, doc="client self-check without a send_lateness_p99_s "

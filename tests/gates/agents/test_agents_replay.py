@@ -156,3 +156,28 @@ def test_a_users_own_test_replays_with_the_same_fixture(pytester, truth):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*trace replay of lane 'truth': 1 threshold(s) missed",
                                  "ttft_p95_s | * | <= 1e-06 | * (test_mine.py:7)"])
+
+
+def test_the_daily_lanes_builtin_replay_holds_on_the_simulator(pytester):
+    # the shipped thresholds' replay block, on the simulator's daily lane at time scale 0.1
+    lanes = str(resources.files("pytest_glmf.examples").joinpath("sim-lanes.yaml"))
+    result = pytester.runpytest("--glmf-lanes", lanes, "--glmf-lane", "daily", "--glmf-results",
+                                str(pytester.path / "results"), "-p", "no:randomly", "-s", "-k", "replay", SUITE)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["trace replay of lane 'daily': azure_llm_conv_2023_5min.csv [[]0, 30) s at x1, "
+                                 "simulator time scale 0.1: recipe units", "requests * | 59", "failed_requests * | 0"])
+
+
+def test_the_warm_pass_replays_the_window_once_more_and_is_discarded(tmp_path, truth):
+    from pytest_glmf.gates.agents import measure_replay
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(TRACE)
+    before = len(truth.truth())
+    lines: list[str] = []
+    result = measure_replay(truth.url, trace, start_s=0.25, seconds=1.0, speedup=4, progress=lines.append)
+    assert len(truth.truth()) - before == 2 * 2            # the window [0.25, 1.25) s holds 2 requests
+    assert result.summary["requests"] == 2 and len(result.records) == 2
+    assert lines[0] == "replay: warmup pass over the window (2 requests, discarded)"
+    measure_replay(truth.url, trace, start_s=0.25, seconds=1.0, speedup=4, warmup=False)
+    assert len(truth.truth()) - before == 2 * 2 + 2
