@@ -120,13 +120,15 @@ def to_recipe_units(summary: Mapping[str, Any], time_scale: float) -> dict[str, 
     return out
 
 
-def result_flags(summary: Mapping[str, Any], opts: AgentsSettings) -> list[str]:
+def result_flags(summary: Mapping[str, Any], opts: Any, failed_key: str = "errors", what: str = "turns") -> list[str]:
+    """Why the numbers are not the server's: `what` failed (`summary[failed_key]`), or the client
+    sent them late (p99 above `opts.send_lateness_max_s`)."""
     flags = []
-    if summary.get("errors"):
-        flags.append(f"{summary['errors']} turn(s) failed")
+    if summary.get(failed_key):
+        flags.append(f"{summary[failed_key]} {what[:-1]}(s) failed")
     late = summary.get("send_lateness_p99_s")
     if late is not None and late > opts.send_lateness_max_s:
-        flags.append(f"client-bound: turns sent {late:.3f} s late (p99) > {opts.send_lateness_max_s:g} s")
+        flags.append(f"client-bound: {what} sent {late:.3f} s late (p99) > {opts.send_lateness_max_s:g} s")
     return flags
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.agents.api import _settings
+from pytest_glmf.gates.agents.api import _settings, result_flags
 from pytest_glmf.gates.agents.spec import REPLAY, ReplaySettings
 from pytest_glmf.gates.agents.traces import PACKAGED, ReplayResult, Trace, load_trace, replay_trace
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
@@ -77,18 +77,8 @@ def measure_replay(url: str, trace: Trace | str | Path | None = None, *, setting
         replay_trace(url, picked, **kw)
     result = replay_trace(url, picked, progress=progress, **kw)
     result.settings = opts
-    result.flags = replay_flags(result.summary, opts)
+    result.flags = result_flags(result.summary, opts, "failed_requests", "requests")
     return result
-
-
-def replay_flags(summary: Mapping[str, Any], opts: ReplaySettings) -> list[str]:
-    flags = []
-    if summary.get("failed_requests"):
-        flags.append(f"{summary['failed_requests']} request(s) failed")
-    late = summary.get("send_lateness_p99_s")
-    if late is not None and late > opts.send_lateness_max_s:
-        flags.append(f"client-bound: requests sent {late:.3f} s late (p99) > {opts.send_lateness_max_s:g} s")
-    return flags
 
 
 def replay_checks(result: ReplayResult, bounds: Mapping[str, Mapping[str, float]], source: str) -> list[Check]:
