@@ -196,7 +196,12 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
 
 
 def seconds_arg(text: str) -> float | str:
-    return "all" if text == "all" else float(text)
+    if text == "all":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of trace seconds or all, got {text!r}") from None
 
 
 def replay_cli(argv: list[str]) -> int:

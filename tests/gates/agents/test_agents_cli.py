@@ -96,6 +96,8 @@ def test_a_replay_bound_missed_exits_1(sim, capsys):
     (["replay", "--start", "1000"], "--start/--seconds: no request of azure_llm_conv_2023_5min.csv arrives in that "
                                     "window (the trace is 29"),
     (["replay", "--speedup", "0"], "--speedup: expected a number > 0, got 0.0"),
+    (["replay", "--seconds", "soon"], "--seconds: expected a number of trace seconds or all, got 'soon'"),
+    (["replay", "--seconds", "0"], "--seconds: expected a number > 0, got 0.0"),
     (["replay", "--max", "errors=0"], "unknown key 'errors'; allowed metrics: failed_requests"),
 ])
 def test_bad_input_names_the_flag_and_what_it_allows(argv, message, capsys):
