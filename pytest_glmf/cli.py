@@ -19,6 +19,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("pytest_glmf.gates.drift.cli", "log-prob drift: oracle reference, scoring, comparison"),
     "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
     "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
+    "agents": ("pytest_glmf.gates.agents.cli", "agents' multi-turn sessions against a server; `glmf agents replay`: "
+                                               "a trace replayed open loop"),
     "template": ("pytest_glmf.gates.template.cli", "served chat template: make a reference, check a server against it"),
     "report": ("pytest_glmf.results.report", "render a result file as tables"),
     "compare": ("pytest_glmf.compare.cli", "compare lanes' result files: the recipe's tables, the crossover"),

@@ -394,8 +394,9 @@ def test_links_of_readme_and_contributing_resolve() -> None:
 # --- each gate's page carries its declared metrics and settings ----------------------------------------
 
 
-def spec_table(spec: GateSpec) -> str:
-    """The metrics and settings of a gate as the thresholds loader knows them (gates/<gate>/spec.py)."""
+def spec_table(spec: GateSpec, settings_prefix: str = "settings.") -> str:
+    """The metrics and settings of a gate as the thresholds loader knows them (gates/<gate>/spec.py);
+    a block's settings sit beside its bounds (`settings_prefix` "replay.")."""
     def cell(text: object) -> str:
         return str(text).replace("|", "\\|")
 
@@ -414,13 +415,42 @@ def spec_table(spec: GateSpec) -> str:
         else:
             default = "required"
         what = describe_type(hints[f.name], f.metadata)
-        rows.append(f"| `settings.{f.name}` | setting | {cell(f.metadata.get('doc') or '')} | {cell(what)} | {cell(default)} |")
+        rows.append(f"| `{settings_prefix}{f.name}` | setting | {cell(f.metadata.get('doc') or '')} | {cell(what)} | {cell(default)} |")
     return "\n".join(rows).replace("\n\n", "\n")
 
 
 def _marked(name: str) -> tuple[str, str]:
-    return f"<!-- spec table: {name} (generated from pytest_glmf/gates/{name}/spec.py by tests/test_docs.py) -->", \
-        "<!-- end of spec table -->"
+    return f"<!-- spec table: {name} (generated from pytest_glmf/gates/{name.split('.')[0]}/spec.py by " \
+        "tests/test_docs.py) -->", "<!-- end of spec table -->"
+
+
+def _blocks() -> list[tuple[str, str, GateSpec]]:
+    """(gate, key, declaration) of the blocks a gate's section holds with a declaration of their own
+    (the gate's spec module's BLOCKS: agents' replay)."""
+    import importlib
+
+    out = []
+    for gate in sorted(GATES):
+        module = importlib.import_module(f"pytest_glmf.gates.{gate}.spec")
+        out += [(gate, key, spec) for key, spec in getattr(module, "BLOCKS", {}).items()]
+    return out
+
+
+@pytest.mark.parametrize("gate, key, spec", _blocks(), ids=lambda x: x if isinstance(x, str) else "")
+def test_a_block_with_its_own_declaration_has_its_table_on_the_gates_page(gate: str, key: str, spec: GateSpec) -> None:
+    page = DOCS / "guide" / "gates" / f"{gate}.md"
+    start, end = _marked(f"{gate}.{key}")
+    want = f"{start}\n{spec_table(spec, f'{key}.')}\n{end}"
+    text = page.read_text()
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    if os.environ.get("GLMF_DOCS_WRITE") and start in text:
+        page.write_text(pattern.sub(lambda _: want, text))
+        text = page.read_text()
+    found = pattern.search(text)
+    assert found, f"{page.relative_to(ROOT)} lacks the table of its {key}: block: add the line {start!r} and " \
+                  f"{end!r} where it belongs, then GLMF_DOCS_WRITE=1 fills it"
+    assert found.group(0) == want, (f"{page.relative_to(ROOT)}: the {key}: table differs from its declaration "
+                                    f"(GLMF_DOCS_WRITE=1 rewrites it):\n{want}")
 
 
 @pytest.mark.parametrize("name", sorted(GATES))

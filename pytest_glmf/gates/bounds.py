@@ -12,10 +12,13 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import gate_spec
+
+if TYPE_CHECKING:
+    from pytest_glmf.gates.spec import GateSpec
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 _SUITES = os.path.join(_PACKAGE, "suites")
@@ -37,13 +40,15 @@ def caller_source() -> str:
     return "?"
 
 
-def checked_bounds(gate: str, bounds: Mapping[str, Any], helper: str, other_keys: tuple[str, ...] = (),
+def checked_bounds(gate: "str | GateSpec", bounds: Mapping[str, Any], helper: str, other_keys: tuple[str, ...] = (),
                    source: str | None = None) -> dict[str, Any]:
     """`bounds` as given to `helper`, validated by the gate's spec (the thresholds loader's own
-    check). A mistake fails the calling test: an error in the test, not a missed threshold."""
+    check; a spec of its own for a block inside a gate's section, e.g. agents' replay). A mistake
+    fails the calling test: an error in the test, not a missed threshold."""
     __tracebackhide__ = True
+    spec = gate_spec(gate) if isinstance(gate, str) else gate
     try:
-        gate_spec(gate).check_metrics(f"{helper}() at {source or caller_source()}", bounds, other_keys)
+        spec.check_metrics(f"{helper}() at {source or caller_source()}", bounds, other_keys)
     except ConfigError as exc:
         import pytest
 

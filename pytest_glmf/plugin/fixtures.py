@@ -7,6 +7,7 @@
     glmf_tools(scenarios=None, concurrency=1, ...) -> ToolsResult
     glmf_template(reference=None, conversations=None, ...) -> TemplateResult
     glmf_agents(conversations=None, **settings) -> AgentsResult
+    glmf_replay(trace=None, **settings) -> ReplayResult  a trace window replayed open loop
 
 Each fixture is a function the test calls with explicit arguments; it hands off to the plain
 function of `pytest_glmf.gates.<gate>` (which scripts call the same way) with what the session
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 USERS_MARKER = ("glmf_users(*users): measure this test's curve at each users value, one test per value "
                 "(ids users=N); the glmf_users fixture holds the value and glmf_curve() uses it")
 # Speed (curve, acceptance) and exact numerics (drift) must not share the server with other tests.
-SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents")
+SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents", "glmf_replay")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -252,6 +253,37 @@ def glmf_agents(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane
         result = _fail_unless_measured(lambda: measure_agents(
             glmf_server.base_url, conversations, settings=base, timeouts=glmf_lane.timeouts,
             time_scale=_time_scale(glmf_lane), **settings_kw), "glmf_agents", source)
+        result.lane = glmf_lane.name
+        glmf_results.record("agents", key or request.node.name, result.to_record())
+        return result
+
+    return measure
+
+
+@pytest.fixture
+def glmf_replay(request: pytest.FixtureRequest, glmf_server: "Server", glmf_lane: "LaneConfig",
+                glmf_thresholds: "Thresholds", glmf_results: "SessionRecorder") -> Callable[..., Any]:
+    """`glmf_replay(trace=None, *, settings=None, key=None, **settings_kw)` replays a trace window
+    open loop on the session's server (`pytest_glmf.gates.agents.replay.measure_replay`): a trace
+    file, the packaged slice's name, a Trace, or None (the lane's `agents.replay` block; a relative
+    trace path there is read beside the thresholds file). Recorded under `key` (default: the
+    test's name); judge it with `assert_replay`."""
+    from pytest_glmf.gates.agents.replay import measure_replay, trace_path
+    from pytest_glmf.gates.agents.spec import replay_parts
+
+    def measure(trace: Any = None, *, settings: Any = None, key: str | None = None, source: str | None = None,
+                **settings_kw: Any) -> Any:
+        __tracebackhide__ = True
+        block = glmf_thresholds.for_gate(glmf_lane.name, "agents").get("replay")
+        where = f"{glmf_thresholds.source(glmf_lane.name, 'agents')}.replay"
+        if settings is None:
+            settings = replay_parts(block, where)[0] if block is not None else None
+            if settings is not None and trace is None:
+                trace = trace_path(settings.trace, glmf_thresholds.path)
+        result = _fail_unless_measured(lambda: measure_replay(
+            glmf_server.base_url, trace, settings=settings, timeouts=glmf_lane.timeouts,
+            time_scale=_time_scale(glmf_lane), progress=live_progress(request.config), **settings_kw),
+            "glmf_replay", source)
         result.lane = glmf_lane.name
         glmf_results.record("agents", key or request.node.name, result.to_record())
         return result

@@ -13,12 +13,16 @@ naming the flag.
 meet that service level (TTFT percentile per turn, per-user tok/s of the answers), searched like
 the capacity gate's users, and with `settings.frontier_turns` the same at each session length;
 gated by `capacity_sessions` (gates/agents/capacity.py).
+
+`test_agents_replay` (with a `replay:` block in the section): a window of a trace (the packaged
+Azure slice, or a file) replayed open loop at its arrival times x `speedup`; its bounds (TTFT,
+send lateness, failed requests, output tokens exact) are the block's (gates/agents/replay.py).
 """
 from __future__ import annotations
 
 import pytest
 
-from pytest_glmf.gates.agents import assert_agents
+from pytest_glmf.gates.agents import assert_agents, assert_replay
 from pytest_glmf.plugin.progress import live_progress
 
 pytestmark = [pytest.mark.glmf_gate("agents"), pytest.mark.glmf_serial]
@@ -31,6 +35,8 @@ def test_agents(glmf_agents, glmf_lane, glmf_thresholds, record_property):
     if not section:
         pytest.skip(f"no agents section for lane {glmf_lane.name!r} in "
                     f"{glmf_thresholds.source(glmf_lane.name, 'agents')}")
+    if set(section) == {"replay"}:
+        pytest.skip(f"the agents section for lane {glmf_lane.name!r} holds only a trace replay (test_agents_replay)")
     result = glmf_agents(key="agents")
     print(result.table())
     for metric in ("ttft_p95_s", "returning_ttft_p95_s", "returning_cache_hit_pct", "sessions_completed_pct"):
@@ -72,3 +78,18 @@ def test_agents_capacity(request, glmf_server, glmf_lane, glmf_thresholds, glmf_
     else:
         pytest.skip(f"no capacity_sessions bound for lane {glmf_lane.name!r} in {source} "
                     f"(measured: {result.sessions} sessions)")
+
+
+def test_agents_replay(glmf_replay, glmf_lane, glmf_thresholds, record_property):
+    from pytest_glmf.gates.agents.spec import replay_parts
+
+    section = glmf_thresholds.for_gate(glmf_lane.name, "agents")
+    source = f"{glmf_thresholds.source(glmf_lane.name, 'agents')}.replay"
+    if "replay" not in section:
+        pytest.skip(f"no trace replay (replay:) for lane {glmf_lane.name!r} in {source}")
+    _, bounds = replay_parts(section["replay"], source)
+    result = glmf_replay(key="replay")
+    print(result.table())
+    for metric in ("ttft_p95_s", "send_lateness_p99_s", "failed_requests", "output_tokens_exact_pct"):
+        record_property(f"agents.replay.{metric}", result.summary.get(metric))
+    assert_replay(result, source=source, **bounds)

@@ -25,6 +25,7 @@ from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
 from pytest_glmf.gates.agents.table import DEFINITIONS, agents_table
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.workload import count_tokens
+from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
 
 SCHEMA = 1
@@ -79,10 +80,11 @@ class AgentsResult:
                 "definitions": DEFINITIONS, "turn_records": [t.to_dict() for t in self.turns]}
 
 
-def _settings(settings: AgentsSettings | None, overrides: Mapping[str, Any]) -> AgentsSettings:
-    base = dataclasses.asdict(settings or DEFAULTS)
+def _settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:
+    """`settings` (None: `spec`'s defaults) with `overrides` on top, checked like a thresholds file's."""
+    base = dataclasses.asdict(settings or spec.defaults())
     given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in overrides.items()}
-    return SPEC.build(base, "settings", given or None)
+    return spec.build(base, "settings", given or None)
 
 
 def conversations_for(opts: AgentsSettings, tokens_per_word: float = 1.0) -> Conversations:
@@ -118,13 +120,15 @@ def to_recipe_units(summary: Mapping[str, Any], time_scale: float) -> dict[str, 
     return out
 
 
-def result_flags(summary: Mapping[str, Any], opts: AgentsSettings) -> list[str]:
+def result_flags(summary: Mapping[str, Any], opts: Any, failed_key: str = "errors", what: str = "turns") -> list[str]:
+    """Why the numbers are not the server's: `what` failed (`summary[failed_key]`), or the client
+    sent them late (p99 above `opts.send_lateness_max_s`)."""
     flags = []
-    if summary.get("errors"):
-        flags.append(f"{summary['errors']} turn(s) failed")
+    if summary.get(failed_key):
+        flags.append(f"{summary[failed_key]} {what[:-1]}(s) failed")
     late = summary.get("send_lateness_p99_s")
     if late is not None and late > opts.send_lateness_max_s:
-        flags.append(f"client-bound: turns sent {late:.3f} s late (p99) > {opts.send_lateness_max_s:g} s")
+        flags.append(f"client-bound: {what} sent {late:.3f} s late (p99) > {opts.send_lateness_max_s:g} s")
     return flags
 
 
@@ -165,6 +169,20 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
                         measured={m: raw.get(m) for m in SPEC.metrics})
 
 
+def agents_checks(result: AgentsResult, bounds: Mapping[str, Any], source: str) -> list[Check]:
+    """One Check per bound (validated already), and the two rules of every measurement: no turn
+    failed, the client sent turns on time (settings.send_lateness_max_s)."""
+    checks = checks_from_bounds("agents", result.summary, bounds, source=source)
+    if result.summary.get("errors"):
+        checks.append(Check("failed turns", result.summary["errors"], {"max": 0}, source=source, cause="server",
+                            hint="; ".join(sorted({t.request.error or "" for t in result.turns if not t.ok}))[:200]))
+    late = result.summary.get("send_lateness_p99_s")
+    checks.append(Check("send_lateness_p99_s", late, {"max": result.settings.send_lateness_max_s},
+                        source="settings.send_lateness_max_s", cause="client-bound",
+                        hint="the client, not the server, set the pace: run on a quieter machine"))
+    return checks
+
+
 def assert_agents(result: AgentsResult, *, source: str | None = None, lane: Any = None, **bounds: Any) -> None:
     """Fail the test unless the measurement meets `bounds` (metric={"min": x} and/or {"max": y}, the
     thresholds file's keys) and is valid (no failed turn, the client sent turns on time). The
@@ -176,15 +194,7 @@ def assert_agents(result: AgentsResult, *, source: str | None = None, lane: Any 
 
         source = caller_source()
     bounds = checked_bounds("agents", bounds, "assert_agents", (), source)
-    checks = checks_from_bounds("agents", result.summary, bounds, source=source)
-    if result.summary.get("errors"):
-        checks.append(Check("failed turns", result.summary["errors"], {"max": 0}, source=source, cause="server",
-                            hint="; ".join(sorted({t.request.error or "" for t in result.turns if not t.ok}))[:200]))
-    late = result.summary.get("send_lateness_p99_s")
-    checks.append(Check("send_lateness_p99_s", late, {"max": result.settings.send_lateness_max_s},
-                        source="settings.send_lateness_max_s", cause="client-bound",
-                        hint="the client, not the server, set the pace: run on a quieter machine"))
-    failed = failed_checks(checks)
+    failed = failed_checks(agents_checks(result, bounds, source))
     if failed:
         import pytest
 

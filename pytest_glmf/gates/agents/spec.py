@@ -8,16 +8,20 @@
       sessions_completed_pct: {min: 100}
       slo: {ttft_s: 1.0, ttft_pct: 95, per_user_tok_s: 50, users_pct: 95}   # per turn
       capacity_sessions: {min: 8}                          # the most sessions at once under that slo
+      replay: {trace: azure_llm_conv_2023_5min.csv, start_s: 0, seconds: 60, speedup: 1.0,
+               ttft_p95_s: {max: 2.0}, send_lateness_p99_s: {max: 0.05}, failed_requests: {max: 0}}
 
 N agents' sessions run at once; each turn resends the conversation so far (sessions.py), so the
-prefix cache decides the returning turns' TTFT. Definitions: records.py.
+prefix cache decides the returning turns' TTFT. Definitions: records.py. `replay:` is a trace
+replayed open loop (traces.py): its own settings and its own metrics (REPLAY_METRICS) in one block.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting, settings_keys
 
 METRICS = [
     Metric("ttft_p95_s", "lower", "s", doc="time to first token of every turn, 95th percentile"),
@@ -69,11 +73,73 @@ class AgentsSettings:
 
 DEFAULTS = AgentsSettings()
 
+REPLAY_METRICS = [
+    Metric("ttft_p50_s", "lower", "s", doc="time to first token of the trace's requests, median"),
+    Metric("ttft_p95_s", "lower", "s", doc="time to first token of the trace's requests, 95th percentile"),
+    Metric("per_user_tok_s", "higher", "tok/s", doc="median over requests of each answer's decode rate"),
+    Metric("send_lateness_p99_s", "lower", "s", doc="client self-check: how late requests were sent after "
+                                                    "their trace time, p99 (wall seconds)"),
+    Metric("failed_requests", "lower", "count", doc="requests without a complete answer"),
+    Metric("output_tokens_exact_pct", "higher", "%", hi=100.0,
+           doc="answers whose usage.completion_tokens is the trace's output tokens"),
+    Metric("prompt_tokens_error_p95_pct", "lower", "%",
+           doc="|usage.prompt_tokens - the trace's input tokens| / input tokens, p95 (the prompt is fitted "
+               "to the served tokenizer, so close, not exact)"),
+]
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Which trace, which window of it and how fast (`agents.replay`, beside the bounds)."""
+
+    trace: str = setting("azure_llm_conv_2023_5min.csv", doc="a trace file (Azure CSV, Mooncake JSONL, our "
+                                                             "JSONL; relative: beside the thresholds file) or "
+                                                             "the packaged slice's name")
+    start_s: float = setting(0.0, min=0, doc="the window's start, seconds into the trace")
+    seconds: float | None = setting(60.0, above=0, doc="the window's length in trace seconds (None: to the end)")
+    speedup: float = setting(1.0, above=0, doc="arrivals this many times faster than the trace's")
+    block_tokens: int = setting(512, min=1, doc="tokens per hash_ids block (Mooncake's 512)")
+    session_prefix_tokens: int = setting(0, min=0, doc="our JSONL: tokens a session's requests share")
+    model: str | None = setting(None, doc="model name sent (None: the served model)")
+    path: str = setting("/v1/completions", doc="the streamed completions endpoint")
+    warmup: bool = setting(True, doc="the window once, discarded, before the measured replay (the first hit of "
+                                     "a batch shape is autotune; the prefix cache is flushed before each)")
+    first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
+    between_tokens_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.between_tokens_s")
+    send_lateness_max_s: float = setting(0.05, above=0, doc="client self-check without a send_lateness_p99_s "
+                                                            "bound: requests sent later (p99) mark the replay "
+                                                            "client-bound")
+
+
+REPLAY_DEFAULTS = ReplaySettings()
+REPLAY_KEYS = settings_keys(ReplaySettings)
+
+
+def _check_replay(spec: GateSpec, where: str, value: Any) -> None:
+    replay_parts(value, where)
+
+
+def replay_parts(value: Any, where: str) -> tuple[ReplaySettings, dict[str, dict[str, float]]]:
+    """An `agents.replay` block as (settings, bounds): every key a replay setting or a bound on a
+    replay metric, else a ConfigError naming `where` and the key."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping like {{trace: azure_llm_conv_2023_5min.csv, seconds: 60, "
+                          "ttft_p95_s: {{max: 2.0}}}}")
+    REPLAY.check_metrics(where, value, REPLAY_KEYS)
+    settings = build_settings(ReplaySettings, {k: v for k, v in value.items() if k in REPLAY_KEYS}, where)
+    return settings, REPLAY.bounds(value)
+
+
 def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
     from pytest_glmf.gates.capacity.spec import build_slo
 
     build_slo(value, where)
 
 
-SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_slo},
+SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_slo, "replay": _check_replay},
                         doc="agents' sessions: per-turn TTFT, prefix-cache hits, session numbers")
+# the replay block's own declaration (not a gate of the registry: it lives inside agents' section)
+REPLAY = GateSpec.declare("agents.replay", REPLAY_METRICS, ReplaySettings,
+                          doc="a trace replayed open loop: TTFT, send lateness, tokens as the trace says")
+# blocks of the section with a declaration of their own (the docs generate a table for each)
+BLOCKS = {"replay": REPLAY}

@@ -36,6 +36,7 @@ from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
+from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
 from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.endpoints import Target
 from pytest_glmf.gates.curve.records import (
@@ -45,6 +46,7 @@ from pytest_glmf.gates.curve.records import (
     send_lateness_s,
     ttft_s,
 )
+from pytest_glmf.gates.curve.runner import Progress
 from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
 from pytest_glmf.gates.curve.workload import count_tokens
 
@@ -214,19 +216,49 @@ def prompt_for(trace: Trace, index: int, per_word: float) -> str:
 
 @dataclass
 class ReplayResult:
+    """One replay: `summary` holds the numbers (replay_summary; TTFT and tok/s in the trace's own
+    units when a simulator ran at a time scale), `records` one per request. `flags` say why the
+    numbers are not the server's (failed requests, the client sending late); `assert_replay`
+    judges them (gates/agents/replay.py)."""
+
     summary: dict[str, Any]
     records: list[RequestRecord] = field(repr=False)
     trace: Trace | None = field(default=None, repr=False)
+    flags: list[str] = field(default_factory=list)
+    lane: str | None = None
+    settings: ReplaySettings = REPLAY_DEFAULTS
+
+    @property
+    def valid(self) -> bool:
+        return not self.flags
+
+    def __getattr__(self, name: str) -> Any:
+        # result.ttft_p95_s, result.failed_requests ...: the summary's numbers
+        summary = self.__dict__.get("summary")
+        if summary is not None and name in summary:
+            return summary[name]
+        raise AttributeError(name)
 
     def table(self) -> str:
+        from pytest_glmf.gates.bounds import lane_phrase
         from pytest_glmf.gates.verdict import fmt, render_table
 
         s = self.summary
-        rows = [[k, fmt(s.get(k))] for k in ("requests", "errors", "wall_s", "send_lateness_p50_s",
-                                             "send_lateness_p99_s", "send_lateness_max_s", "ttft_p50_s", "ttft_p95_s",
-                                             "per_user_tok_s", "output_tokens_exact_pct", "prompt_tokens_error_p50_pct",
-                                             "prompt_tokens_error_p95_pct")]
-        return f"trace replay: {s.get('source')} at x{s.get('speedup'):g}\n" + render_table(rows, ["metric", "value"])
+        rows = [[k, fmt(s.get(k))] for k in TABLE_KEYS]
+        unit = f", simulator time scale {s['time_scale']:g}: recipe units" if s.get("time_scale", 1.0) != 1.0 else ""
+        flags = f"\nflags: {'; '.join(self.flags)}" if self.flags else ""
+        return (f"trace replay{lane_phrase(self.lane)}: {s.get('source')} at x{s.get('speedup'):g}{unit}\n"
+                + render_table(rows, ["metric", "value"]) + flags)
+
+    def to_record(self) -> dict[str, Any]:
+        """What a result file keeps: the summary and the flags (no per-request records: a trace
+        window holds hundreds)."""
+        return {**self.summary, "valid": self.valid, "flags": "; ".join(self.flags) or "ok"}
+
+
+TABLE_KEYS = ("requests", "failed_requests", "wall_s", "send_lateness_p50_s", "send_lateness_p99_s",
+              "send_lateness_max_s", "ttft_p50_s", "ttft_p95_s", "per_user_tok_s", "output_tokens_exact_pct",
+              "prompt_tokens_error_p50_pct", "prompt_tokens_error_p95_pct")
 
 
 def replay_summary(trace: Trace, records: Sequence[RequestRecord], scale: float) -> dict[str, Any]:
@@ -243,7 +275,7 @@ def replay_summary(trace: Trace, records: Sequence[RequestRecord], scale: float)
             for i in by_user if by_user[i].ok and by_user[i].prompt_tokens is not None]
     speeds = [s for s in (per_user_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
-    return {"requests": len(records), "errors": len(records) - len(ok),
+    return {"requests": len(records), "failed_requests": len(records) - len(ok),
             "error_examples": sorted({r.error for r in records if r.error})[:3],
             "send_lateness_p50_s": percentile(late, 50), "send_lateness_p99_s": percentile(late, 99),
             "send_lateness_max_s": max(late, default=None),
@@ -257,8 +289,9 @@ def _div(x: float | None, scale: float) -> float | None:
     return None if x is None else x / scale
 
 
-async def _replay(url: str, trace: Trace, scale: float, model: str | None, path: str,
-                  first_token_timeout_s: float, between_tokens_timeout_s: float) -> tuple[list[RequestRecord], float]:
+async def _replay(url: str, trace: Trace, scale: float, time_scale: float, model: str | None, path: str,
+                  first_token_timeout_s: float, between_tokens_timeout_s: float,
+                  progress: Progress | None) -> tuple[list[RequestRecord], float]:
     target = Target(url)
     model = model or await target.served_model() or "default"
     per_word = await asyncio.get_running_loop().run_in_executor(
@@ -274,6 +307,7 @@ async def _replay(url: str, trace: Trace, scale: float, model: str | None, path:
         windows.setdefault(int(due[i] // WINDOW_S), []).append(StreamJob(user=i, endpoint=0, request=request,
                                                                          due_s=due[i]))
     t0 = time.perf_counter() + CONNECT_AHEAD_S
+    done: list[int] = []
 
     async def common_start() -> float:
         return t0
@@ -282,23 +316,39 @@ async def _replay(url: str, trace: Trace, scale: float, model: str | None, path:
         await asyncio.sleep(max(0.0, t0 + k * WINDOW_S - CONNECT_AHEAD_S - time.perf_counter()))
         job = ShardJob(worker=0, workers=1, endpoints=[(target.host, target.port, target.https)], streams=streams,
                        first_token_timeout_s=first_token_timeout_s, between_tokens_timeout_s=between_tokens_timeout_s)
-        return (await stream_shard(job, common_start)).records
+        records = (await stream_shard(job, common_start)).records
+        if progress is not None:
+            done.append(len(records))
+            progress(window_line(k, records, scale, time_scale, sum(done), len(bodies)))
+        return records
 
     shards = await asyncio.gather(*(window(k, s) for k, s in sorted(windows.items())))
     return sorted((r for s in shards for r in s), key=lambda r: r.user), per_word
 
 
+def window_line(k: int, records: Sequence[RequestRecord], scale: float, time_scale: float, done: int,
+                total: int) -> str:
+    """A progress line: one connection window's requests, once all of them ended (TTFT in the
+    trace's units, as the summary's)."""
+    ttfts = [t / time_scale for t in (ttft_s(r) for r in records if r.ok) if t is not None]
+    failed = sum(1 for r in records if not r.ok)
+    p95 = percentile(ttfts, 95)
+    return (f"replay: trace [{k * WINDOW_S / scale:g}, {(k + 1) * WINDOW_S / scale:g}) s: {len(records)} requests, "
+            f"{failed} failed, TTFT p95 {'-' if p95 is None else f'{p95:.3f}'} s; {done}/{total} done")
+
+
 def replay_trace(url: str, trace: Trace, *, time_scale: float = 1.0, speedup: float = 1.0, model: str | None = None,
                  path: str = "/v1/completions", first_token_timeout_s: float = 600.0,
-                 between_tokens_timeout_s: float = 60.0) -> ReplayResult:
+                 between_tokens_timeout_s: float = 60.0, progress: Progress | None = None) -> ReplayResult:
     """Send every request of `trace` at its arrival time x time_scale / speedup (open loop: a slow
-    server does not slow the arrivals), after one prefix-cache flush, and summarize."""
+    server does not slow the arrivals), after one prefix-cache flush, and summarize. `progress`
+    gets one line per connection window of WINDOW_S wall seconds, once its requests ended."""
     if speedup <= 0 or time_scale <= 0:
         raise ConfigError(f"replay_trace(): time_scale and speedup must be > 0, got {time_scale!r}, {speedup!r}")
     scale = time_scale / speedup
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        records, per_word = runner.run(_replay(url, trace, scale, model, path, first_token_timeout_s,
-                                               between_tokens_timeout_s))
+        records, per_word = runner.run(_replay(url, trace, scale, time_scale, model, path, first_token_timeout_s,
+                                               between_tokens_timeout_s, progress))
     summary = replay_summary(trace, records, time_scale)
     summary.update(source=trace.source, speedup=speedup, time_scale=time_scale, tokens_per_word=per_word,
                    wall_s=trace.duration_s * scale)

@@ -37,7 +37,7 @@ def test_agents_meet_their_bounds_and_are_recorded(pytester, truth):
     result = run_suite(pytester, truth.url, "    agents:\n" + SETTINGS
                        + "      ttft_p95_s: {max: 1.0}\n      returning_cache_hit_pct: {min: 50}\n"
                        + "      sessions_completed_pct: {min: 100}\n")
-    result.assert_outcomes(passed=1, skipped=1)      # no slo: no capacity search
+    result.assert_outcomes(passed=1, skipped=2)      # no slo: no capacity search; no replay
     result.stdout.fnmatch_lines(["*agents of lane 'truth'",
                                  "turn | turns | TTFT p50 s | TTFT p95 s | prompt tok p50 | cached tok p50 | cache hit *",
                                  "1    | 3     | *| 0 * | 0.0 % *",
@@ -51,7 +51,7 @@ def test_agents_meet_their_bounds_and_are_recorded(pytester, truth):
 
 def test_a_missed_bound_names_the_thresholds_section(pytester, truth):
     result = run_suite(pytester, truth.url, "    agents:\n" + SETTINGS + "      ttft_p95_s: {max: 0.001}\n")
-    result.assert_outcomes(failed=1, skipped=1)
+    result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*agents of lane 'truth': 1 threshold(s) missed",
                                  "ttft_p95_s | 0.0* | <= 0.001 | * (thresholds.yaml: lanes.truth.agents)"])
 
@@ -62,14 +62,14 @@ def test_a_slower_turn_than_the_baseline_is_a_regression(pytester, truth):
         "ttft_p95_s": 0.005, "spread_by_metric_pct": {"ttft_p95_s": 5.0}}}}}))
     result = run_suite(pytester, truth.url, "    agents:\n" + SETTINGS + "      ttft_p95_s: {max: 1.0}\n",
                        "--glmf-baseline", str(base))
-    result.assert_outcomes(failed=1, skipped=1)
+    result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*1 regression(s) against the baseline*", "agents.ttft_p95_s ?agents? | 0.005 *"])
 
 
 def test_a_cache_bound_on_a_server_without_cache_reports_names_the_flag(pytester):
     with TruthServer(ttft_ms=20, itl_ms=2) as plain:
         result = run_suite(pytester, plain.url, "    agents:\n" + SETTINGS + "      returning_cache_hit_pct: {min: 50}\n")
-    result.assert_outcomes(failed=1, skipped=1)
+    result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*agents of lane 'truth': the server reports no cached tokens (SGLang: "
                                  "--enable-cache-report; vLLM: --enable-prompt-tokens-details); the cache-hit "
                                  "bound in thresholds.yaml: lanes.truth.agents cannot be judged"])
@@ -77,7 +77,7 @@ def test_a_cache_bound_on_a_server_without_cache_reports_names_the_flag(pytester
 
 def test_a_lane_without_an_agents_section_skips(pytester, truth):
     result = run_suite(pytester, truth.url, "    curve: {}\n", "-rs")
-    result.assert_outcomes(skipped=2)
+    result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines(["*no agents section for lane 'truth' in thresholds.yaml: lanes.truth.agents*"])
 
 
@@ -99,7 +99,7 @@ CAPACITY = ("    agents:\n      settings: {sessions: 2, turns: 2, system_tokens:
 
 def test_the_capacity_of_agents_is_gated_and_recorded(pytester, seats4):
     result = run_suite(pytester, seats4.url, CAPACITY + "      capacity_sessions: {min: 4}\n")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*agents capacity at 2 turns per session: 4 sessions (TTFT p95 <= 0.07 s, "
                                  "queueing allowed; stopped by slo)*"])
     entry = result_doc(pytester)["gates"]["agents"]["capacity"]
@@ -108,7 +108,7 @@ def test_the_capacity_of_agents_is_gated_and_recorded(pytester, seats4):
 
 def test_a_capacity_below_its_bound_fails_with_the_probes(pytester, seats4):
     result = run_suite(pytester, seats4.url, CAPACITY + "      capacity_sessions: {min: 5}\n")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*agents capacity of lane 'truth': 1 threshold(s) missed",
                                  "capacity_sessions @ 2 turns | 4 * | >= 5 * (thresholds.yaml: lanes.truth.agents)",
                                  "*5 * | fail | *turn TTFT p95*"])
