@@ -210,9 +210,10 @@ def test_two_lanes_under_xdist_boot_in_turn_and_every_worker_tests_each(pytester
     assert all(len(p) == 1 for p in pids.values()) and pids["slots-38"] != pids["slots-120"], pids
     # the first lane's tests all ended before the second lane's began: one server at a time
     assert max(x["t1"] for x in seen if x["lane"] == "slots-38") < min(x["t0"] for x in seen if x["lane"] == "slots-120")
-    # every worker tested each lane's server
-    assert {(x["lane"], x["worker"]) for x in seen if x["kind"] == "plain"} == {
-        (lane, w) for lane in ("slots-38", "slots-120") for w in ("gw0", "gw1")}
+    # the workers share a lane's tests, each run once: xdist deals the first units to every worker (the
+    # first lane's), later lanes' units go to whichever worker asks first
+    assert {x["worker"] for x in seen if x["lane"] == "slots-38" and x["kind"] == "plain"} == {"gw0", "gw1"}
+    assert sorted(x["lane"] for x in seen if x["kind"] == "plain") == ["slots-120"] * 6 + ["slots-38"] * 6
     # a lane's speed test ran alone on its server
     for serial in (x for x in seen if x["kind"] == "serial"):
         beside = [x for x in seen if x["lane"] == serial["lane"] and x["kind"] == "plain"
@@ -225,7 +226,7 @@ def test_two_lanes_under_xdist_boot_in_turn_and_every_worker_tests_each(pytester
                                  "  glmf: history: run *-slots-120 (passed) stored in *history.sqlite"])
     results = pytester.path / "glmf-results"
     docs = {name: json.loads((results / f"{name}-latest.json").read_text()) for name in ("slots-38", "slots-120")}
-    for name, doc in docs.items():   # both workers' records in the lane's one result file
+    for name, doc in docs.items():   # every worker's records in the lane's one result file
         assert sorted(doc["gates"]["curve"]) == [f"plain{i}" for i in range(6)], name
         assert doc["provenance"]["pid"] in pids[name] and doc["incomplete"] == []
     assert docs["slots-38"]["gates"]["boot"]["facts"]["max_running_requests"] == 7

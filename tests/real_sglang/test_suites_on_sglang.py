@@ -3,7 +3,7 @@ sglang-oracle` in a fresh process, the ready-made suites with the stage's thresh
 plugin launches the lane itself (process launcher, preflight, readiness, identity, served
 surface), every gate judges, acceptance is skipped up front with the server's own reason, the run
 lands in the history store, and nothing is left running afterwards. Then two lanes with `-n 2`:
-one SGLang up at a time, both workers testing each, a result file per lane and the comparison.
+one SGLang up at a time, the workers sharing each lane's tests, a result file per lane and the comparison.
 """
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_two_real_lanes_under_xdist_boot_one_at_a_time(sglang_dir: Path, tmp_pat
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
             "--glmf-lanes", str(LANES_FILE), "--glmf-lane", ORACLE, "--glmf-lane", CANDIDATE,
             "--glmf-thresholds", str(thresholds), "--glmf-results", str(results),
-            str(Path(SUITES_INIT).parent / "test_boot.py"), "test_two.py"]
+            "test_two.py", str(Path(SUITES_INIT).parent / "test_boot.py")]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     tail = proc.stdout[-6000:] + proc.stderr[-2000:]
     sglang_report["two_lanes_xdist"] = {"exit": proc.returncode, "table": "\n".join(proc.stdout.splitlines()[-30:])}
@@ -125,7 +125,9 @@ def test_two_real_lanes_under_xdist_boot_one_at_a_time(sglang_dir: Path, tmp_pat
     pids = {lane: {x["pid"] for x in seen if x["lane"] == lane} for lane in (ORACLE, CANDIDATE)}
     assert all(len(p) == 1 for p in pids.values()) and pids[ORACLE] != pids[CANDIDATE], pids
     assert max(x["t1"] for x in seen if x["lane"] == ORACLE) < min(x["t0"] for x in seen if x["lane"] == CANDIDATE)
-    assert {(x["lane"], x["worker"]) for x in seen} == {(lane, w) for lane in pids for w in ("gw0", "gw1")}, seen
+    # the workers share the lanes' tests (xdist deals the first lane's first units to both workers)
+    assert {x["worker"] for x in seen if x["lane"] == ORACLE} == {"gw0", "gw1"}, seen
+    assert sorted(x["lane"] for x in seen) == [CANDIDATE] * 4 + [ORACLE] * 4, seen
     for lane in (ORACLE, CANDIDATE):
         doc = json.loads((results / f"{lane}-latest.json").read_text())
         assert doc["exitstatus"] == 0 and doc["incomplete"] == [], (lane, doc.get("incomplete"))
