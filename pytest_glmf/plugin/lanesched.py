@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_glmf.launch.base import Server
-    from pytest_glmf.plugin.session import GlmfSession
 
 POLL_S = 0.1
 
@@ -45,12 +44,9 @@ def handoff_path(results_dir: Path, lane_session_id: str) -> Path:
     return lock_dir(results_dir) / f"{lane_session_id}.server.json"
 
 
-def write_items(state: "GlmfSession", items: list["pytest.Item"]) -> None:
-    """Worker: which lane each collected test belongs to (tests without a lane are left out)."""
-    from pytest_glmf.plugin.session import item_lane
-
-    lanes = {item.nodeid: lane for item in items if (lane := item_lane(item)) is not None}
-    path = items_path(state.settings.results_dir, state.base_session_id, state.worker)
+def write_items(results_dir: Path, base_session_id: str, worker: str, lanes: dict[str, str]) -> None:
+    """Worker: which lane each collected test belongs to, `{nodeid: lane}` (tests without a lane left out)."""
+    path = items_path(results_dir, base_session_id, worker)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(lanes))
 
@@ -82,10 +78,10 @@ def publish(results_dir: Path, lane_session_id: str, lane: str, *, server: "Serv
     write_atomic(path, json.dumps(doc))
 
 
-def wait_published(state: "GlmfSession") -> dict[str, Any]:
-    """Worker: wait until the controller has booted this lane (the previous lane's tests may still
+def wait_published(results_dir: Path, lane_session_id: str, lane: str, worker: str) -> dict[str, Any]:
+    """Worker: wait until the controller has booted the lane (the previous lane's tests may still
     run on other workers). A controller that dies ends the wait (the worker is orphaned)."""
-    path = handoff_path(state.settings.results_dir, state.session_id)
+    path = handoff_path(results_dir, lane_session_id)
     parent = os.getppid()
     while True:
         try:
@@ -93,8 +89,7 @@ def wait_published(state: "GlmfSession") -> dict[str, Any]:
         except (OSError, ValueError):   # not written yet (write_atomic: never half-written)
             pass
         if os.getppid() != parent:
-            raise RuntimeError(f"glmf: the xdist controller is gone while worker {state.worker} waited for lane "
-                               f"{state.lane.name!r}")
+            raise RuntimeError(f"glmf: the xdist controller is gone while worker {worker} waited for lane {lane!r}")
         time.sleep(POLL_S)
 
 

@@ -222,7 +222,8 @@ class GlmfSession:
             pytest.fail(self.boot_error, pytrace=False)
         if self.server is None:
             if self.remote_server is None and not self.owner and self.several:
-                handed = lanesched.wait_published(self)   # the controller boots the lane when the last one is done
+                # the controller boots the lane when the last one is done
+                handed = lanesched.wait_published(self.settings.results_dir, self.session_id, self.lane.name, self.worker)
                 if "skip" in handed:
                     pytest.skip(handed["skip"])
                 self.remote_server, self.boot_error = handed.get("server"), handed.get("boot_error")
@@ -316,7 +317,8 @@ class GlmfSession:
     @pytest.hookimpl(tryfirst=True)   # before xdist sends the collection to the controller
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.several and not self.owner:
-            lanesched.write_items(self, session.items)
+            lanes = {item.nodeid: lane for item in session.items if (lane := item_lane(item)) is not None}
+            lanesched.write_items(self.settings.results_dir, self.base_session_id, self.worker, lanes)
 
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
