@@ -109,6 +109,11 @@ def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int
     incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
     recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
     extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus}
+    from pytest_glmf.plugin.verified import PLUGIN_NAME
+
+    verification = state.config.pluginmanager.get_plugin(PLUGIN_NAME) if state.config is not None else None
+    if verification is not None:   # which gates verified something, and why the others did not
+        extra["verified"] = verification.gates_of(state.lane.name)
     compared = history.compared_with(state)
     if compared is not None:
         extra["compared_with"] = compared
@@ -152,10 +157,13 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
         reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
     history.prepare_compared_with(state)
     write_results(state, reasons, int(exitstatus))
-    if state.settings.update_baseline:
-        update_baseline(state, exitstatus)
+    blessed = update_baseline(state, exitstatus) if state.settings.update_baseline else True
     status = history.store_session(state)
-    return status if status is not None and exitstatus == pytest.ExitCode.OK else None
+    if exitstatus != pytest.ExitCode.OK:
+        return None
+    if not blessed:   # asked to bless and nothing was: CI must not read that as done
+        return pytest.ExitCode.TESTS_FAILED
+    return status
 
 
 # ---------------------------------------------------------------------------- baseline
@@ -201,18 +209,26 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         pytest.fail("\n\n".join(failures), pytrace=False)
 
 
-def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
-    """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
+def update_baseline(state: "GlmfSession", exitstatus: int) -> bool:
+    """--glmf-update-baseline: bless this run, only when it is whole and every test passed, into
+    the baseline path (its folders made). Whether it was blessed; the note says so either way."""
     import shutil
 
     out = state.extra.get("result_file")
-    target = state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json"
+    target = Path(state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json")
     if exitstatus != pytest.ExitCode.OK or out is None:
-        why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
+        why = ("the session recorded no results (no gate measured anything), so there is nothing to bless"
+               if out is None else f"the session did not pass (exit {int(exitstatus)})")
         state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
-        return
-    shutil.copyfile(out, target)
+        return False
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, target)
+    except OSError as exc:
+        state.extra["baseline_note"] = f"glmf: baseline NOT updated: cannot write {target}: {exc.strerror or exc}"
+        return False
     state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
+    return True
 
 
 def baseline_warning(settings: "Settings", doc: dict[str, Any]) -> str | None:
@@ -245,6 +261,8 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
 
     out = state.extra.get("result_file")
     if out is None:
+        if "baseline_note" in state.extra:
+            terminalreporter.write_line(state.extra["baseline_note"], red=True)
         for line in history.summary_lines(state):
             terminalreporter.write_line(line)
         return
