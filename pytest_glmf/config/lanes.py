@@ -35,7 +35,7 @@ class LaneConfig:
     name: str
     engine: str = "sglang"                 # sglang | vllm
     launcher: str = "sim"                  # docker | process | sim | attach
-    image: str | None = None               # docker
+    image: str | None = None               # docker: what is started; attach: what the server runs (recorded)
     model: str | None = None               # --model-path / vllm --model
     draft: str | None = None               # --speculative-draft-model-path
     spec: str | None = None                # --speculative-algorithm (None/"none": autoregressive)
@@ -296,9 +296,6 @@ def check_lane(lane: LaneConfig) -> None:
     if lane.urls and lane.boot_logs and len(lane.boot_logs) != len(lane.urls):
         raise ConfigError(f"{where}: boot_logs has {len(lane.boot_logs)} entries for {len(lane.urls)} urls; "
                           "give one boot log per url, in the same order")
-    if lane.launcher == "attach" and lane.image:
-        raise ConfigError(f"{where}: image is not used by launcher attach (nothing is started); "
-                          "remove image or use launcher: docker")
     if lane.launcher == "process" and not (lane.command or lane.model):
         raise ConfigError(f"{where}: launcher process needs command (an argv list) or model "
                           "(to build the engine command line)")
@@ -358,13 +355,15 @@ def select_lane(lanes: Mapping[str, LaneConfig], name: str, source: str) -> Lane
 
 def apply_overrides(lane: LaneConfig, *, url: str | None = None, image: str | None = None) -> LaneConfig:
     """`--glmf-url` turns any lane into an attach lane (thresholds still come from the lane's name);
-    `--glmf-image` replaces a docker lane's image."""
+    `--glmf-image` replaces a docker lane's image, or records an attach lane's (the image the
+    attached server runs: provenance, history and reports tell images apart by it)."""
     if url is not None:   # one server or a router: a lane's replica urls give way to it (boot_logs stay)
         lane = replace(lane, launcher="attach", url=url.rstrip("/"), urls=[], image=None)
     if image is not None:
-        if lane.launcher != "docker":
-            raise ConfigError(f"--glmf-image needs a lane with launcher docker; lane {lane.name!r} "
-                              f"({lane.source}) uses launcher {lane.launcher}")
+        if lane.launcher not in ("docker", "attach"):
+            raise ConfigError(f"--glmf-image needs a lane with launcher docker (the image started) or attach "
+                              f"(the image the server runs, recorded); lane {lane.name!r} ({lane.source}) "
+                              f"uses launcher {lane.launcher}")
         lane = replace(lane, image=image)
     if lane.launcher == "attach" and not (lane.url or lane.urls):
         raise ConfigError(f"{lane.source}: lane {lane.name!r}: launcher attach needs url or urls "

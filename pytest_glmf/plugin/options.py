@@ -20,7 +20,7 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
     "lanes": ("FILE", "Lanes file (YAML); default: the built-in simulator lanes daily and batch", None),
     "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
-    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
+    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade; attach lanes: record the image the server runs", None),
     "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
     "baseline": ("FILE", "Result file of a known-good run to compare this session against, or history[:K]: the "
                  "median of the last K (default 5) passing runs in the history store on the same lane, GPU, model "

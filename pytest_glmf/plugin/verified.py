@@ -49,7 +49,7 @@ CHECKS_KEY = pytest.StashKey[int]()    # an item's checks so far (setup, call, t
 PLUGIN_NAME = "glmf_verification"
 REQUIRE_OPTION = "--glmf-require"
 REQUIRE_INI = "glmf_require"
-OWN_TESTS = "(tests of no gate)"       # no glmf_gate marker and no gate fixture
+OWN_TESTS = "own tests"               # no glmf_gate marker and no gate fixture
 
 
 def addoption(group: Any, parser: pytest.Parser) -> None:
