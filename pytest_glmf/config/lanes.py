@@ -185,12 +185,20 @@ def _flag(v: Any) -> str:
     return v
 
 
+def server_root(url: str) -> str:
+    """A server's base URL as the plugin uses it: no trailing slash and no trailing `/v1` (what
+    OpenAI clients are given: the plugin adds `/v1/...` itself, and asks `/health` and
+    `/server_info` at the root), so `http://h:30000/v1` means `http://h:30000`."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 def _url(v: Any) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str) or not v.startswith(("http://", "https://")):
         raise TypeError("an http:// or https:// URL")
-    return v.rstrip("/")
+    return server_root(v)
 
 
 def _urls(v: Any) -> list[str]:
@@ -199,7 +207,7 @@ def _urls(v: Any) -> list[str]:
     if not isinstance(v, list) or not v or not all(isinstance(u, str) and u.startswith(("http://", "https://"))
                                                     for u in v):
         raise TypeError("a non-empty list of http:// or https:// URLs")
-    return [u.rstrip("/") for u in v]
+    return [server_root(u) for u in v]
 
 
 def _paths(v: Any) -> list[str]:
@@ -358,7 +366,7 @@ def apply_overrides(lane: LaneConfig, *, url: str | None = None, image: str | No
     `--glmf-image` replaces a docker lane's image, or records an attach lane's (the image the
     attached server runs: provenance, history and reports tell images apart by it)."""
     if url is not None:   # one server or a router: a lane's replica urls give way to it (boot_logs stay)
-        lane = replace(lane, launcher="attach", url=url.rstrip("/"), urls=[], image=None)
+        lane = replace(lane, launcher="attach", url=server_root(url), urls=[], image=None)
     if image is not None:
         if lane.launcher not in ("docker", "attach"):
             raise ConfigError(f"--glmf-image needs a lane with launcher docker (the image started) or attach "

@@ -118,6 +118,23 @@ def with_executable(lane: "LaneConfig", interpreter: str, flags: list[str]) -> P
     return verdict(answer, where, False, round(time.monotonic() - t0, 2))
 
 
+# -- the built-in simulator (sim lanes, and process lanes that run it): its own parser, here ----------
+
+
+def in_simulator(flags: list[str]) -> Preflight:
+    """The simulator's own parser (sim/args.py) on `flags`, in this process: it is this package."""
+    from pytest_glmf import __version__
+    from pytest_glmf.launch.preflight.probe import abbreviations, parse_all
+    from pytest_glmf.sim.args import build_parser
+
+    t0 = time.monotonic()
+    parser = build_parser()
+    options = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
+    answer = {"engine": "sim", "version": __version__, "options": options,
+              "problems": parse_all(parser, flags), "abbreviations": abbreviations(parser, flags)}
+    return verdict(answer, "the built-in simulator", False, round(time.monotonic() - t0, 2))
+
+
 # -- a docker lane: the image's own interpreter, in a throwaway container ------------------------------
 
 def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Preflight:
