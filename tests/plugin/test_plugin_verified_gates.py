@@ -96,3 +96,9 @@ def test_require_names_only_known_gates(pytester, truth, args, ini, line):
     result = run(pytester, truth.url, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([line])
+
+
+def test_require_names_only_known_gates_also_without_a_lane(pytester):
+    result = pytester.runpytest("-p", "no:cacheprovider", "--glmf-require", "boot,spede")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --glmf-require: unknown gate 'spede'; allowed: boot, curve, *"])
