@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from pytest_glmf.config.lanes import LaneConfig
+from pytest_glmf.config.lanes import LaneConfig, server_root
 from pytest_glmf.launch import readiness
 from pytest_glmf.launch.base import BootError, Server
 
@@ -29,7 +29,7 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
         return attach_replicas(lane, lambda one: start(one, results_dir, session_id))
     if not lane.url:
         raise BootError(f"lane {lane.name!r} (attach launcher): no url (set url in the lane or pass --glmf-url)")
-    base_url = lane.url.rstrip("/")
+    base_url = server_root(lane.url)
     wait_s = lane.timeouts.get("connect_s", 10.0)
     deadline = time.monotonic() + wait_s
     # one probe never outlasts the whole wait: a port that accepts and never answers must not
