@@ -47,7 +47,7 @@ def _hint(facts: BootFacts, metric: str, lane: Any) -> str:
             if metric == "max_running_requests" and facts.engine == "vllm" else ""
         return UNSAID + extra
     if metric == "max_running_requests":
-        return f"from the {source_of(facts)}; {seat_cap_hint(facts.cap_reason, lane)}"
+        return f"{seat_cap_hint(facts.cap_reason, lane)}; seats from the {source_of(facts)}"
     return f"from the {source_of(facts, metric)}" if metric in facts.sources else ""
 
 

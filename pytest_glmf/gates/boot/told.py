@@ -52,6 +52,8 @@ def complete_facts_dict(facts: Mapping[str, Any] | None, config: "ServerConfig")
     filled from `config`, and `sources` saying where each of seats, KV tokens and context came
     from. A cap reason the log gave for unknown seats gives way to the server's."""
     out: dict[str, Any] = dict(facts or {})
+    if out.get("engine") is None and config.engine:
+        out["engine"] = config.engine
     sources = dict(out.get("sources") or {})
     for key in TOLD_KEYS:
         if out.get(key) is not None:

@@ -155,7 +155,7 @@ def _active_seqs_cap(facts: BootFacts, args: str, override: re.Match[str] | None
     seqs = facts.max_running_requests
     if override is not None:
         new, old = int(override.group("new")), int(override.group("old"))
-        per, batched = int(override.group("per")), int(override.group("batched"))
+        per = int(override.group("per"))
         if facts.requested_max_running_requests is None:
             facts.requested_max_running_requests = old
         facts.max_running_requests = new
