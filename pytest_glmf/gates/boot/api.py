@@ -18,7 +18,7 @@ from typing import Any
 from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.boot.told import source_of
+from pytest_glmf.gates.boot.told import BOOT_LOG, source_of
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
 from pytest_glmf.gates.verdict import (
     Check,
@@ -40,15 +40,17 @@ UNSAID = ("neither the boot log nor the server says it: give the server's boot l
 
 
 def _hint(facts: BootFacts, metric: str, lane: Any) -> str:
-    """The note of a failed bound: where the number came from and the knob; for a number nothing
-    said, how to get it said."""
+    """The note of a failed bound: the knob, and where the number came from when not from the boot
+    log; for a number nothing said, how to get it said."""
     if getattr(facts, metric, None) is None:
         extra = "; vLLM tells seats only in dev mode (VLLM_SERVER_DEV_MODE=1)" \
             if metric == "max_running_requests" and facts.engine == "vllm" else ""
         return UNSAID + extra
     if metric == "max_running_requests":
-        return f"{seat_cap_hint(facts.cap_reason, lane)}; seats from the {source_of(facts)}"
-    return f"from the {source_of(facts, metric)}" if metric in facts.sources else ""
+        told = source_of(facts)
+        return seat_cap_hint(facts.cap_reason, lane) + (f"; seats from the {told}" if told != BOOT_LOG else "")
+    told = source_of(facts, metric)
+    return f"from the {told}" if told != BOOT_LOG else ""
 
 
 def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None, **bounds: Any) -> None:
