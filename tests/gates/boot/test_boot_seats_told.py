@@ -250,3 +250,81 @@ def test_glmf_boot_log_mistakes_are_one_line(pytester, args, message) -> None:
     result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+VLLM_GPU_SERVER = r'''
+import http.server, json, sys
+
+port = int(sys.argv[1])
+ROUTES = {
+    "/v1/models": {"object": "list", "data": [{"id": "llama-1b", "owned_by": "vllm", "max_model_len": 4096}]},
+    "/version": {"version": "0.26.0"},
+    # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/server_info/api_router.py)
+    "/server_info?config_format=json": {"vllm_config": {"speculative_config": None,
+                                        "scheduler_config": {"max_num_seqs": 1024, "max_num_active_seqs": None}}},
+}
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ROUTES.get(self.path)
+        raw = json.dumps(body if body is not None else {"detail": "Not Found"}).encode()
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+@pytest.fixture
+def vllm_gpu_server(pytester):
+    """A vLLM 0.26 on an H200 as issue 31 met it, as far as the boot gate asks: its log (written from
+    the format strings above) never prints max_num_seqs; its dev-mode /server_info says 1024."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    pytester.makepyfile(vllm_gpu_server=VLLM_GPU_SERVER)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "vllm_gpu_server.py", str(port)], cwd=pytester.path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(url + "/v1/models", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_boot_suite_on_a_gpu_vllm_takes_its_seats_from_server_info(pytester, vllm_gpu_server) -> None:
+    """Issue 31: seats "unknown" and test_seats_cover_every_curve_row failed while the header said 1024."""
+    (pytester.path / "vllm.log").write_text(vllm_033_log({"max_model_len": 4096}))
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  gpu: {{engine: vllm, launcher: attach, url: '{vllm_gpu_server}', "
+                                             "boot_log: vllm.log}\n")
+    thresholds = pytester.makefile(".yaml", thresholds=(
+        "schema: 1\nlanes:\n  gpu:\n    boot:\n      max_running_requests: {min: 1024}\n    curve:\n      rows:\n"
+        + "".join(f"        - {{users: {u}}}\n" for u in (1, 8, 32, 128))))
+    result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "gpu", "--glmf-thresholds",
+                                           str(thresholds), "-p", "no:cacheprovider", "-k",
+                                           "test_seats_cover_every_curve_row or test_boot_facts_meet_thresholds or "
+                                           "test_boot_log_has_no_problems")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.assert_outcomes(passed=3)
+    # the end-of-session boot table: the seats and where they came from
+    result.stdout.fnmatch_lines(["facts | 1024 *max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as "
+                                 "/server_info says*"])
