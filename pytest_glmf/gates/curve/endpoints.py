@@ -183,6 +183,15 @@ def server_word(base_url: str) -> "ServerConfig":
     return cfg
 
 
+def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
+    """What a server says of itself that the row checks use, in the boot facts' keys, with its
+    one-line summary; a server that tells nothing gives ({}, "not told")."""
+    from pytest_glmf.gates.boot.told import told_facts
+
+    cfg = server_word(base_url)
+    return told_facts(cfg), cfg.summary()
+
+
 def shell_facts(url: str, boot_facts: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
     """A shell command's facts about one server: its boot log's (when given) completed by what the
     server says of itself (gates/boot/told.py, the one home of that rule: the log wins where it
