@@ -47,8 +47,8 @@ def _hint(facts: BootFacts, metric: str, lane: Any) -> str:
             if metric == "max_running_requests" and facts.engine == "vllm" else ""
         return UNSAID + extra
     if metric == "max_running_requests":
-        told = source_of(facts)
-        return seat_cap_hint(facts.cap_reason, lane) + (f"; seats from the {told}" if told != BOOT_LOG else "")
+        told, hint = source_of(facts), seat_cap_hint(facts.cap_reason, lane)
+        return hint + (f"; seats from {told}" if told != BOOT_LOG and told not in hint else "")
     told = source_of(facts, metric)
     return f"from the {told}" if told != BOOT_LOG else ""
 
@@ -75,8 +75,10 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
         note_evaluated()
         bad = kv_pool_dtype_mismatch(facts.kv_pools, facts.kv_pool_layout, _dtypes(expected))
         if bad is not None:
-            rows = [["kv_pool_dtypes", bad["measured"], bad["expected"],
-                     f"{bad['layout']}; check --kv-cache-dtype ({_lane_kv(lane)}) and the attention backend; ({source})"]]
+            knob = (f"check --kv-cache-dtype ({_lane_kv(lane)}) and the attention backend" if facts.kv_pools else
+                    "the KV pool dtypes are only in the boot log: give it (boot_log: in the lane, or "
+                    "--glmf-boot-log FILE)")
+            rows = [["kv_pool_dtypes", bad["measured"], bad["expected"], f"{bad['layout']}; {knob}; ({source})"]]
             messages.append(f"KV pool dtypes{lane_phrase(lane)} differ from the thresholds\n"
                             + render_table(rows, ["metric", "measured", "expected", "note"]))
     if messages:

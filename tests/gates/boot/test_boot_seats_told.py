@@ -126,7 +126,7 @@ def test_gpu_seats_come_from_server_info_and_say_so() -> None:
         assert_seats(f, 2048, source="t")
     assert "seats < users @ 2048 users | 1024     | >= 2048  | max_running_requests is vLLM's " \
            "scheduler_config.max_num_seqs 1024 as /server_info says (the boot log does not print it): raise " \
-           "--max-num-seqs; seats from the /server_info (t)" in str(failed.value)
+           "--max-num-seqs (t)" in str(failed.value)
 
 
 def test_the_log_wins_where_it_speaks() -> None:
@@ -197,8 +197,8 @@ def test_attached_without_a_boot_log_the_helpers_and_the_suite_agree_with_the_he
     result.stdout.fnmatch_lines([
         f"seats < users @ {seats + 1} users | {seats} * | >= {seats + 1} * | max_running_requests is SGLang's "
         f"internal_states[].effective_max_running_requests_per_dp {seats} as /server_info says (the boot log does not "
-        "print it): raise --max-running-requests, or the cache that caps it (give the boot log to see which); seats "
-        "from the /server_info (test_mine.py:*)"])
+        "print it): raise --max-running-requests, or the cache that caps it (give the boot log to see which) "
+        "(test_mine.py:*)"])
     assert "measured None" not in result.stdout.str()
     # the ready-made suite, same server: seats from /server_info, the log-only checks skipped with the way out
     suite = pytester.runpytest_subprocess("--glmf-url", daily_sim.base_url, "--glmf-lane", "daily",
@@ -328,3 +328,11 @@ def test_the_boot_suite_on_a_gpu_vllm_takes_its_seats_from_server_info(pytester,
     # the end-of-session boot table: the seats and where they came from
     result.stdout.fnmatch_lines(["facts | 1024 *max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as "
                                  "/server_info says*"])
+
+
+def test_kv_pool_dtypes_without_a_log_say_how_to_give_it() -> None:
+    f = complete_facts(parse_boot_log(""), ServerConfig(engine="sglang", max_running_requests=10,
+                                                         told={"max_running_requests": "/server_info"}))
+    with pytest.raises(pytest.fail.Exception, match=r"\(no KV pool line in the boot log\) .*the KV pool dtypes are "
+                       r"only in the boot log: give it \(boot_log: in the lane, or --glmf-boot-log FILE\)"):
+        assert_boot(f, source="t", kv_pool_dtypes=["bfloat16"])
