@@ -168,7 +168,10 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
     history.prepare_compared_with(state)
     write_results(state, reasons, int(exitstatus))
     if state.settings.html and state.extra.get("result_file"):
-        write_html(state)
+        try:
+            write_html(state)
+        except Exception as exc:  # noqa: BLE001 - a page that cannot be rendered must not cost the session its results
+            state.extra["html_error"] = f"glmf: the HTML report was NOT written: {type(exc).__name__}: {exc}"
     if state.settings.update_baseline:
         update_baseline(state, exitstatus)
     status = history.store_session(state)
@@ -291,6 +294,8 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
     if "html_file" in state.extra:
         terminalreporter.write_line(f"glmf: the report as one HTML page: {state.extra['html_file']}")
+    if "html_error" in state.extra:
+        terminalreporter.write_line(state.extra["html_error"])
     if "baseline_note" in state.extra:
         terminalreporter.write_line(state.extra["baseline_note"])
     for line in history.summary_lines(state):
@@ -318,6 +323,14 @@ def write_comparison(state: "GlmfSession") -> None:
         return
     out = state.settings.results_dir / f"compare-{state.base_session_id}.md"
     out.write_text(comparison_markdown(docs))
+    if state.settings.html:
+        from pytest_glmf.results.html import write_page
+        from pytest_glmf.results.html_pages import comparison_page
+
+        try:
+            state.extra["comparison_html"] = write_page(comparison_page(docs), out.with_suffix(".html"))
+        except Exception as exc:  # noqa: BLE001 - as write_html: the session's results come first
+            state.extra["comparison_error"] = f"glmf: the comparison's HTML page was NOT written: {exc}"
     state.extra["comparison"] = (comparison_report(docs), out, files)
 
 
@@ -332,6 +345,10 @@ def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> Non
         for key in ("baseline_note", "history_note", "history_baseline_note"):
             if key in f["extra"]:
                 terminalreporter.write_line("  " + f["extra"][key])
+        if "html_file" in f["extra"]:
+            terminalreporter.write_line(f"  the report as one HTML page: {f['extra']['html_file']}")
+        if "html_error" in f["extra"]:
+            terminalreporter.write_line("  " + f["extra"]["html_error"])
     if "comparison_error" in state.extra:
         terminalreporter.write_line(state.extra["comparison_error"])
     if "comparison" in state.extra:
@@ -339,3 +356,5 @@ def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> Non
         terminalreporter.write_sep("=", "glmf comparison")
         terminalreporter.write_line(text)
         terminalreporter.write_line(f"glmf: comparison written to {out} (again: glmf compare {' '.join(map(str, files))})")
+        if "comparison_html" in state.extra:
+            terminalreporter.write_line(f"glmf: the comparison as one HTML page: {state.extra['comparison_html']}")

@@ -50,7 +50,7 @@ def comparison_page(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_t
         word = verdict_of(d)
         rows.append([td(c.name), f"<td>{tag(word, VERDICT_TAG[word])}</td>", td(str(d.get("session_id", "?"))),
                      td(fmt(prov.get("image"))), td(fmt(prov.get("engine"))), td(fmt(prov.get("engine_version"))),
-                     td(fmt(prov.get("model_revision"))), td(" ".join(map(str, prov.get("argv") or [])[-12:]))])
+                     td(fmt(prov.get("model_revision"))), td(" ".join(str(a) for a in (prov.get("argv") or [])[-12:]))])
     parts.append(section("lanes", "Lanes", table([th("lane"), th("verdict"), th("session"), th("image"),
                                                   th("engine"), th("engine version"), th("model revision"),
                                                   th("flags", "last 12")], rows, raw=True)))
