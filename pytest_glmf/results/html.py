@@ -48,8 +48,8 @@ th,td{border:1px solid var(--line);padding:4px 7px;text-align:left;vertical-alig
 th{background:var(--soft);font-weight:600}th small,td small{display:block;color:var(--mute);font-weight:400}
 td.num{text-align:right;white-space:nowrap}
 tr.marked td{background:#fbfbf3;color:#555}
-td.miss{background:var(--badbg);color:var(--bad);font-weight:600}td.worse{background:var(--badbg);color:var(--bad)}
-td.better{background:var(--okbg);color:var(--ok)}
+tr td.miss{background:var(--badbg);color:var(--bad);font-weight:600}tr td.worse{background:var(--badbg);
+color:var(--bad)}tr td.better{background:var(--okbg);color:var(--ok)}
 .tag{display:inline-block;border-radius:4px;padding:0 5px;font-size:.78em;margin:1px 2px;border:1px solid}
 .tag.bad{color:var(--bad);border-color:#f1aaa4;background:var(--badbg)}.tag.warn{color:var(--warn);
 border-color:#f0cf7f;background:var(--warnbg)}.tag.info{color:#1f4f7a;border-color:#b7d2ea;background:#eef5fb}

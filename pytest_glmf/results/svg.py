@@ -63,6 +63,11 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out
 
 
+def tick(value: float) -> str:
+    """An axis label: 100,000 rather than 1e+05."""
+    return f"{value:,.0f}" if abs(value) >= 10000 else fmt(value)
+
+
 def line_chart(chart: Chart) -> str:
     """The chart as an <svg> element (scales with its container; fixed aspect ratio)."""
     pts = [p for s in chart.series for p in s.points]
@@ -100,7 +105,7 @@ def line_chart(chart: Chart) -> str:
     for t in yt:
         y = sy(t)
         out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                   f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{fmt(t)}</text>')
+                   f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick(t)}</text>')
     if chart.categories is not None:
         for i, c in enumerate(chart.categories):
             label = c if len(c) <= 18 else c[:8] + "…" + c[-9:]
@@ -110,7 +115,7 @@ def line_chart(chart: Chart) -> str:
         for t in _ticks(x_lo, x_hi, 6):
             if x_lo <= t <= x_hi:
                 out.append(f'<text class="tick" x="{sx(t):.1f}" y="{HEIGHT - BOTTOM + 14}" '
-                           f'text-anchor="middle">{fmt(t)}</text>')
+                           f'text-anchor="middle">{tick(t)}</text>')
     out.append(f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>'
                f'<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}"/>')
     out.append(f'<text class="al" x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 8}" text-anchor="middle">'
