@@ -36,9 +36,9 @@ border-bottom:1px solid var(--line)}h3{font-size:1.02em;margin:1.1em 0 .4em}
 .sub{color:var(--mute);margin:0 0 1em}
 .verdict{border-radius:8px;padding:12px 16px;margin:12px 0;border:1px solid}
 .verdict.passed{background:var(--okbg);border-color:#9fd3ad}.verdict.failed{background:var(--badbg);
-border-color:#f1aaa4}.verdict.incomplete{background:var(--warnbg);border-color:#f0cf7f}
+border-color:#f1aaa4}.verdict.incomplete,.verdict.unknown{background:var(--warnbg);border-color:#f0cf7f}
 .verdict .word{font-size:1.5em;font-weight:700;text-transform:uppercase;letter-spacing:.04em}
-.passed .word{color:var(--ok)}.failed .word{color:var(--bad)}.incomplete .word{color:var(--warn)}
+.passed .word{color:var(--ok)}.failed .word{color:var(--bad)}.incomplete .word,.unknown .word{color:var(--warn)}
 .kpis{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}.kpi{background:var(--soft);border:1px solid var(--line);
 border-radius:6px;padding:6px 10px;min-width:120px}.kpi b{display:block;font-size:1.15em}.kpi span{color:var(--mute);
 font-size:.82em}
@@ -176,12 +176,13 @@ def lane_of(doc: Mapping[str, Any]) -> str:
 
 
 def verdict_of(doc: Mapping[str, Any]) -> str:
-    """passed, failed or incomplete: what the session's exit status and `incomplete` say."""
+    """passed, failed or incomplete: what the session's exit status and `incomplete` say (unknown:
+    a file that says neither, written before results carried the exit status)."""
     if doc.get("incomplete"):
         return "incomplete"
     status = doc.get("exitstatus")
     if status is None:
-        return "failed" if doc.get("failed_tests") else "incomplete"
+        return "failed" if doc.get("failed_tests") else "unknown"
     return "passed" if status == 0 else "failed"
 
 

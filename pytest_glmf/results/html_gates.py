@@ -89,7 +89,7 @@ def _misses(value: Any, bound: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------------------- the table
 
 
-def row_marks(gate: str, entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def row_marks(entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(label, kind, why) of what makes a row not a plain measurement of its users."""
     marks = []
     if entry.get("valid") is False:
@@ -129,7 +129,7 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
     for key, entry in entries.items():
         if not isinstance(entry, Mapping):
             continue
-        marks = row_marks(gate, entry)
+        marks = row_marks(entry)
         key_cell = (f"<td>{escape(str(key))}"
                     + "".join(f' <span title="{escape(why)}">{tag(label, kind)}</span>' for label, kind, why in marks)
                     + "</td>")
@@ -155,7 +155,7 @@ def _notes(entries: Mapping[str, Any]) -> str:
     lines = []
     for key, entry in entries.items():
         if isinstance(entry, Mapping):
-            for label, kind, why in row_marks("", entry):
+            for label, kind, why in row_marks(entry):
                 if why and kind in ("bad", "warn"):
                     lines.append(f"{key}: {label}: {why}")
     return definitions(lines)
@@ -176,7 +176,7 @@ def _spread(entry: Mapping[str, Any], metric: str) -> float | None:
 
 
 def _mark(entry: Mapping[str, Any]) -> str:
-    return "; ".join(label for label, kind, _ in row_marks("curve", entry) if kind in ("bad", "warn"))
+    return "; ".join(label for label, kind, _ in row_marks(entry) if kind in ("bad", "warn"))
 
 
 def curve_charts(entries: Mapping[str, Any], bounds: Mapping[str, Any]) -> list[str]:

@@ -31,7 +31,7 @@ from pytest_glmf.results.html import (
 if TYPE_CHECKING:
     from pytest_glmf.results.history.store import Run, SqlStore
 
-VERDICT_TAG = {"passed": "info", "failed": "bad", "incomplete": "warn"}
+VERDICT_TAG = {"passed": "info", "failed": "bad", "incomplete": "warn", "unknown": "warn"}
 
 
 # ---------------------------------------------------------------------------- lanes compared

@@ -309,3 +309,46 @@ def test_every_gate_declares_its_title_and_definitions_and_the_reports_use_them(
         assert spec.title and spec.title != name, name
         assert spec.definitions, name
         assert TITLES[name] == spec.title and DEFINITIONS[name] == list(spec.definitions)
+
+
+def test_capacity_drift_and_acceptance_sections(runs, browser, tmp_path) -> None:
+    """The gates too slow for this module's sessions (minutes each on the simulator), in the shapes
+    their suites record (suites/test_capacity.py `record`, drift's `to_record`, acceptance classes),
+    added to a real result: each gets its section, table, chart and bounds."""
+    doc = doc_of(runs["wide"][0])
+    doc["gates"]["capacity"] = {
+        "users@2400+384": {"users": 44, "stopped_by": "slo", "ci95": [40, 48], "probes": 5, "requests": 900,
+                           "wall_s": 312.5, "spread_by_metric_pct": {"users": 18.2}},
+        "frontier@8192": {"users": 20, "stopped_by": "slo", "ci95": [18, 22], "kv_bound_users": 24, "seats": 128},
+        "frontier@32768": {"users": 6, "stopped_by": "kv", "ci95": [6, 6], "kv_bound_users": 6, "seats": 128}}
+    doc["gates"]["drift"] = {"nvfp4": {"candidate": "nvfp4", "mean_abs_dlogp": 0.136, "median_abs_dlogp": 0.022,
+                                       "p90_abs_dlogp": 0.31, "p95_abs_dlogp": 0.65, "p99_abs_dlogp": 1.9,
+                                       "max_abs_dlogp": 4.2, "argmax_mismatch": 0.156, "ci95": [0.12, 0.15],
+                                       "floor_abs_dlogp": 0.004, "excess_abs_dlogp": 0.132, "prompts": 40,
+                                       "tokens": 5120, "self_check_mode": "exact"}}
+    doc["gates"]["acceptance"] = {"prose": {"class": "prose", "accept_rate": 0.29, "accept_length": 2.1, "tok_s": 175},
+                                  "math": {"class": "math", "accept_rate": 0.61, "accept_length": 3.4, "tok_s": 291}}
+    result = tmp_path / "wide.json"
+    result.write_text(json.dumps(doc))
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(THRESHOLDS.replace("  tight:\n", "    capacity: {users: {min: 46}}\n"
+                                             "    drift: {mean_abs_dlogp: {max: 0.15}, p95_abs_dlogp: {max: 0.7}}\n"
+                                             "    acceptance: {classes: {prose: {accept_rate: {min: 0.3}}}}\n"
+                                             "  tight:\n", 1))
+    out = tmp_path / "r.html"
+    assert main(["report", str(result), "--html", str(out), "--thresholds", str(thresholds)]) == 0
+    load = browser.load(out)
+    check_offline(load, out)
+    assert load.sections == ["verdict", "provenance", "gate-boot", "gate-curve", "gate-capacity", "gate-drift",
+                             "gate-acceptance", "ledger"]
+    for gate in ("capacity", "drift", "acceptance"):
+        assert GATES[gate].title in load.text and GATES[gate].definitions[0] in load.text
+    titles = browser.eval("Array.from(document.querySelectorAll('svg > title')).map(t => t.textContent)")
+    assert {"Capacity frontier: users against context per user", "|dlogp| distribution: nvfp4",
+            "Accept rate per prompt class"} <= set(titles)
+    missed = browser.eval("Array.from(document.querySelectorAll('td.miss')).map(c => c.closest('section').id + ' ' "
+                          "+ c.innerText.split('\\n')[0])")
+    # 44 users < 46 and prose 0.29 < 0.3 miss; the drift numbers meet their bounds
+    assert "gate-capacity 44" in missed and "gate-acceptance 0.29" in missed
+    assert not any(m.startswith("gate-drift") for m in missed)
+    assert "noise floor 0.004" in browser.eval("document.querySelector('#gate-drift svg').textContent")
