@@ -54,7 +54,7 @@ def cli(argv: list[str]) -> int:
             return 2
         print(f"plot written to {args.plot}")
     if args.html:
-        from pytest_glmf.results.html import write_page
+        from pytest_glmf.results.html_blocks import write_page
         from pytest_glmf.results.html_pages import comparison_page
 
         try:

@@ -181,7 +181,8 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
 def write_html(state: "GlmfSession") -> None:
     """--glmf-html: the result file as one page, <results>/<lane>-latest.html, with the lane's
     bounds, its baseline and this session's ledger lines (results/html.py)."""
-    from pytest_glmf.results.html import lane_bounds, session_ledger, session_report, write_page
+    from pytest_glmf.results.html import lane_bounds, session_ledger, session_report
+    from pytest_glmf.results.html_blocks import write_page
 
     path = Path(state.extra["result_file"])
     doc = json.loads(path.read_text())
@@ -324,7 +325,7 @@ def write_comparison(state: "GlmfSession") -> None:
     out = state.settings.results_dir / f"compare-{state.base_session_id}.md"
     out.write_text(comparison_markdown(docs))
     if state.settings.html:
-        from pytest_glmf.results.html import write_page
+        from pytest_glmf.results.html_blocks import write_page
         from pytest_glmf.results.html_pages import comparison_page
 
         try:

@@ -1,6 +1,6 @@
 """One HTML section per gate of a result document (results/html.py builds the page).
 
-Every section is the gate's table (the columns results/report.py picks for the terminal and the
+Every section is the gate's table (the columns results/columns.py picks for the terminal and the
 Markdown; headers with the unit and meaning from the gate's spec), the gate's charts, and its
 definitions. A cell is marked where it misses its bound (the lane's thresholds, when known) and
 coloured against the baseline only where the change exceeds what is allowed (the tolerance or the
@@ -18,7 +18,8 @@ from typing import Any
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
-from pytest_glmf.results.html import (
+from pytest_glmf.results.columns import cell, gate_table
+from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
     gate_title,
@@ -117,8 +118,6 @@ def row_marks(entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any], comps: Comps) -> str:
-    from pytest_glmf.results.report import _cell, gate_table
-
     header, _ = gate_table(gate, entries)
     cols = [c for c in header[1:] if c != "flags"]   # a row's flags are its marks, spelled out under the table
     ths = [th("key")]
@@ -144,7 +143,7 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
                 cells.append(td(fmt(value), " ".join(x for x in ("num", "miss" if miss else cls) if x), note,
                                 "misses its bound" if miss else change))
             else:
-                cells.append(td(_cell(value) if value is not None else "-"))
+                cells.append(td(cell(value) if value is not None else "-"))
         rows.append(cells)
         classes.append("marked" if any(kind == "bad" for _, kind, _ in marks) else "")
     return table(ths, rows, row_classes=classes, raw=True)

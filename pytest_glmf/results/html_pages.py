@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
-from pytest_glmf.results.html import (
+from pytest_glmf.results.html import verdict_of
+from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
     gate_title,
@@ -25,7 +26,6 @@ from pytest_glmf.results.html import (
     td,
     th,
     unit_of,
-    verdict_of,
 )
 
 if TYPE_CHECKING:

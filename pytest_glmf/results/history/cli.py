@@ -116,7 +116,7 @@ def _trend(store: SqlStore, args: argparse.Namespace) -> int:
 
 def _html(store: SqlStore, args: argparse.Namespace, metrics: list[tuple[str, str]] | None) -> int:
     """--html OUT.html: the runs of the lane (or every lane) and their trends as one page."""
-    from pytest_glmf.results.html import write_page
+    from pytest_glmf.results.html_blocks import write_page
     from pytest_glmf.results.html_pages import history_page
 
     page = history_page(store, lane=args.lane, last=args.last, metrics=metrics, key=getattr(args, "key", None))
