@@ -51,7 +51,7 @@ font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space
 dl.defs{font-size:.86em;color:var(--mute);margin:.4em 0}dl.defs dt{font-weight:600;color:var(--fg);float:left;
 margin-right:.4em}dl.defs dd{margin:0 0 .2em}
 ul.defs{font-size:.86em;color:var(--mute);padding-left:1.2em;margin:.4em 0}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(440px,100%),1fr));gap:10px 18px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(440px,100%),1fr));gap:10px 18px}
 figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;display:block}
 svg .grid{stroke:#e8ebee}svg .axis{stroke:#8b949e}svg .tick{font-size:11px;fill:#5b636b}
 svg .al{font-size:12px;fill:#30363d}svg .ct{font-size:13px;font-weight:600;fill:#1b1f23}
