@@ -3,8 +3,8 @@ OUT.html`, and `<results>/<lane>-latest.html` with --glmf-html).
 
 The page opens anywhere, offline: inline CSS, charts as inline SVG (results/svg.py), no script, and
 a Content-Security-Policy that forbids the browser to fetch anything at all. It is built from the
-same data as the terminal and Markdown reports (results/report.py: the gates' columns, baseline
-comparisons) and in the words of each gate's declaration (gates/<gate>/spec.py: title, definitions,
+same data as the terminal and Markdown reports (results/columns.py: the gates' columns;
+results/baseline.py: the comparisons) and in the words of each gate's declaration (gates/<gate>/spec.py: title, definitions,
 each metric's unit and meaning), in this order: the verdict and the failed tests' tables, the lane
 and its provenance, one section per gate that ran, the comparison with the baseline, the failure
 ledger. results/html_pages.py renders a comparison of lanes and the run history the same way.
@@ -56,9 +56,10 @@ def session_report(doc: Mapping[str, Any], *, baseline: Mapping[str, Any] | None
     bound marks and lines); `ledger_lines`: the failure ledger's lines of this session."""
     lane = lane_of(doc)
     comps = baseline_cells(doc, baseline) if baseline is not None else {}
+    started = (doc.get("provenance") or {}).get("started_at")
     parts = [f"<h1>pytest-glmf: lane {escape(lane)}</h1>",
              f'<p class="sub">session {escape(str(doc.get("session_id", "?")))}'
-             f'{", started " + escape(str((doc.get("provenance") or {}).get("started_at"))) if (doc.get("provenance") or {}).get("started_at") else ""}</p>',
+             + (f", started {escape(str(started))}" if started else "") + "</p>",
              verdict_block(doc), provenance_section(doc, baseline)]
     gates = doc.get("gates") or {}
     for gate in ordered_gates(gates):
@@ -119,8 +120,7 @@ def provenance_section(doc: Mapping[str, Any], baseline: Mapping[str, Any] | Non
         from pytest_glmf.results.baseline import baseline_label
 
         rows.append(["baseline", baseline_label(baseline)])
-    inner = table(["", ""], rows).replace("<thead><tr><th></th><th></th></tr></thead>", "")
-    return section("provenance", "Lane and provenance", inner)
+    return section("provenance", "Lane and provenance", table([], rows))
 
 
 def _server_says(prov: Mapping[str, Any]) -> str:
@@ -156,14 +156,12 @@ def baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> str
         parts.append("<p>The engine's served surface changed since the baseline (not a failure by itself):</p>"
                      + definitions(changed))
     comps = compare_results(doc, baseline)
-    rows, classes = [], []
+    cells = baseline_cells(doc, baseline)
+    rows = []
     for c in comps:
-        worse = c.regressed
-        better = not worse and c.worse_by is not None and -c.worse_by > c.allowed + 1e-12
-        cls = "worse" if worse else "better" if better else ""
+        cls = cells[(c.gate, c.key, c.metric)][0]
         r = c.row()
         rows.append([td(r[0]), td(r[1], "num"), td(r[2], "num"), td(r[3], f"num {cls}".strip()), td(r[4])])
-        classes.append("")
     bad = sum(1 for c in comps if c.regressed)
     parts.append(f"<p>{bad} regression(s) in {len(comps)} compared metrics.</p>")
     if rows:

@@ -94,12 +94,13 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, row_classes: 
           raw: bool = False) -> str:
     """A table; cells are text (escaped) unless `raw` (then they are HTML already: `td(...)`)."""
     head = "".join(h if raw and h.startswith("<th") else f"<th>{escape(h)}</th>" for h in header)
+    head = f"<thead><tr>{head}</tr></thead>" if header else ""   # no header: a list of facts
     body = []
     for i, r in enumerate(rows):
         cls = (row_classes or [])[i] if row_classes and i < len(row_classes) else ""
         cells = "".join(c if raw else f"<td>{escape(c)}</td>" for c in r)
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    return f'<div class="scroll"><table>{head}<tbody>{"".join(body)}</tbody></table></div>'
 
 
 def td(text: str, cls: str = "", note: str = "", tip: str = "") -> str:

@@ -112,8 +112,6 @@ def row_marks(entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     if entry.get("noisy"):
         marks.append(("noisy", "warn", f"run-to-run spread {fmt(entry.get('spread_pct'))} % over "
                                        f"{fmt(entry.get('spread_max_pct'))} %"))
-    if entry.get("stopped_by"):
-        marks.append((f"stopped by {entry['stopped_by']}", "info", "what ended the search"))
     return marks
 
 
@@ -220,7 +218,7 @@ def capacity_charts(entries: Mapping[str, Any]) -> list[str]:
     if kv:
         series.append(svg.Series("users the KV pool holds", kv, dashed=True))
     return [svg.line_chart(svg.Chart("Capacity frontier: users against context per user", "concurrent users",
-                                     "context per user (tokens)", series))]
+                                     "context per user (tokens)", series, bars_legend="bars: the 95 % interval"))]
 
 
 DRIFT_QUANTILES = (("median", "median_abs_dlogp"), ("mean", "mean_abs_dlogp"), ("p90", "p90_abs_dlogp"),
@@ -255,11 +253,12 @@ def acceptance_charts(entries: Mapping[str, Any], bounds: Mapping[str, Any]) -> 
              if isinstance(e, Mapping) and is_number(e.get("accept_rate"))]
     if not items:
         return []
-    pts = [svg.Point(name, e["accept_rate"]) for name, _, e in items]
+    pts = [svg.Point(name, e["accept_rate"]) for name, _, e in items]   # classes have no order: no line
     mins = [svg.Point(name, bound_of("acceptance", bounds, k, e, "accept_rate")["min"]) for name, k, e in items
             if "min" in bound_of("acceptance", bounds, k, e, "accept_rate")]
-    series = [svg.Series("accept rate", pts)] + ([svg.Series("min (thresholds)", mins, dashed=True,
-                                                             color="#b3261e")] if mins else [])
+    series = [svg.Series("accept rate", pts, joined=False)] + ([svg.Series("min (thresholds)", mins, dashed=True,
+                                                                         color="#b3261e", joined=False)]
+                                                              if mins else [])
     return [svg.line_chart(svg.Chart("Accept rate per prompt class", "accept rate (fraction)", "prompt class",
                                      series, categories=[n for n, _, _ in items]))]
 

@@ -36,6 +36,7 @@ class Series:
     points: list[Point]
     dashed: bool = False
     color: str | None = None       # None: the next of COLORS
+    joined: bool = True            # a line through the points (False: categories with no order)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Chart:
     bounds: list[tuple[float, str]] = field(default_factory=list)   # (y, "min 45") lines
     categories: list[str] | None = None   # categorical x: the labels, in order (points' x are labels)
     marked_legend: str = ""        # what a hollow point means, for the legend
+    bars_legend: str = "bars: run-to-run spread"   # what a bar around a point is
 
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -107,8 +109,9 @@ def line_chart(chart: Chart) -> str:
         out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
                    f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick(t)}</text>')
     if chart.categories is not None:
+        room = max(6, int(plot_w / max(1, len(chart.categories)) / 7))   # characters a label may take
         for i, c in enumerate(chart.categories):
-            label = c if len(c) <= 18 else c[:8] + "…" + c[-9:]
+            label = c if len(c) <= room else c[:room // 2] + "…" + c[-(room - room // 2 - 1):]
             out.append(f'<text class="tick" x="{sx(i):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">'
                        f'<title>{escape(c)}</title>{escape(label)}</text>')
     else:
@@ -128,7 +131,7 @@ def line_chart(chart: Chart) -> str:
                    f'<text class="bl" x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(label)}</text>')
     for s, color in zip(chart.series, colors(chart.series)):
         ordered = sorted(s.points, key=xv)
-        if len(ordered) > 1:
+        if len(ordered) > 1 and s.joined:
             path = " ".join(f"{sx(xv(p)):.1f},{sy(p.y):.1f}" for p in ordered)
             dash = ' stroke-dasharray="6 4"' if s.dashed else ""
             out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>')
@@ -168,7 +171,7 @@ def legend(chart: Chart) -> str:
     if any(p.marked for s in chart.series for p in s.points):
         items.append(f'<span><i class="hollow"></i>{escape(chart.marked_legend or "hollow: marked")}</span>')
     if any(p.lo is not None for s in chart.series for p in s.points):
-        items.append("<span>bars: run-to-run spread</span>")
+        items.append(f"<span>{escape(chart.bars_legend)}</span>")
     if chart.bounds:
         items.append('<span><i class="boundkey"></i>bound (thresholds)</span>')
     return f'<p class="legend">{"".join(items)}</p>'
