@@ -47,4 +47,5 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
                 cols.append(c)
     header = ["key", *cols]
     body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]
-    return header, body
+    # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here
+    return header, [row for row in body if any(value != "-" for value in row[1:])]

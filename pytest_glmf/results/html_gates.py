@@ -305,7 +305,9 @@ def boot_body(entries: Mapping[str, Any], bounds: Mapping[str, Any], comps: Comp
         bound = bound_of("boot", bounds, "facts", facts, key)
         cls, change = comps.get(("boot", "facts", key), ("", ""))
         miss = _misses(value, bound)
-        note = " ".join(x for x in (_bound_text(bound), change) if x)
+        source = (facts.get("sources") or {}).get(key)
+        said = f"({source})" if source and source != "boot log" else ""
+        note = " ".join(x for x in (said, _bound_text(bound), change) if x)
         rows.append([td(label, tip=metric_doc("boot", key)),
                      td(fmt(value), ("num " + ("miss" if miss else cls)).strip() if is_number(value) else "", note)])
     for pool in facts.get("kv_pools") or []:
