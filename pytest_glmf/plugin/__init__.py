@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
                     help=help_text + " (ini: glmf_update_baseline)")
     parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
+    help_text = ("Also write each lane's result as one self-contained HTML page, <results>/<lane>-latest.html, "
+                 "beside its JSON (the page of `glmf report RESULT --html OUT.html`)")
+    group.addoption("--glmf-html", dest="glmf_html", action="store_true", default=None,
+                    help=help_text + " (ini: glmf_html)")
+    parser.addini("glmf_html", help_text, type="bool", default=False)
     verified.addoption(group, parser)
 
 
