@@ -205,8 +205,6 @@ class GlmfSession:
         """The --glmf-baseline result file (validated at configure), or None; with `history[:K]`
         the median of the last K passing runs from the store (plugin/history.py)."""
         if self.settings.history is not None and self.settings.history.baseline_runs:
-            from pytest_glmf.plugin import history
-
             return history.baseline_doc(self)
         if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
             from pytest_glmf.results.baseline import load_baseline
