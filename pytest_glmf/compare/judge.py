@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_glmf.compare.lanecurve import LaneCurve
+from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import fmt
 
 FLOOR_PCT = 1.0
@@ -123,8 +124,6 @@ METRIC_PHRASES = {"per_user_tok_s": "per user", "aggregate_tok_s": "on aggregate
 
 
 def direction_of(metric: str) -> str:
-    from pytest_glmf.gates.registry import metric_directions
-
     directions = metric_directions("curve")
     if metric not in directions:
         raise ValueError(f"metric {metric!r} is not a curve metric; allowed: {', '.join(sorted(directions))}")
