@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_glmf.gates.agents.records import TurnRecord, summarize
 from pytest_glmf.gates.agents.runner import SendOptions, run_conversations_sync
 from pytest_glmf.gates.agents.sessions import Conversations, Session, as_conversations, from_template, tokens_per_word
 from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
 from pytest_glmf.gates.agents.table import DEFINITIONS, agents_table
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.workload import count_tokens
 from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
@@ -190,12 +192,8 @@ def assert_agents(result: AgentsResult, *, source: str | None = None, lane: Any 
     __tracebackhide__ = True
     lane = lane if lane is not None else result.lane
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("agents", bounds, "assert_agents", (), source)
     failed = failed_checks(agents_checks(result, bounds, source))
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, f"agents{lane_phrase(lane)}", result.table()), pytrace=False)

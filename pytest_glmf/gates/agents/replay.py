@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_glmf.gates.agents.api import _settings, result_flags
 from pytest_glmf.gates.agents.spec import REPLAY, ReplaySettings
 from pytest_glmf.gates.agents.traces import PACKAGED, ReplayResult, Trace, load_trace, replay_trace
@@ -112,6 +114,4 @@ def assert_replay(result: ReplayResult, *, source: str | None = None, lane: Any 
     bounds = checked_bounds(REPLAY, bounds, "assert_replay", (), source)
     failed = failed_checks(replay_checks(result, bounds, source))
     if failed:
-        import pytest
-
         pytest.fail(replay_failure(failed, result, lane), pytrace=False)

@@ -31,12 +31,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
+from pytest_glmf.gates.bounds import lane_phrase
 from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.endpoints import Target
 from pytest_glmf.gates.curve.records import (
@@ -49,6 +51,7 @@ from pytest_glmf.gates.curve.records import (
 from pytest_glmf.gates.curve.runner import Progress
 from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
 from pytest_glmf.gates.curve.workload import count_tokens
+from pytest_glmf.gates.verdict import fmt, render_table
 
 MOONCAKE_BLOCK_TOKENS = 512
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
@@ -88,7 +91,6 @@ def _resolve(path: str | Path) -> Path:
     p = Path(path)
     if p.is_file() or str(path) not in PACKAGED:
         return p
-    from importlib import resources
 
     return Path(str(resources.files("pytest_glmf.data").joinpath("traces", str(path))))
 
@@ -240,9 +242,6 @@ class ReplayResult:
         raise AttributeError(name)
 
     def table(self) -> str:
-        from pytest_glmf.gates.bounds import lane_phrase
-        from pytest_glmf.gates.verdict import fmt, render_table
-
         s = self.summary
         rows = [[k, fmt(s.get(k))] for k in TABLE_KEYS]
         unit = f", simulator time scale {s['time_scale']:g}: recipe units" if s.get("time_scale", 1.0) != 1.0 else ""
