@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from pytest_glmf.gates.boot.parse import BootFacts
+from pytest_glmf.gates.verdict import fmt, render_table
 
 
 def render_facts(facts: BootFacts, version: str | None = None) -> str:
     """The readable key | value table of `glmf bootlog FILE`."""
-    from pytest_glmf.gates.verdict import fmt, render_table
 
     d = facts.to_dict()
     rows: list[list[str]] = [["engine", fmt(d["engine"])]]
