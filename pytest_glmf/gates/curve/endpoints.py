@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa: F401  (parse_metrics: re-exported)
+from pytest_glmf.engine.serverconfig import read_server_config
 from pytest_glmf.gates.curve import http as load_http
 
 if TYPE_CHECKING:
@@ -174,8 +176,6 @@ def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
     them, KV pool, context, `decode_log_interval` for the stale-gauge rule), else vLLM's dev-mode
     /server_info and /v1/models (engine/serverconfig.py). Returns (facts in the boot facts' keys,
     the one-line summary); a server that tells nothing gives ({}, "not told")."""
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.serverconfig import read_server_config
 
     with Client(base_url, Timeouts(connect_s=3.0, first_token_s=10.0, between_tokens_s=10.0)) as client:
         cfg = read_server_config(client, "sglang")
