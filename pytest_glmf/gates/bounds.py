@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import gate_spec
 
@@ -50,8 +52,6 @@ def checked_bounds(gate: "str | GateSpec", bounds: Mapping[str, Any], helper: st
     try:
         spec.check_metrics(f"{helper}() at {source or caller_source()}", bounds, other_keys)
     except ConfigError as exc:
-        import pytest
-
         pytest.fail(str(exc), pytrace=False)
     return dict(bounds)
 
