@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import httpx
+import httpx
 
 READY_LINES = {"sglang": "The server is fired up and ready to roll!"}
 PROBE_TIMEOUT_S = 5.0
@@ -55,8 +53,6 @@ def catch_up(seen: Callable[[], bool], timeout_s: float = CATCH_UP_S, poll_s: fl
 
 
 def _status(client: "httpx.Client", url: str) -> tuple[int | None, str]:
-    import httpx
-
     try:
         code = client.get(url).status_code
     except httpx.HTTPError as exc:      # not listening yet (or docker-proxy accepted, then reset)

@@ -13,6 +13,9 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from docker.types import DeviceRequest
+
+from pytest_glmf.config.lanes import build_server_argv
 from pytest_glmf.launch.base import BootError
 
 if TYPE_CHECKING:
@@ -31,7 +34,6 @@ DEFAULT_CONTAINER_PORT = 30000      # SGLang's default port
 def device_requests(gpus: str | int | list[str] | None) -> list[dict[str, Any]]:
     """`gpus` as docker's --gpus: "all", a count (int or digits), or device ids (list, "0,2",
     "device=0,2"). None/0/"" requests nothing."""
-    from docker.types import DeviceRequest
 
     if gpus is None or gpus == "" or gpus == 0:
         return []
@@ -75,7 +77,6 @@ def _set_flag(argv: list[str], flag: str, value: str) -> list[str]:
 def server_argv(lane: "LaneConfig") -> tuple[list[str], int]:
     """(argv inside the container, container port), through `config.build_server_argv` (which
     also expands `{port}` in a lane's explicit `command`)."""
-    from pytest_glmf.config.lanes import build_server_argv
 
     port = lane.port
     if port is None and lane.command and not any("{port}" in arg for arg in lane.command):

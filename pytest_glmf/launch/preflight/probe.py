@@ -23,9 +23,12 @@ Every problem is found by parsing again without the offending flag (argparse sto
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
 import sys
+from importlib import metadata
 
 PROBE_VERSION = 1
 MAX_ROUNDS = 32
@@ -36,8 +39,6 @@ class ParseFailed(Exception):
 
 
 def _dist_version(*names: str) -> str | None:
-    from importlib import metadata
-
     for name in names:
         try:
             return metadata.version(name)
@@ -175,8 +176,6 @@ def probe(engine: str, argv: list[str]) -> dict[str, object]:
 
 def main(args: list[str]) -> int:
     engine, argv = args[0], json.loads(args[1])
-    import contextlib
-    import io
 
     # engines log while building parsers (deprecations, plugin loading): keep stdout one JSON line
     with contextlib.redirect_stdout(io.StringIO()):
