@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import fmt, note_evaluated, render_table
 
@@ -190,8 +192,6 @@ def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str |
     __tracebackhide__ = True
     message = regression_message(comparisons, baseline_path)
     if message:
-        import pytest
-
         pytest.fail(message, pytrace=False)
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.engine.serverconfig import ServerConfig
+from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import (
     BaselineError,
@@ -19,8 +22,12 @@ from pytest_glmf.results.baseline import (
     compare_results,
     load_baseline,
     machine_differences,
+    numeric_metrics,
     regression_table,
 )
+from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
+from pytest_glmf.results.history.schema import NotAResultFile
+from pytest_glmf.results.plotting import pyplot, save_png
 
 # Preferred column order per gate; other scalar fields follow in the order recorded.
 COLUMNS: dict[str, list[str]] = {
@@ -126,7 +133,6 @@ def _headline(doc: Mapping[str, Any]) -> str:
     state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
     says = ""
     if isinstance(prov.get("server_config"), Mapping):   # engine/serverconfig.py, read at launch
-        from pytest_glmf.engine.serverconfig import ServerConfig
 
         told = ServerConfig.from_dict(prov["server_config"])
         says = f"\nthe server says: {told.summary()}" if told.told else ""
@@ -135,7 +141,6 @@ def _headline(doc: Mapping[str, Any]) -> str:
 
 def surface_lines(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """What changed in the engine since the baseline (engine/surface.py), one line each."""
-    from pytest_glmf.engine.surface import surface_changes
 
     return surface_changes((doc.get("provenance") or {}).get("served_surface"),
                            (baseline.get("provenance") or {}).get("served_surface"))
@@ -163,7 +168,6 @@ def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> li
 def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[str, str, str], float]]]) -> str:
     """This run's numbers beside the last K runs on its lane (oldest first), one row per metric,
     then which run each column is. `earlier` is `queries.runs_beside(...)`."""
-    from pytest_glmf.results.baseline import numeric_metrics
 
     if not earlier:
         return "History: no earlier run stored on this lane, GPU, model revision and engine"
@@ -227,7 +231,6 @@ def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 
 def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None) -> Path:
     """PNG: per-user tok/s (and aggregate on a second axis) and TTFT p50/p95 against users."""
-    from pytest_glmf.results.plotting import pyplot, save_png
 
     plt = pyplot()
     rows = curve_rows(doc)
@@ -306,10 +309,6 @@ def cli(argv: list[str]) -> int:
 
 def _history_beside(doc: Mapping[str, Any], k: int, store_value: str | None, results_dir: Path) -> str | None:
     """`glmf report --history K`: the table, or None after one line on stderr (store fault)."""
-    import os
-
-    from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
-    from pytest_glmf.results.history.schema import NotAResultFile
 
     try:
         location = parse_location(store_value or os.environ.get("GLMF_HISTORY") or None, Path.cwd(), results_dir)
