@@ -46,6 +46,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from pytest_glmf.gates.curve import sockstamp
 
 perf = time.perf_counter
@@ -474,8 +476,6 @@ class TruthServer:
             self.proc.stdout.close()
 
     def _get(self, path: str) -> Any:
-        import httpx
-
         return httpx.get(self.url + path, timeout=30).json()
 
     def truth(self) -> list[dict[str, Any]]:
