@@ -22,6 +22,7 @@ which is what the session's "nothing was verified" rule reads (plugin/verified.p
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.bounds import caller_source
 from pytest_glmf.plugin.progress import live_progress
+from pytest_glmf.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -84,7 +87,6 @@ def _setup_error(fixture: str, source: str | None, exc: Exception) -> str:
     else the test line that called the fixture)."""
     if source:
         return f"{source}: {exc}"
-    from pytest_glmf.gates.bounds import caller_source
 
     return f"{fixture}() at {caller_source()}: {exc}"
 
@@ -306,7 +308,6 @@ def glmf_acceptance(glmf_server: "Server", glmf_lane: "LaneConfig", glmf_thresho
     A server that says it runs no speculative decoding (SGLang's /server_info
     `speculative_algorithm: null`, engine/serverconfig.py) is not measured: the test skips with
     the server's words, or fails with them when the lane declares a `spec`."""
-    import dataclasses
 
     from pytest_glmf.gates.acceptance.api import measure_acceptance
 
@@ -364,7 +365,6 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
     from pytest_glmf.gates.drift.api import load_drift_reference, make_drift_reference, measure_drift
     from pytest_glmf.gates.drift.oracle import reference_from_lane, resolve_oracle_lane
     from pytest_glmf.gates.drift.reference import sim_template
-    from pytest_glmf.plugin.session import session_of
 
     measured: dict[tuple[Any, ...], DriftResult] = {}
     references: dict[tuple[Any, ...], dict[str, Any]] = {}

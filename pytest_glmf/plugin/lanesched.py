@@ -22,6 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xdist.scheduler import LoadGroupScheduling
+
+from pytest_glmf.launch import server_to_dict
 from pytest_glmf.results.recorder import write_atomic
 
 if TYPE_CHECKING:
@@ -63,7 +66,6 @@ def publish(results_dir: Path, lane_session_id: str, lane: str, *, server: "Serv
             boot_error: str | None = None, skip: str | None = None) -> None:
     """Controller: a lane's server, or why it did not boot, or why its tests are not run, for the
     workers waiting on it."""
-    from pytest_glmf.launch import server_to_dict
 
     doc: dict[str, Any] = {"lane": lane}
     if skip is not None:
@@ -104,7 +106,6 @@ def make_scheduler(config: "pytest.Config", log: Any, lanes: list[str], items: C
     """The controller's scheduler for several lanes (pytest-xdist is imported only here): `items(worker)`
     reads a worker's `{nodeid: lane}`, `next_lane(name)` boots a lane, `stopping(why)` tells the
     workers waiting for later lanes that the session stops (-x, --maxfail)."""
-    from xdist.scheduler import LoadGroupScheduling
 
     class LaneScheduling(LoadGroupScheduling):
         """Loadgroup scheduling whose work units go out lane by lane; when the last test of the

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates import verdict
+from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
 if TYPE_CHECKING:
     from pytest_glmf.config.thresholds import Thresholds
@@ -76,7 +78,6 @@ def refuse_ungated_lane(lane: str, thresholds: "Thresholds", thresholds_file: An
 
 def known_lanes(settings: "Settings") -> list[str]:
     """Lanes a `glmf_lanes` marker may name: the lanes file's, the built-in ones, the selected one."""
-    from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 
     names = list(builtin_lanes())
     if settings.lanes_file is not None:
@@ -119,7 +120,6 @@ class Verification:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         """The test's evaluated checks (its fixtures' too) travel with its teardown report, once;
         a failed phase's report carries the cause class of its failed checks (failure ledger)."""
-        from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
         report = yield
         now = verdict.evaluated_count()
