@@ -103,9 +103,10 @@ def cleanup(results_dir: Path, base_session_id: str) -> None:
 
 def make_scheduler(config: "pytest.Config", log: Any, lanes: list[str], items: Callable[[str], dict[str, str]],
                    next_lane: Callable[[str], None], stopping: Callable[[str], None]) -> Any:
-    """The controller's scheduler for several lanes (pytest-xdist is imported only here): `items(worker)`
-    reads a worker's `{nodeid: lane}`, `next_lane(name)` boots a lane, `stopping(why)` tells the
-    workers waiting for later lanes that the session stops (-x, --maxfail)."""
+    """The controller's scheduler for several lanes: `items(worker)` reads a worker's `{nodeid: lane}`,
+    `next_lane(name)` boots a lane, `stopping(why)` tells the workers waiting for later lanes that the
+    session stops (-x, --maxfail). The xdist internals it uses are checked by
+    tests/plugin/test_xdist_contract.py (pyproject.toml bounds pytest-xdist to those versions)."""
 
     class LaneScheduling(LoadGroupScheduling):
         """Loadgroup scheduling whose work units go out lane by lane; when the last test of the
