@@ -38,11 +38,6 @@ class Point:
     margin: float
     winner: Literal["a", "b", "tie"]
 
-    @property
-    def diff_pct(self) -> float:
-        """a's lead over b in % of b (signed by the values, not by the direction)."""
-        return (self.a - self.b) / self.b * 100 if self.b else float("inf")
-
 
 @dataclass
 class Crossover:

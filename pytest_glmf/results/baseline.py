@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import fmt, note_evaluated, render_table
 
@@ -185,14 +183,6 @@ def regression_message(comparisons: Iterable[Comparison], baseline_path: str | P
     label = str(baseline_path)
     src = "" if not label else f" ({label})" if label.startswith("history:") else f" (baseline: {label})"
     return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}"
-
-
-def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> None:
-    """Fail the calling test with the table of regressed metrics."""
-    __tracebackhide__ = True
-    message = regression_message(comparisons, baseline_path)
-    if message:
-        pytest.fail(message, pytrace=False)
 
 
 def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:

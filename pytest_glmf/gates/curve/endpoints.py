@@ -93,10 +93,6 @@ class Endpoints:
     def of_user(self, user: int) -> int:
         return user % len(self.targets)
 
-    def streams_per_endpoint(self, users: int) -> list[int]:
-        k = len(self.targets)
-        return [users // k + (1 if i < users % k else 0) for i in range(k)]
-
     async def metrics_each(self) -> list[dict[str, float] | None]:
         return [await t.metrics() for t in self.targets]
 
