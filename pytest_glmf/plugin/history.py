@@ -11,7 +11,7 @@
     unless --glmf-history-required;
   * `baseline_doc`: the history baseline (`--glmf-baseline history:K`), made once per process when
     the first test needs it (the lane key needs the running server's provenance);
-  * `judge_drift`: the slow-drift test of what a test recorded: a `GlmfDriftWarning`, or with
+  * `drift_findings`: the slow-drift test of what a test recorded: a `GlmfDriftWarning`, or with
     `--glmf-history-drift fail` a failure of that test.
 """
 from __future__ import annotations

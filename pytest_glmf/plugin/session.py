@@ -1,5 +1,5 @@
 """The session object: one per pytest process, created and registered with the plugin manager only
-when a lane is selected (the pytest-benchmark pattern). It holds the session's state (the lane,
+when a lane is selected (pytest-xdist's `DSession` pattern: hooks as methods of one object). It holds the session's state (the lane,
 its server launched once, the thresholds, the result recorder) and every hook that needs a lane,
 so the plugin's entry point stays a few lines and no hook asks whether there is a session.
 

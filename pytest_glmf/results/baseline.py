@@ -1,6 +1,6 @@
 """Regressions against a stored run: direction-aware, tolerance- and spread-aware comparisons.
 
-A baseline is an earlier session's result file (results.py). Every gate records its numbers as
+A baseline is an earlier session's result file (results/recorder.py). Every gate records its numbers as
 `gates[gate][key] = {metric: value, ..., "spread_pct": s}`; the metric names and their direction
 come from each gate's declaration (`gates/<gate>/spec.py`) (throughput and acceptance: lower is worse; latency and drift:
 higher is worse). A change counts as a regression only when it is worse than the allowed change:

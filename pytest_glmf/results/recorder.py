@@ -29,7 +29,7 @@ class SessionRecorder:
         self.worker = worker
         self.part_path = self.results_dir / ".parts" / f"{session_id}-{worker}.jsonl"
         # The plugin points this at a list while a test runs: what that test recorded is then
-        # compared with the baseline and reported through record_property (plugin_results.py).
+        # compared with the baseline and reported through record_property (plugin/bookkeeping.py, judge_recorded).
         self.capture: list[tuple[str, str, Any]] | None = None
 
     def record(self, gate: str, key: str, data: Any) -> None:

@@ -1,6 +1,6 @@
 """Rendering only: result documents -> terminal tables, Markdown for a PR comment, a PNG curve.
 
-Receives plain data (a result file as written by results.py, optionally a baseline of the same
+Receives plain data (a result file as written by results/recorder.py, optionally a baseline of the same
 schema) and never measures. `glmf report RESULT [--baseline B] [--markdown OUT] [--plot OUT.png]`.
 """
 from __future__ import annotations

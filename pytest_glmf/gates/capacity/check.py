@@ -1,5 +1,5 @@
 """The capacity verdict: a result against the thresholds file's bounds, failing with one table
-(STYLE.md) whose note says what stopped the search and which knob moves it."""
+(docs/style.md) whose note says what stopped the search and which knob moves it."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -20,7 +20,7 @@ Definitions (one place, so every report means the same thing):
   processing inequality); nothing is renormalised.
 - Means are token-weighted (every scored token counts once, like the recipe's 0.136); the 95 %
   CI resamples PROMPTS with replacement (tokens within a prompt are correlated, so resampling
-  tokens gives intervals that are too narrow, anchors.md 3.1) and recomputes the token-weighted
+  tokens gives intervals that are too narrow) and recomputes the token-weighted
   mean of the resample (a cluster bootstrap, percentile method, seeded).
 - Pair statistics (A, B scored against the same reference): per-prompt wins on mean |dlogp|,
   gap = mean|dlogp|(B) - mean|dlogp|(A) (positive: A is closer) with a paired bootstrap CI over
