@@ -17,7 +17,7 @@ from pytest_glmf.compare.judge import Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.plotting import pyplot, save_png
-from pytest_glmf.results.report import _md_table
+from pytest_glmf.results.report import md_table
 
 BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
              ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),
@@ -182,7 +182,7 @@ def comparison_markdown(docs: Sequence[Mapping[str, Any]], metric: str = "per_us
         if isinstance(body, str):
             out.append(f"### {title}\n\n" + "\n".join(f"- {line}" for line in body.splitlines()))
         else:
-            out.append(f"### {title}\n\n{_md_table(header or [''] * len(body[0]), body)}")
+            out.append(f"### {title}\n\n{md_table(header or [''] * len(body[0]), body)}")
     out.append("\n".join(f"- {d}" for d in DEFINITIONS))
     return "\n\n".join(out) + "\n"
 

@@ -184,7 +184,7 @@ def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[st
             + render_table(rows, header) + "\n" + "\n".join(legend))
 
 
-def _md_table(header: list[str], body: list[list[str]]) -> str:
+def md_table(header: list[str], body: list[list[str]]) -> str:
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
@@ -196,7 +196,7 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     prov = doc.get("provenance") or {}
     if prov:
         rows = [[k, _cell(v)] for k, v in prov.items() if not isinstance(v, dict)]
-        out.append("<details><summary>Provenance</summary>\n\n" + _md_table(["key", "value"], rows)
+        out.append("<details><summary>Provenance</summary>\n\n" + md_table(["key", "value"], rows)
                    + "\n\n</details>")
     if baseline is not None:
         if isinstance(baseline.get("made_of"), Mapping):
@@ -212,12 +212,12 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         bad = [c for c in comps if c.regressed]
         if comps:
             out.append(f"### Against the baseline: {len(bad)} regression(s) in {len(comps)} metrics\n\n"
-                       + _md_table(["metric", "baseline", "now", "change", "allowed"],
+                       + md_table(["metric", "baseline", "now", "change", "allowed"],
                                    [c.row() for c in (bad or comps)]))
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            out.append(f"### {TITLES.get(gate, gate)}\n\n{_md_table(header, body)}")
+            out.append(f"### {TITLES.get(gate, gate)}\n\n{md_table(header, body)}")
             if gate in DEFINITIONS:
                 out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
     return "\n\n".join(out) + "\n"

@@ -82,7 +82,7 @@ class AgentsResult:
                 "definitions": DEFINITIONS, "turn_records": [t.to_dict() for t in self.turns]}
 
 
-def _settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:
+def checked_settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:
     """`settings` (None: `spec`'s defaults) with `overrides` on top, checked like a thresholds file's."""
     base = dataclasses.asdict(settings or spec.defaults())
     given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in overrides.items()}
@@ -146,7 +146,7 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
     `settings`, checked like a thresholds file's (ConfigError naming the key). `time_scale`: the
     simulator's (think times are scaled by it, numbers reported in recipe units); `timeouts`: a
     lane's (first_token_s, between_tokens_s) for what the settings leave unset."""
-    opts = _settings(settings, overrides)
+    opts = checked_settings(settings, overrides)
     if conversations is None:
         ratio = 1.0 if opts.sessions_file else tokens_per_word(lambda text: count_tokens(url, text, opts.model))
         conv = conversations_for(opts, ratio)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.agents.api import AgentsResult, _settings, measure_agents
+from pytest_glmf.gates.agents.api import AgentsResult, checked_settings, measure_agents
 from pytest_glmf.gates.agents.spec import AgentsSettings
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, search, users_step
@@ -112,7 +112,7 @@ def measure_agents_capacity(url: str, slo: SLO, *, settings: AgentsSettings | No
                             start: int | None = None, **overrides: Any) -> AgentsCapacityResult:
     """The capacity in sessions at the settings' turns, and (with `frontier_turns`) at each of
     those; `start`: the first value tried (default: settings.start_sessions, else sessions)."""
-    opts = _settings(settings, overrides)
+    opts = checked_settings(settings, overrides)
     slo = replace(slo, allow_queueing=True)   # sessions past the seats are judged by the service level alone
     kw = {"timeouts": timeouts, "time_scale": time_scale}
     first = start or opts.start_sessions or opts.sessions

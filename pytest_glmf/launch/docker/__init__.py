@@ -35,11 +35,11 @@ from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one im
     LABEL_PID_START,
     LABEL_SESSION,
     OWNER,
-    _flag_value,
-    _pid_start,
     container_name,
     container_spec,
     device_requests,
+    flag_value,
+    pid_start,
     server_argv,
     session_labels,
 )
@@ -67,7 +67,7 @@ def _owner_alive(labels: dict[str, str]) -> bool:
     except PermissionError:
         pass                 # exists, owned by someone else
     start = labels.get(LABEL_PID_START)
-    return not start or _pid_start(pid) == start
+    return not start or pid_start(pid) == start
 
 
 def cleanup_stale(client: "docker.DockerClient", current_session: str | None = None) -> list[str]:
@@ -302,7 +302,7 @@ class DockerLauncher:
         image = container.image
         # A revision the lane pins (SGLang's --revision) beats whatever the directory says.
         lane_revision = (getattr(lane, "model_revision", None) or getattr(lane, "revision", None)
-                         or _flag_value(spec["command"], "--revision"))
+                         or flag_value(spec["command"], "--revision"))
 
         def model(path: str | None, revision: str | None) -> dict[str, Any] | None:
             if not path:
