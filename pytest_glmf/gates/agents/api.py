@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.agents.records import TurnRecord, summarize
+from pytest_glmf.gates.agents.records import SummaryNumber, TurnRecord, summarize
 from pytest_glmf.gates.agents.runner import SendOptions, run_conversations_sync
 from pytest_glmf.gates.agents.sessions import Conversations, Session, as_conversations, from_template, tokens_per_word
 from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
@@ -60,12 +60,26 @@ class AgentsResult:
     def per_turn(self) -> list[dict[str, Any]]:
         return self.summary["per_turn"]
 
-    def __getattr__(self, name: str) -> Any:
-        # result.ttft_p95_s, result.returning_cache_hit_pct ...: the summary's numbers
-        summary = self.__dict__.get("summary")
-        if summary is not None and name in summary:
-            return summary[name]
-        raise AttributeError(name)
+    # the summary's numbers (result.ttft_p95_s ...): the gate's metrics and the counts beside them
+    ttft_p50_s = SummaryNumber()
+    ttft_p95_s = SummaryNumber()
+    returning_ttft_p95_s = SummaryNumber()
+    per_user_tok_s = SummaryNumber()
+    per_user_tok_s_p5 = SummaryNumber()
+    returning_cache_hit_pct = SummaryNumber()
+    cache_hit_pct = SummaryNumber()
+    sessions = SummaryNumber()
+    sessions_completed = SummaryNumber()
+    sessions_completed_pct = SummaryNumber()
+    session_time_p50_s = SummaryNumber()
+    session_time_max_s = SummaryNumber()
+    turns_planned = SummaryNumber()
+    turns_completed = SummaryNumber()
+    errors = SummaryNumber()
+    send_lateness_p50_s = SummaryNumber()
+    send_lateness_p99_s = SummaryNumber()
+    send_lateness_max_s = SummaryNumber()
+    capacity_sessions = SummaryNumber()
 
     def table(self) -> str:
         unit = f" (simulator time scale {self.time_scale:g}: recipe units)" if self.time_scale != 1.0 else ""

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.agents.records import SummaryNumber
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
 from pytest_glmf.gates.bounds import lane_phrase
@@ -234,12 +235,19 @@ class ReplayResult:
     def valid(self) -> bool:
         return not self.flags
 
-    def __getattr__(self, name: str) -> Any:
-        # result.ttft_p95_s, result.failed_requests ...: the summary's numbers
-        summary = self.__dict__.get("summary")
-        if summary is not None and name in summary:
-            return summary[name]
-        raise AttributeError(name)
+    # the summary's numbers (result.ttft_p95_s ...)
+    requests = SummaryNumber()
+    failed_requests = SummaryNumber()
+    wall_s = SummaryNumber()
+    send_lateness_p50_s = SummaryNumber()
+    send_lateness_p99_s = SummaryNumber()
+    send_lateness_max_s = SummaryNumber()
+    ttft_p50_s = SummaryNumber()
+    ttft_p95_s = SummaryNumber()
+    per_user_tok_s = SummaryNumber()
+    output_tokens_exact_pct = SummaryNumber()
+    prompt_tokens_error_p50_pct = SummaryNumber()
+    prompt_tokens_error_p95_pct = SummaryNumber()
 
     def table(self) -> str:
         s = self.summary
@@ -279,7 +287,7 @@ def replay_summary(trace: Trace, records: Sequence[RequestRecord], scale: float)
             "send_lateness_p50_s": percentile(late, 50), "send_lateness_p99_s": percentile(late, 99),
             "send_lateness_max_s": max(late, default=None),
             "ttft_p50_s": _div(percentile(ttfts, 50), scale), "ttft_p95_s": _div(percentile(ttfts, 95), scale),
-            "per_user_tok_s": None if not speeds else percentile(speeds, 50) * scale,
+            "per_user_tok_s": None if not speeds else (percentile(speeds, 50) or 0.0) * scale,
             "output_tokens_exact_pct": 100.0 * sum(exact) / len(exact) if exact else None,
             "prompt_tokens_error_p50_pct": percentile(errs, 50), "prompt_tokens_error_p95_pct": percentile(errs, 95)}
 
