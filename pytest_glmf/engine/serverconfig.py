@@ -119,7 +119,7 @@ def read_server_config(client: Client, engine: str | None) -> ServerConfig:
             seats = [_int(s.get("effective_max_running_requests_per_dp")) for s in states or []
                      if isinstance(s, dict)]
             if seats and all(s is not None for s in seats):
-                values["max_running_requests"] = sum(seats)          # type: ignore[arg-type]
+                values["max_running_requests"] = sum(seats)
                 told["max_running_requests"] = "/server_info"
     elif engine == "vllm":
         info = _get(client, "/server_info?config_format=json")

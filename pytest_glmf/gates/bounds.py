@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,7 +30,7 @@ _SUITES = os.path.join(_PACKAGE, "suites")
 def caller_source() -> str:
     """`file:line` of the first caller outside pytest-glmf (the user's test), relative to the
     working directory when inside it: where a bound written in a test comes from."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not path.startswith(_PACKAGE + os.sep) or path.startswith(_SUITES + os.sep):

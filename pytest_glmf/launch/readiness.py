@@ -65,14 +65,14 @@ def probe(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> tuple
     if ready_line_seen:
         code, seen = _status(client, base_url + "/v1/models")
         return code is not None and code < 500, f"GET /v1/models -> {seen}" if code is not None else seen
-    seen = []
+    answers = []
     for path in ("/health", "/v1/models"):
         code, text = _status(client, base_url + path)
         if code is None:
             return False, text               # nothing answers: the error says it all
-        seen.append(f"GET {path} -> {text}")
+        answers.append(f"GET {path} -> {text}")
         if code != 200:
-            return False, ", ".join(seen)
+            return False, ", ".join(answers)
     return True, ", ".join(seen)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,7 @@ def checkpoint(state: "GlmfSession") -> None:
                    extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
 
 
-def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int | None = None) -> None:
+def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus: int | None = None) -> None:
     """The session's result file: everything recorded so far, with `incomplete` listing why
     the session did not run to its end (empty when it did), pytest's exit status, and which
     baseline it was compared with; then queued for the history store."""
@@ -184,7 +185,7 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
 
     doc = state.baseline_doc()
-    failures = []
+    failures: list[str | None] = []
     if doc is not None:
         label = baseline.baseline_label(doc, state.settings.baseline)
         failures.append(baseline.regression_message(baseline.compare_records(captured, doc, tolerance_for), label))
@@ -193,9 +194,9 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         failures.append(drift + "\n(--glmf-history-drift fail; a warning only: --glmf-history-drift warn)")
     elif drift:
         history.warn_drift(drift)
-    failures = [f for f in failures if f]
-    if failures:
-        pytest.fail("\n\n".join(failures), pytrace=False)
+    messages = [f for f in failures if f]
+    if messages:
+        pytest.fail("\n\n".join(messages), pytrace=False)
 
 
 def update_baseline(state: "GlmfSession", exitstatus: int) -> None:

@@ -154,11 +154,11 @@ def make_scheduler(config: "pytest.Config", log: Any, lanes: list[str], items: C
 
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             super().mark_test_complete(node, item_index, duration)
-            dsession = config.pluginmanager.get_plugin("dsession")
-            if getattr(dsession, "shouldstop", False):
+            shouldstop = getattr(config.pluginmanager.get_plugin("dsession"), "shouldstop", False)
+            if shouldstop:
                 if not self.stop_said:
                     self.stop_said = True
-                    stopping(str(dsession.shouldstop))
+                    stopping(str(shouldstop))
                 return
             self.advance()
 

@@ -233,6 +233,7 @@ class GlmfSession:
                     bookkeeping.enrich_provenance(self.server, self.lane)
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
+        assert self.server is not None
         return self.server
 
     def note_if_exited(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -135,7 +135,7 @@ class Verification:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
-            self.checks += sum(v for k, v in report.user_properties if k == CHECKS_PROPERTY)
+            self.checks += sum(cast(int, v) for k, v in report.user_properties if k == CHECKS_PROPERTY)
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
         if report.skipped and isinstance(report.longrepr, tuple):

@@ -134,7 +134,7 @@ def recover_killed_sessions(results_dir: Path) -> list[tuple[str, dict[str, Any]
         session_id, lane = owner.stem, info.get("lane") or {}
         name = lane.get("name", "unknown")
         prior = Path(results_dir) / f"{name}-{session_id}.json"
-        provenance = {}
+        provenance: dict[str, Any] = {}
         if prior.exists():
             try:
                 provenance = json.loads(prior.read_text()).get("provenance") or {}

@@ -149,7 +149,7 @@ def plan_calls(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
             chosen = [next(iter(by_name))]
     calls: list[tuple[str, dict[str, Any]]] = []
     for name in chosen:
-        calls += [(name, args) for args in arguments_for(by_name[name], text)]
+        calls += [(str(name), args) for args in arguments_for(by_name[name], text)]
     return calls
 
 

@@ -87,7 +87,7 @@ def _frontier_problems(frontier: FrontierResult) -> list[str]:
     for p in frontier.points:
         for probe in (p.last_pass, p.first_fail):
             bad = [m.text() for m in (probe.misses if probe else []) if m.what in INVALID]
-            if bad:
+            if probe is not None and bad:
                 problems.append(f"{p.workload['prompt_tokens']:,} tokens @ {probe.users} users: {'; '.join(bad)}")
     measured = [(p.workload["prompt_tokens"], p.users, p.search.step) for p in frontier.points if p.users]
     for (c0, u0, _), (c1, u1, s1) in zip(measured, measured[1:]):

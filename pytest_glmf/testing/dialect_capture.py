@@ -49,7 +49,9 @@ def _json_answer(r: httpx.Response) -> Shape:
 def _stream(http: httpx.Client, path: str, body: dict[str, Any]) -> tuple[Shape, Shape]:
     """(chunks, usage chunk): the shape of every chunk but the usage one, merged, and the usage
     chunk's (`choices` empty, `usage` set); `<done>` says whether `data: [DONE]` ended it."""
-    chunks, usage, done = [], [], False
+    chunks: list[dict[str, Any]] = []
+    usage: list[dict[str, Any]] = []
+    done = False
     with http.stream("POST", path, json=body) as r:
         status = r.status_code
         for line in r.iter_lines():

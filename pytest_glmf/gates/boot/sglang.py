@@ -114,8 +114,8 @@ def parse_sglang(lines: list[LogLine], facts: BootFacts) -> None:
 
     for line in lines:  # the server_args dump: requested values only
         if _SGL_ARGS_DUMP.search(line.msg):
-            if (m := _SGL_ARGS_REQUESTED.search(line.msg)) and m.group(1) != "None":
-                facts.requested_max_running_requests = int(m.group(1))
+            if (dump := _SGL_ARGS_REQUESTED.search(line.msg)) and dump.group(1) != "None":
+                facts.requested_max_running_requests = int(dump.group(1))
                 break
 
     if mamba := find_line(lines, _SGL_MAMBA):

@@ -132,7 +132,7 @@ def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, w
     per_run = [sample_numbers(s, slo) for s in per_samples]
 
     def med(key: str) -> float | None:
-        return median([n[key] for n in per_run if n[key] is not None])
+        return median([v for n in per_run if (v := n[key]) is not None])
 
     server = [r.get("server") or {} for r in runs]
     probe = Probe(

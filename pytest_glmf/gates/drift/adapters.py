@@ -161,7 +161,8 @@ class SGLangAdapter(_Base):
         # (its predicting logits are not computed; scheduler `[None] + input_token_logprobs[:-1]`),
         # so starting at len(prompt) would lose the first output token's logprob.
         start = max(len(prompt_ids) - 1, 0)
-        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": self._score_new_tokens, "temperature": 0},
+        body: dict[str, Any] = {"input_ids": ids,
+                                "sampling_params": {"max_new_tokens": self._score_new_tokens, "temperature": 0},
                 "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": k,
                 "return_text_in_logprobs": False}
         try:

@@ -226,6 +226,7 @@ def compare_drift(result: DriftResult, other: str | Path | Mapping[str, Any]) ->
             other = json.loads(Path(other).read_text())
         except OSError as exc:
             raise DriftFileError(f"{source}: {exc.strerror or exc}") from None
+    assert isinstance(other, Mapping)
     return compare(result.reference, [dict(other), result.candidate], sources=[source, "this session"])
 
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 KL_TRUNCATION = ("tail-bucket: oracle top-k tokens with a known candidate logprob + one bucket for "
                  "the remaining mass on each side; a lower bound of the full-vocabulary KL")
-PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD: Final = "linear"
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 20260911        # the recipe's date: any fixed seed works, this one is documented
 

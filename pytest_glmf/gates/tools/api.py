@@ -120,7 +120,7 @@ def assert_tools(result: ToolsResult, *, source: str | None = None, lane: Any = 
     checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=hints)
     if result.failed_requests:
         checks.append(Check("failed requests", result.failed_requests, {"max": 0}, where=f"@ {users} user(s)",
-                            hint=next(iter(result.request_errors)), cause=request_error_cause(summary)))
+                            hint=next(iter(result.request_errors)), cause=request_error_cause(summary) or "server"))
 
     if not result.turns:
         pytest.fail(f"no tool turn applies under tool_choice={result.tool_choice}", pytrace=False)

