@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.plugin import history
-from pytest_glmf.results import baseline, ledger
+from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
-from pytest_glmf.results.baseline import machine_differences
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
 from pytest_glmf.results.redact import Redactor
@@ -168,6 +167,7 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
     history store, the slow-drift test runs on the same numbers (plugin/history.py): a warning,
     or with --glmf-history-drift fail a failure of this test."""
     __tracebackhide__ = True
+    from pytest_glmf.results import baseline
 
     recorder = state.recorder
     captured = (recorder.capture or []) if recorder is not None else []
@@ -215,6 +215,7 @@ def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
 def baseline_warning(settings: "Settings", doc: dict[str, Any]) -> str | None:
     """A header line when the baseline was measured on another setup (GPU, engine, launcher,
     time scale): its differences may not be regressions."""
+    from pytest_glmf.results.baseline import machine_differences
     from pytest_glmf.results.provenance import gpu_info
 
     lane = settings.lane

@@ -25,11 +25,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.gates.registry import GATES, metric_directions
-from pytest_glmf.results.baseline import numeric_metrics
-from pytest_glmf.results.history import HistoryError, drift, open_store, queries
-from pytest_glmf.results.history.drift import MIN_WINDOW
-from pytest_glmf.results.history.schema import LaneKey, NotAResultFile
-from pytest_glmf.results.history.store import parse_location
 from pytest_glmf.results.recorder import write_atomic
 
 if TYPE_CHECKING:
@@ -81,6 +76,8 @@ def parse_history_baseline(value: str | None, where: str) -> int | None:
 def resolve_history(history: tuple[str | None, Path, str], drift: tuple[str | None, Path, str], required: bool,
                     baseline: tuple[str | None, Path, str], results_dir: Path) -> HistorySettings:
     """The history options, each given as (value, base dir, where it came from); raises UsageError."""
+    from pytest_glmf.results.history.drift import MIN_WINDOW
+    from pytest_glmf.results.history.store import parse_location
 
     value, base, where = history
     try:
@@ -105,6 +102,7 @@ def _settings(state: "GlmfSession") -> HistorySettings | None:
 
 def check_store(state: "GlmfSession") -> None:
     """--glmf-history-required: the store must open (and migrate) before anything is launched."""
+    from pytest_glmf.results.history import HistoryError, open_store
 
     hs = _settings(state)
     if hs is None or not hs.required:
@@ -144,6 +142,8 @@ def store_session(state: "GlmfSession") -> int | None:
     """Store every queued result file (this session's first). Returns an exit status to end with
     when the store failed and --glmf-history-required, else None; the outcome is one line in
     `state.extra["history_note"]` for the terminal summary."""
+    from pytest_glmf.results.history import HistoryError, open_store
+    from pytest_glmf.results.history.schema import NotAResultFile
 
     hs = _settings(state)
     if hs is None or state.settings.lane is None:
@@ -186,6 +186,8 @@ def store_session(state: "GlmfSession") -> int | None:
 
 
 def _lane_key(state: "GlmfSession") -> Any:
+    from pytest_glmf.results.history.schema import LaneKey
+
     assert state.settings.lane is not None and state.server is not None
     prov = {"engine": state.settings.lane.engine, **state.server.provenance}
     return LaneKey.from_provenance(prov, state.settings.lane.name)
@@ -194,6 +196,7 @@ def _lane_key(state: "GlmfSession") -> Any:
 def _read(state: "GlmfSession", what: str, read: Any) -> Any:
     """Run `read(store)` on the store (not created if missing); a fault is noted once per process
     and gives None (with --glmf-history-required the calling test fails with it)."""
+    from pytest_glmf.results.history import HistoryError, open_store
 
     hs = _settings(state)
     assert hs is not None and hs.location is not None
@@ -218,6 +221,8 @@ def baseline_doc(state: "GlmfSession") -> dict[str, Any] | None:
     if hs is None or not hs.baseline_runs or state.server is None or state.settings.lane is None:
         return None
     if "history_baseline" not in state.extra:
+        from pytest_glmf.results.history import queries
+
         key = _lane_key(state)
         doc = _read(state, "history baseline", lambda store: queries.history_baseline(store, key, hs.baseline_runs))
         state.extra["history_baseline"] = doc
@@ -234,6 +239,8 @@ def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], t
     hs = _settings(state)
     if hs is None or hs.drift_mode == "off" or not captured or state.server is None or state.settings.lane is None:
         return None
+    from pytest_glmf.results.baseline import numeric_metrics
+    from pytest_glmf.results.history import drift, queries
 
     current = {(gate, key, m): v for gate, key, data in captured for m, v in numeric_metrics(gate, data).items()}
     if not current:

@@ -31,7 +31,6 @@ from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
 from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
-from pytest_glmf.results.baseline import load_baseline
 from pytest_glmf.results.recorder import SCHEMA, SessionRecorder
 
 if TYPE_CHECKING:
@@ -206,6 +205,8 @@ class GlmfSession:
         if self.settings.history is not None and self.settings.history.baseline_runs:
             return history.baseline_doc(self)
         if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
+            from pytest_glmf.results.baseline import load_baseline
+
             self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
         return self._baseline_doc
 
