@@ -73,7 +73,7 @@ def probe(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> tuple
         answers.append(f"GET {path} -> {text}")
         if code != 200:
             return False, ", ".join(answers)
-    return True, ", ".join(seen)
+    return True, ", ".join(answers)
 
 
 def is_ready(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> bool:
