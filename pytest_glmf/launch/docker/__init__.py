@@ -61,8 +61,11 @@ def _owner_alive(labels: dict[str, str]) -> bool:
         return True          # another machine's session: we cannot tell, so never touch it
     try:
         pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    try:
         os.kill(pid, 0)
-    except (ValueError, ProcessLookupError):
+    except ProcessLookupError:
         return False
     except PermissionError:
         pass                 # exists, owned by someone else
