@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
+from pytest_glmf.config.lanes import LAUNCHERS, LaneConfig
 from pytest_glmf.launch.base import BootError, Launcher, Server
-
-if TYPE_CHECKING:
-    from pytest_glmf.config.lanes import LaneConfig
 
 __all__ = ["BootError", "Launcher", "Server", "get_launcher", "launch_lane", "server_from_dict", "server_to_dict"]
 
 
 def get_launcher(name: str) -> Launcher:
-    from pytest_glmf.config.lanes import LAUNCHERS
-
     if name not in LAUNCHERS:
         raise ValueError(f"unknown launcher {name!r}; known: {', '.join(LAUNCHERS)}")
     return cast(Launcher, importlib.import_module(f"pytest_glmf.launch.{name}"))
@@ -45,8 +41,8 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
         server.provenance["preflight"] = checked.to_dict()
     check_identity(server)
     record_server_config(server)
-    engine_checked = checked is not None and checked.options and checked.engine != "sim"
-    record_at_launch(server, checked.options if engine_checked else sim_flags(lane))
+    engine_flags = checked.options if checked is not None and checked.engine != "sim" else None
+    record_at_launch(server, engine_flags or sim_flags(lane))
     return server
 
 
@@ -80,7 +76,6 @@ def server_to_dict(server: Server) -> dict:
 
 def server_from_dict(data: dict) -> Server:
     """A handle on a server owned by another process: stop() does nothing here."""
-    from pytest_glmf.config.lanes import LaneConfig
 
     provenance = dict(data["provenance"])
     pid = provenance.get("pid")

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates import verdict
+from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
 if TYPE_CHECKING:
     from pytest_glmf.config.thresholds import Thresholds
@@ -120,7 +122,6 @@ def refuse_ungated_lane(lane: str, thresholds: "Thresholds", thresholds_file: An
 
 def known_lanes(settings: "Settings") -> list[str]:
     """Lanes a `glmf_lanes` marker may name: the lanes file's, the built-in ones, the selected one."""
-    from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 
     names = list(builtin_lanes())
     if settings.lanes_file is not None:
@@ -165,7 +166,6 @@ class Verification:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         """The test's evaluated checks (its fixtures' too) travel with its teardown report, once;
         a failed phase's report carries the cause class of its failed checks (failure ledger)."""
-        from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
         report = yield
         report.user_properties.append((GATE_PROPERTY, gate_of(item)))
@@ -184,7 +184,7 @@ class Verification:
         props = dict(report.user_properties)
         tally = self.tally(str(props.get("glmf_test") or self.session.lane.name), str(props.get(GATE_PROPERTY, OWN_TESTS)))
         if report.when == "teardown":
-            checks = sum(v for k, v in report.user_properties if k == CHECKS_PROPERTY)
+            checks = sum(cast(int, v) for k, v in report.user_properties if k == CHECKS_PROPERTY)
             self.checks += checks
             tally.checks += checks
         if report.when == "call" or (report.when == "setup" and not report.passed):

@@ -27,10 +27,13 @@ import difflib
 import os
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.config.lanes import build_server_argv
 from pytest_glmf.launch.base import BootError
+from pytest_glmf.launch.docker.spec import server_argv
 from pytest_glmf.launch.preflight import runner
 from pytest_glmf.launch.preflight.result import Preflight
 from pytest_glmf.launch.preflight.sources import entry_point, flag_sources
+from pytest_glmf.launch.sim import sim_argv
 
 __all__ = ["Preflight", "PreflightError", "argv_for", "check", "problem_line", "run_preflight"]
 
@@ -104,14 +107,9 @@ def problem_line(lane: "LaneConfig", result: Preflight, argv: list[str]) -> str:
 def argv_for(lane: "LaneConfig") -> list[str]:
     """The command line the lane's launcher would run (docker: inside the container)."""
     if lane.launcher == "docker":
-        from pytest_glmf.launch.docker.spec import server_argv
-
         return server_argv(lane)[0]
     if lane.launcher == "sim":
-        from pytest_glmf.launch.sim import sim_argv
-
         return sim_argv(lane)
-    from pytest_glmf.config.lanes import build_server_argv
 
     return build_server_argv(lane)
 

@@ -18,7 +18,15 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import docker.errors
+from docker.utils import parse_repository_tag
+
+from pytest_glmf import __version__
+from pytest_glmf.launch import cleanup
+from pytest_glmf.launch.docker import DockerLauncher, container_spec
+from pytest_glmf.launch.preflight.probe import abbreviations, parse_all
 from pytest_glmf.launch.preflight.result import Preflight
+from pytest_glmf.sim.args import build_parser
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -123,10 +131,6 @@ def with_executable(lane: "LaneConfig", interpreter: str, flags: list[str]) -> P
 
 def in_simulator(flags: list[str]) -> Preflight:
     """The simulator's own parser (sim/args.py) on `flags`, in this process: it is this package."""
-    from pytest_glmf import __version__
-    from pytest_glmf.launch.preflight.probe import abbreviations, parse_all
-    from pytest_glmf.sim.args import build_parser
-
     t0 = time.monotonic()
     parser = build_parser()
     options = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
@@ -138,11 +142,6 @@ def in_simulator(flags: list[str]) -> Preflight:
 # -- a docker lane: the image's own interpreter, in a throwaway container ------------------------------
 
 def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Preflight:
-    import docker.errors
-
-    from pytest_glmf.launch import cleanup
-    from pytest_glmf.launch.docker import DockerLauncher, container_spec
-
     where = f"image {lane.image}"
     launcher = DockerLauncher()
     try:
@@ -185,8 +184,6 @@ def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Prefligh
 
 def _run_once(client: Any, spec: dict[str, Any], cleanup: Any) -> tuple[str, str, int | None]:
     """Create, start, wait for and remove one probe container; (stdout, stderr, exit code)."""
-    import docker.errors
-    from docker.utils import parse_repository_tag
 
     try:
         container = client.containers.create(**spec)
@@ -210,8 +207,6 @@ def _run_once(client: Any, spec: dict[str, Any], cleanup: Any) -> tuple[str, str
 
 
 def _remove(container: Any) -> None:
-    import docker.errors
-
     try:
         container.remove(force=True)
     except docker.errors.NotFound:
