@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,23 +78,22 @@ def side_for(spec: str, base_python: str | None, engine: str) -> Side:
     return Side(spec, python=str(python))
 
 
-def describe(side: Side, lane: Any, flags: list[str]) -> dict[str, Any]:
-    """The probe's answer (with every action) for the lane's flags, in this side's environment."""
+def describe(side: Side, engine: str, lanes: list[Any], argvs: list[list[str]]) -> list[dict[str, Any]]:
+    """The probe's answer (with every action) for each lane's flags, from one build of this side's parser."""
     from pytest_glmf.launch.preflight.runner import PROBE_SOURCE, parse_answer
 
-    cmd = [side.python or "", "-W", "ignore", "-c", PROBE_SOURCE, lane.engine, json.dumps(flags), "--describe"]
+    cmd = [side.python or "", "-W", "ignore", "-c", PROBE_SOURCE, engine, json.dumps(argvs), "--describe"]
     if side.image:
         cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", side.image, *cmd[2:]]
-    env = {**os.environ, **({"VLLM_TARGET_DEVICE": "cpu"} if lane.engine == "vllm" else {}),
-           **(lane.env if side.python == lane.executable else {})}     # the lane's own interpreter: its env
+    own = {k: v for lane in lanes if side.python == lane.executable for k, v in lane.env.items()}
+    env = {**os.environ, **({"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}), **own}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     answer = parse_answer(proc.stdout)
     if answer is None:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        raise ConfigError(f"{side.spec}: the {lane.engine} parser could not be built (exit {proc.returncode}): {tail}")
-    answer["package_dir"] = _package_dir(side, lane.engine)
-    answer["image"] = side.image
-    return answer
+        raise ConfigError(f"{side.spec}: the {engine} parser could not be built (exit {proc.returncode}): {tail}")
+    package_dir = _package_dir(side, engine)
+    return [{**answer, **one, "package_dir": package_dir, "image": side.image} for one in answer["batch"]]
 
 
 def _package_dir(side: Side, engine: str) -> str | None:
@@ -216,26 +214,36 @@ def cli(argv: list[str] | None = None) -> int:
                                                         if ln.launcher in ("docker", "process") and not ln.command]
         if not chosen:
             raise ConfigError(f"{args.lanes}: no lane runs an engine command line (docker or process lanes)")
-        report = []
-        sides: dict[tuple[str, str], Side] = {}
+        groups: dict[tuple[str, str, str], list[tuple[Any, list[str]]]] = {}   # (from, to, engine) -> lanes
+        sides: dict[str, Side] = {}
         for lane in chosen:
-            entry = entry_point(lane.engine, argv_for(replace(lane, executable=lane.executable)))
+            entry = entry_point(lane.engine, argv_for(lane))
             if entry is None:
                 raise ConfigError(f"{lane.source}: lane {lane.name!r}: its command line starts no {lane.engine} entry "
                                   "point")
-            flags = entry[1]
             from_spec = args.from_ or (lane.image if lane.launcher == "docker" else None)
             if from_spec is None:
-                old_side = Side(lane.executable, python=lane.executable)
+                sides.setdefault(lane.executable, Side(lane.executable, python=lane.executable))
+                from_key = lane.executable
             else:
-                old_side = sides.get((from_spec, lane.engine)) or side_for(from_spec, args.python, lane.engine)
-            new_side = sides.get((args.to, lane.engine)) or side_for(args.to, args.python, lane.engine)
-            sides[(args.to, lane.engine)] = new_side
-            old, new = describe(old_side, lane, flags), describe(new_side, lane, flags)
-            changes = flag_changes(flags, old, new) + source_changes(lane.engine, new.get("package_dir"))
-            report.append({"lane": lane.name, "engine": lane.engine, "from": f"{old.get('version')} ({old_side.spec})",
-                           "to": f"{new.get('version')} ({new_side.spec})", "parser": new.get("parser"),
-                           "changes": changes, "breaks": any(c["change"] in BREAKING for c in changes)})
+                from_key = from_spec
+                if from_spec not in sides:
+                    sides[from_spec] = side_for(from_spec, args.python, lane.engine)
+            if args.to not in sides:
+                sides[args.to] = side_for(args.to, args.python, lane.engine)
+            groups.setdefault((from_key, args.to, lane.engine), []).append((lane, entry[1]))
+        report = []
+        for (from_key, to_key, engine), members in groups.items():
+            lanes_here, argvs = [m[0] for m in members], [m[1] for m in members]
+            olds = describe(sides[from_key], engine, lanes_here, argvs)
+            news = describe(sides[to_key], engine, lanes_here, argvs)
+            source = source_changes(engine, news[0].get("package_dir"))
+            for lane, lane_flags, old, new in zip(lanes_here, argvs, olds, news, strict=True):
+                changes = flag_changes(lane_flags, old, new) + source
+                report.append({"lane": lane.name, "engine": lane.engine,
+                               "from": f"{old.get('version')} ({sides[from_key].spec})",
+                               "to": f"{new.get('version')} ({sides[to_key].spec})", "parser": new.get("parser"),
+                               "changes": changes, "breaks": any(c["change"] in BREAKING for c in changes)})
     except ConfigError as exc:
         print(f"glmf upgrade: {exc}", file=sys.stderr)
         return 2

@@ -214,7 +214,8 @@ def describe(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
     return out
 
 
-def probe(engine: str, argv: list[str], with_actions: bool = False) -> dict[str, object]:
+def probe(engine: str, argv: list, with_actions: bool = False) -> dict[str, object]:
+    """The parser's answer for one command line's flags, or for several (`argv` a list of lists: `batch`)."""
     parser, version, where = BUILDERS[engine]()
     options = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
     choices = {a.option_strings[0]: [str(c) for c in a.choices] for a in parser._actions
@@ -224,6 +225,9 @@ def probe(engine: str, argv: list[str], with_actions: bool = False) -> dict[str,
         "python": sys.version.split()[0], "options": options, "choices": choices}
     if with_actions:
         out["actions"] = describe(parser)
+    if argv and all(isinstance(a, list) for a in argv):   # several command lines, one parser build (glmf upgrade)
+        out["batch"] = [{"problems": parse_all(parser, a), "abbreviations": abbreviations(parser, a)} for a in argv]
+        argv = []
     out.update(problems=parse_all(parser, argv), abbreviations=abbreviations(parser, argv))
     return out
 
