@@ -103,16 +103,23 @@ def render(fmt: BootFormat) -> str:
 
 
 def source_has(package_parent: Path, source: str, skeleton: str) -> str | None:
-    """Where the skeleton is printed: `source` itself, else any file of the package (a moved file);
-    None when no file has it. Reads format strings the way tests/contract/sources.py does."""
-    from pytest_glmf.upgrade.formats import logged_formats
+    """Where the skeleton is written: `source` itself, else any file of the package (a moved file);
+    None when no file has it. Any string literal or f-string counts (a boot line may be a logging call's
+    format or an exception's message), read the way tests/contract/test_boot_formats.py reads them."""
+    from pytest_glmf.upgrade.formats import skeletons
+
+    def has(path: Path) -> bool:
+        try:
+            return any(sk == skeleton for _, sk in skeletons(path))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            return False
 
     first = package_parent / source
-    if first.is_file() and any(sk == skeleton for _, sk in logged_formats(first)):
+    if first.is_file() and has(first):
         return source
     top = source.split("/", 1)[0]
     for path in sorted((package_parent / top).rglob("*.py")):
-        if path != first and any(sk == skeleton for _, sk in logged_formats(path)):
+        if path != first and has(path):
             return path.relative_to(package_parent).as_posix()
     return None
 
