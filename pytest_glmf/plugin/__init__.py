@@ -168,7 +168,8 @@ def glmf_server(pytestconfig: pytest.Config, glmf_lane: LaneConfig) -> Iterator[
 
 @pytest.fixture(scope="session")
 def glmf_boot_facts(glmf_server: "Server") -> "BootFacts":
-    """Facts parsed from the server's boot log (seats, cap reason, KV pools...)."""
+    """Facts parsed from the server's boot log (seats, cap reason, KV pools...), completed by what the
+    server says of itself where the log is silent or absent (gates/boot/told.py; `sources` says which)."""
     return glmf_server.boot_facts
 
 

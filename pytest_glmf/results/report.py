@@ -101,7 +101,8 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
                 cols.append(c)
     header = ["key", *cols]
     body = [[str(k), *(_cell(v.get(c)) for c in cols)] for k, v in rows]
-    return header, body
+    # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here
+    return header, [row for row in body if any(cell != "-" for cell in row[1:])]
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
