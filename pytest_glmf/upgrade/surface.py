@@ -2,12 +2,12 @@
 endpoints. `glmf upgrade` checks each against a release's source; the contract stage
 (tests/contract/test_vllm_released.py) pins the vLLM boot formats to vLLM 0.33.0's files and lines.
 
-vLLM boot formats: every pattern the boot gate declares in `pytest_glmf/gates/boot/vllm.py`
-(`boot_patterns()`, module-level `re.Pattern`s and lists of them, so a pattern added there is
-found without this file knowing it) maps to the vLLM format string that prints the line it reads
-(`VLLM_BOOT_FORMATS`: the file inside the package, the format as a skeleton, every `%s`/`{}` as `{}`,
-and a sample rendering the pattern must match), or to the reason no vLLM 0.33 line carries it
-(`VLLM_NOT_IN_SOURCE`: V0-engine lines, uvicorn's own lines).
+vLLM boot formats: the boot gate declares every line it reads once, in `gates/boot/vllm.py`
+`VLLM_LINES` (its pattern, and for the lines 0.33 prints, the format string and the file). The
+census pins each declared format to its 0.33.0 line (the logging call's) and gives a sample
+rendering the pattern must match (`VLLM_PINS`); a line the gate declares without a format is one
+0.33 does not print (uvicorn's, the V0 engine's). A line the gate adds is found by enumerating
+`VLLM_LINES`, so the census fails until it is pinned.
 """
 from __future__ import annotations
 
@@ -17,42 +17,57 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_PACKAGE = Path(__file__).resolve().parents[1]
+_PERCENT = re.compile(r"%[-+ 0#]*\d*(?:\.\d+)?[sdifrgeEx]")
 
 
 @dataclass(frozen=True)
 class BootFormat:
-    pattern: str        # the boot gate's name for it: "_VLLM_KVTOK", "_VLLM_MEM[1]"
+    name: str           # the boot gate's name for the line (gates/boot/vllm.py VLLM_LINES)
+    pattern: re.Pattern[str]
     source: str         # the file inside the installed package (as of vLLM 0.33.0)
     line: int           # its logging call's line there (0.33.0)
     skeleton: str       # the format string, every field as {}
     sample: tuple[object, ...]
 
 
-VLLM_BOOT_FORMATS: tuple[BootFormat, ...] = (
-    BootFormat("_VLLM_KVTOK", "vllm/v1/core/kv_cache_utils.py", 1147,
-               "{} KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {}x",
-               ("GPU", "1,048,576", "131,072", "8.00")),
-    BootFormat("_VLLM_CONC", "vllm/v1/core/kv_cache_utils.py", 1147,
-               "{} KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {}x",
-               ("CPU", "8,192", "2,048", "4.00")),
-    BootFormat("_VLLM_NONDEFAULT", "vllm/entrypoints/common/startup.py", 96, "non-default args: {}",
-               ({"model": "/models/m", "max_num_seqs": 16},)),
-    BootFormat("_VLLM_CONFIG", "vllm/v1/engine/core.py", 139, "Initializing a V1 LLM engine (v{}) with config: {}",
-               ("0.33.0", "model='/models/m', dtype=torch.bfloat16, kv_cache_dtype=auto, device_config=cpu")),
-    BootFormat("_VLLM_MEM[0]", "vllm/v1/worker/gpu_worker.py", 772, "Available KV cache memory: {} GiB", ("37.50",)),
-    BootFormat("_VLLM_MEM[1]", "vllm/v1/worker/cpu_worker.py", 261,
-               "Explicitly set ({}/{}) GiB for KV cache on node {}.", ("4.00", "4.00", 0)),
-    BootFormat("_VLLM_CTX[0]", "vllm/config/model.py", 2170, "Using max model len {}", (131072,)),
-)
-VLLM_NOT_IN_SOURCE: dict[str, str] = {
-    "_VLLM_KVTOK_V0": "the V0 engine's line (vLLM < 0.10); V1 prints `{} KV cache size: {} tokens`",
-    "_VLLM_BLOCKS": "the V0 engine's `# GPU blocks` line; V1 prints no block count",
-    "_VLLM_MEM[2]": "the V0 engine's memory profiling line",
-    "_VLLM_MEM[3]": "the V0 engine's memory profiling line",
-    "_VLLM_CTX[1]": "older builds' scheduler config dump (max_seq_len=)",
-    "_VLLM_CTX[2]": "older builds' max-model-len error text",
-    "_VLLM_READY": "uvicorn's `Application startup complete` and its access log, not vLLM's code",
+# name -> (the logging call's line in 0.33.0, sample values, one per field)
+VLLM_PINS: dict[str, tuple[int, tuple[object, ...]]] = {
+    "kv_cache_size": (1147, ("GPU", "1,048,576", "131,072", "8.00")),
+    "max_concurrency": (1147, ("CPU", "8,192", "2,048", "4.00")),
+    "kv_cache_memory": (772, ("37.50",)),
+    "kv_cache_memory_cpu": (261, ("4.00", "4.00", 0)),
+    "context_auto_fit": (1404, (1048576, 262144, "37.50 GiB")),
+    "context": (2170, (131072,)),
+    "non_default_args": (96, ({"model": "/models/m", "max_num_seqs": 16},)),
+    "engine_config": (139, ("0.33.0", "model='/models/m', dtype=torch.bfloat16, kv_cache_dtype=auto, device_config=cpu")),
+    "context_config": (139, ("0.33.0", "model='/models/m', max_seq_len=131072, kv_cache_dtype=auto")),
+    "active_seqs_override": (2386, ("DFlash", 8, 8192, 1024, 1024)),
 }
+
+
+def skeleton_of(fmt: str) -> str:
+    """A declared format (%-style as in the source, or already a skeleton for an f-string) as a skeleton."""
+    return _PERCENT.sub("{}", fmt) if "%" in fmt else fmt
+
+
+def vllm_boot_formats() -> list[BootFormat]:
+    """Every line the boot gate declares with a 0.33 format, with its pin (KeyError: an unpinned line)."""
+    from pytest_glmf.gates.boot.vllm import VLLM_LINES
+
+    out = []
+    for name, x in VLLM_LINES.items():
+        if x.fmt and x.source:
+            line, sample = VLLM_PINS[name]
+            out.append(BootFormat(name, x.pattern, x.source, line, skeleton_of(x.fmt), sample))
+    return out
+
+
+def declared_vllm_lines() -> dict[str, bool]:
+    """name -> whether the gate gives it a vLLM 0.33 format."""
+    from pytest_glmf.gates.boot.vllm import VLLM_LINES
+
+    return {name: bool(x.fmt and x.source) for name, x in VLLM_LINES.items()}
+
 
 # `/metrics` names the gates read (gates/curve/endpoints.py, gates/acceptance/probe.py)
 def metric_names(engine: str) -> list[str]:
@@ -76,23 +91,12 @@ ENDPOINTS = {
 }
 
 
-def boot_patterns() -> dict[str, re.Pattern[str]]:
-    """The vLLM boot gate's patterns by name (lists as NAME[i])."""
-    from pytest_glmf.gates.boot import vllm as gate
-
-    out: dict[str, re.Pattern[str]] = {}
-    for name, value in vars(gate).items():
-        if isinstance(value, re.Pattern):
-            out[name] = value
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, re.Pattern) for v in value):
-            out.update({f"{name}[{i}]": v for i, v in enumerate(value)})
-    return out
-
-
 def boot_formats(engine: str) -> list[tuple[str, str, str]]:
     """(name, file inside the package, skeleton) of every boot line the gate reads from `engine`."""
     if engine == "vllm":
-        return [(f.pattern, f.source, f.skeleton) for f in VLLM_BOOT_FORMATS]
+        from pytest_glmf.gates.boot.vllm import VLLM_LINES
+
+        return [(name, x.source, skeleton_of(x.fmt)) for name, x in VLLM_LINES.items() if x.fmt and x.source]
     from pytest_glmf.engine.logformats import FORMATS, V0_5_23
 
     return [(name, f.source, f.skeleton) for name, f in FORMATS[V0_5_23].items() if f.source and f.skeleton]

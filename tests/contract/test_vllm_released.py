@@ -29,13 +29,13 @@ from oracle_env import REPO, in_ci
 from pytest_glmf.config.lanes import build_server_argv, load_lanes
 from pytest_glmf.launch import preflight
 from pytest_glmf.upgrade.surface import (
-    VLLM_BOOT_FORMATS,
-    VLLM_NOT_IN_SOURCE,
-    boot_patterns,
+    VLLM_PINS,
+    declared_vllm_lines,
     metric_names,
     render,
     source_has,
     source_mentions,
+    vllm_boot_formats,
 )
 
 pytestmark = pytest.mark.contract
@@ -150,26 +150,30 @@ def test_every_body_the_gates_send_passes_vllm_0_33s_request_models(oracle: dict
     assert seen["/v1/chat/completions"] >= 100
 
 
-def test_every_pattern_the_boot_gate_declares_is_pinned_or_explained() -> None:
-    pinned = {f.pattern for f in VLLM_BOOT_FORMATS}
-    missing = [name for name in boot_patterns() if name not in pinned and name not in VLLM_NOT_IN_SOURCE]
-    assert not missing, (f"boot gate patterns with no vLLM format pinned: {missing}: add each to VLLM_BOOT_FORMATS "
-                         "(pytest_glmf/upgrade/surface.py) with the 0.33 file, line and format string")
-    gone = sorted((pinned | set(VLLM_NOT_IN_SOURCE)) - set(boot_patterns()))
-    assert not gone, f"census entries for patterns the boot gate no longer declares: {gone}"
+def test_every_line_the_boot_gate_declares_with_a_format_is_pinned() -> None:
+    declared = declared_vllm_lines()
+    missing = [name for name, has_format in declared.items() if has_format and name not in VLLM_PINS]
+    assert not missing, (f"boot gate lines (gates/boot/vllm.py VLLM_LINES) with no pin: {missing}: add each to "
+                         "VLLM_PINS (pytest_glmf/upgrade/surface.py) with its 0.33 line and sample values")
+    gone = sorted(set(VLLM_PINS) - {name for name, has_format in declared.items() if has_format})
+    assert not gone, f"pins for lines the boot gate no longer declares with a format: {gone}"
+    assert declared["active_seqs_override"] and len(VLLM_PINS) >= 10
 
 
-@pytest.mark.parametrize("fmt", VLLM_BOOT_FORMATS, ids=[f.pattern for f in VLLM_BOOT_FORMATS])
+FORMATS = vllm_boot_formats()
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=[f.name for f in FORMATS])
 def test_the_pinned_format_is_in_vllm_0_33_and_the_gate_reads_it(package_parent: Path, fmt) -> None:  # noqa: ANN001
     from pytest_glmf.upgrade.formats import logged_formats
 
     where = source_has(package_parent, fmt.source, fmt.skeleton)
-    assert where is not None, f"{fmt.pattern}: vLLM 0.33.0 no longer prints {fmt.skeleton!r} (was {fmt.source}:{fmt.line})"
-    lines = [ln for ln, sk in logged_formats(package_parent / where) if sk == fmt.skeleton]
+    assert where is not None, f"{fmt.name}: vLLM 0.33.0 no longer prints {fmt.skeleton!r} (was {fmt.source}:{fmt.line})"
+    lines = [ln for ln, sk in logged_formats(package_parent / where) if sk == fmt.skeleton] or [0]
     if (where, fmt.line) != (fmt.source, lines[0]):
-        warnings.warn(f"{fmt.pattern}: {fmt.skeleton!r} moved from {fmt.source}:{fmt.line} to {where}:{lines[0]}",
+        warnings.warn(f"{fmt.name}: {fmt.skeleton!r} moved from {fmt.source}:{fmt.line} to {where}:{lines[0]}",
                       stacklevel=1)
-    assert boot_patterns()[fmt.pattern].search(render(fmt)), (fmt.pattern, render(fmt))
+    assert fmt.pattern.search(render(fmt)), (fmt.name, render(fmt))
 
 
 def test_every_vllm_metric_the_gates_read_is_in_0_33(package_parent: Path) -> None:

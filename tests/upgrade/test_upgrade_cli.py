@@ -48,10 +48,10 @@ def make_arg_parser(parser):
 def surface() -> str:
     """A module that prints every boot line the gate reads and names every metric and route the gates use
     (the real release keeps them in many files; `glmf upgrade` reports a moved one, not a vanished one)."""
-    from pytest_glmf.upgrade.surface import ENDPOINTS, VLLM_BOOT_FORMATS, metric_names
+    from pytest_glmf.upgrade.surface import ENDPOINTS, metric_names, vllm_boot_formats
 
     lines = ["import logging", "logger = logging.getLogger(__name__)", "def boot():"]
-    lines += [f"    logger.info({f.skeleton.replace('{}', '%s')!r}, *args)" for f in VLLM_BOOT_FORMATS]
+    lines += [f"    logger.info({f.skeleton.replace('{}', '%s')!r}, *args)" for f in vllm_boot_formats()]
     lines += [f"NAME_{i} = {(m[:-6] if m.endswith('_total') else m)!r}" for i, m in enumerate(metric_names("vllm"))]
     lines += [f"ROUTE_{i} = {r!r}" for i, r in enumerate(ENDPOINTS["vllm"])]
     return "\n".join(lines) + "\n"
