@@ -57,14 +57,19 @@ def surface() -> str:
     return "\n".join(lines) + "\n"
 
 
-def package(where: str, args: str) -> dict[str, str]:
-    return {"vllm/printed.py": surface(), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
+def package(where: str, args: str, printed: bool = True) -> dict[str, str]:
+    return {**({"vllm/printed.py": surface()} if printed else {}), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
             f"vllm/entrypoints/{where}/__init__.py": "", f"vllm/entrypoints/{where}/cli_args.py": args,
             "vllm/entrypoints/cli/serve.py": SERVE.format(where=where)}
 
 
 @pytest.fixture
-def releases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def printed() -> bool:
+    return True
+
+
+@pytest.fixture
+def releases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, printed: bool) -> Path:
     old = tmp_path / "old"
     for name, text in package("launchers", OLD).items():
         (old / name).parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +77,7 @@ def releases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "cache"
     (cache / "wheels").mkdir(parents=True)
     with zipfile.ZipFile(cache / "wheels" / "vllm-9.9.0-py3-none-any.whl", "w") as z:
-        for name, text in package("common", NEW).items():
+        for name, text in package("common", NEW, printed).items():
             z.writestr(name, text)
         z.writestr("vllm-9.9.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm\nVersion: 9.9.0\n")
         z.writestr("vllm-9.9.0.dist-info/RECORD", "")
@@ -129,3 +134,20 @@ def test_an_unknown_flag_of_the_command_is_argparses_error(releases: Path, capsy
     with pytest.raises(SystemExit) as info:
         main(["upgrade", "--lanes", "x.yaml", "--to", "vllm==1", "--form", "vllm==0"])
     assert info.value.code == 2 and "unrecognized arguments: --form" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("printed", [False])
+def test_boot_lines_metrics_and_routes_gone_from_the_release_break_the_lane(releases: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_glmf.upgrade.surface import vllm_boot_formats
+
+    lanes = lanes_file(releases, "--max-num-seqs, '8'")
+    out_json = releases / "up.json"
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable,
+                 "--json", str(out_json)]) == 1
+    changes = json.loads(out_json.read_text())["lanes"][0]["changes"]
+    kinds = {(c["flag"], c["change"]) for c in changes}
+    assert ("active_seqs_override", "boot format vanished") in kinds
+    assert {f.name for f in vllm_boot_formats()} == {c["flag"] for c in changes if c["change"] == "boot format vanished"}
+    assert ("vllm:num_requests_running", "metric vanished") in kinds and ("/tokenize", "endpoint vanished") in kinds
+    assert "1 of 1 lane(s) would break: real" in capsys.readouterr().out
