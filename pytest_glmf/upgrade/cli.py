@@ -82,16 +82,27 @@ def describe(side: Side, engine: str, lanes: list[Any], argvs: list[list[str]]) 
     """The probe's answer (with every action) for each lane's flags, from one build of this side's parser."""
     from pytest_glmf.launch.preflight.runner import PROBE_SOURCE, parse_answer
 
-    cmd = [side.python or "", "-W", "ignore", "-c", PROBE_SOURCE, engine, json.dumps(argvs), "--describe"]
+    probe_args = [engine, json.dumps(argvs), "--describe"]
     if side.image:
-        cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", side.image, *cmd[2:]]
-    own = {k: v for lane in lanes if side.python == lane.executable for k, v in lane.env.items()}
-    env = {**os.environ, **({"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}), **own}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    answer = parse_answer(proc.stdout)
+        from pytest_glmf.launch.preflight import argv_for
+        from pytest_glmf.launch.preflight.runner import probe_in_image
+        from pytest_glmf.launch.preflight.sources import entry_point
+
+        entry = entry_point(engine, argv_for(lanes[0])) if lanes[0].launcher == "docker" else None
+        try:
+            out, err, code = probe_in_image(lanes[0], side.image, entry[0] if entry else "python3", probe_args)
+        except Exception as exc:  # noqa: BLE001 - docker's errors, the launcher's BootError: one line for the user
+            raise ConfigError(f"{side.spec}: the probe could not run in the image: {exc}") from None
+    else:
+        own = {k: v for lane in lanes if side.python == lane.executable for k, v in lane.env.items()}
+        env = {**os.environ, **({"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}), **own}
+        proc = subprocess.run([side.python or "", "-W", "ignore", "-c", PROBE_SOURCE, *probe_args],
+                              capture_output=True, text=True, env=env, timeout=600)
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    answer = parse_answer(out)
     if answer is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        raise ConfigError(f"{side.spec}: the {engine} parser could not be built (exit {proc.returncode}): {tail}")
+        tail = (err.strip().splitlines() or ["no output"])[-1][:300]
+        raise ConfigError(f"{side.spec}: the {engine} parser could not be built (exit {code}): {tail}")
     package_dir = _package_dir(side, engine)
     return [{**answer, **one, "package_dir": package_dir, "image": side.image} for one in answer["batch"]]
 

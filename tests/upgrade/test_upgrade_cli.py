@@ -151,3 +151,15 @@ def test_boot_lines_metrics_and_routes_gone_from_the_release_break_the_lane(rele
     assert {f.name for f in vllm_boot_formats()} == {c["flag"] for c in changes if c["change"] == "boot format vanished"}
     assert ("vllm:num_requests_running", "metric vanished") in kinds and ("/tokenize", "endpoint vanished") in kinds
     assert "1 of 1 lane(s) would break: real" in capsys.readouterr().out
+
+
+def test_an_image_spec_runs_where_preflight_runs_and_says_so_in_one_line(
+        releases: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{releases / 'no-engine.sock'}")
+    lanes = lanes_file(releases, "--max-num-seqs, '8'")
+    assert main(["upgrade", "--lanes", str(lanes), "--from", "vllm/vllm-openai:v0.32.0",
+                 "--to", "vllm/vllm-openai:v0.33.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("glmf upgrade: vllm/vllm-openai:v0.32.0: the probe could not run in the image: "
+                          "no Docker engine answers at DOCKER_HOST="), err

@@ -166,6 +166,28 @@ def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Prefligh
         launcher.close()
 
 
+def probe_in_image(lane: "LaneConfig", image: str, interpreter: str, probe_args: list[str]) -> tuple[str, str, int | None]:
+    """Run the probe with `probe_args` in a throwaway container of `image`, set up as preflight's (the lane's
+    volumes and environment, no network, no GPU, removed afterwards): (stdout, stderr, exit code).
+    `glmf upgrade` asks an image this way for its parser's whole description."""
+    from dataclasses import replace
+
+    from pytest_glmf.launch import cleanup
+    from pytest_glmf.launch.docker import DockerLauncher, container_spec
+
+    launcher = DockerLauncher()
+    try:
+        client = launcher.client()
+        spec = container_spec(replace(lane, image=image), f"upgrade-{uuid.uuid4().hex[:8]}")
+        spec["name"] += "-preflight"
+        spec.update(entrypoint=[interpreter], command=["-c", PROBE_SOURCE, *probe_args], network_disabled=True)
+        for gone in ("ports", "device_requests"):
+            spec.pop(gone, None)
+        return _run_once(client, spec, cleanup)
+    finally:
+        launcher.close()
+
+
 def _run_once(client: Any, spec: dict[str, Any], cleanup: Any) -> tuple[str, str, int | None]:
     """Create, start, wait for and remove one probe container; (stdout, stderr, exit code)."""
     import docker.errors
