@@ -10,6 +10,7 @@ import pytest
 from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.plugin.history import HistorySettings, resolve_history
+from pytest_glmf.results.recorder import SCHEMA
 
 # name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
 # capital letter; a single phrase has no final period.
@@ -46,6 +47,7 @@ class Settings:
     results_dir: Path
     baseline: Path | None
     update_baseline: bool = False
+    html: bool = False                      # --glmf-html: <results>/<lane>-latest.html beside the JSON
     history: HistorySettings | None = None
     lanes: list[LaneConfig] = field(default_factory=list)   # every selected lane (several: one server at a time)
 
@@ -75,6 +77,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     lanes_file = _path(config, "lanes", must_exist=True)
     thresholds_file = _path(config, "thresholds", must_exist=True)
     update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
+    html = bool(config.getoption("glmf_html") or config.getini("glmf_html"))
     results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
     history_required = bool(config.getoption("glmf_history_required") or config.getini("glmf_history_required"))
     history = resolve_history(_option(config, "history"), _option(config, "history_drift"), history_required,
@@ -88,7 +91,6 @@ def resolve_settings(config: pytest.Config) -> Settings:
                                 "writable directory)")
     if baseline is not None and baseline.exists():
         from pytest_glmf.results.baseline import BaselineError, load_baseline
-        from pytest_glmf.results.recorder import SCHEMA
 
         try:  # a baseline that cannot be compared must stop the session before a server starts
             load_baseline(baseline, SCHEMA)
@@ -115,7 +117,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
                                      image_where if image is not None else None, baseline)
             return Settings(lane=selected[0], lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
                             image=image, results_dir=results_dir, baseline=baseline,
-                            update_baseline=update_baseline, history=history, lanes=selected)
+                            update_baseline=update_baseline, history=history, lanes=selected, html=html)
         lane_name = names[0] if names else None
         if lane_name is not None:
             lane = select_lane(lanes, lane_name, str(lanes_file) if lanes_file else "the built-in lanes")
@@ -135,7 +137,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
                     image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline,
-                    history=history, lanes=[lane] if lane is not None else [])
+                    history=history, lanes=[lane] if lane is not None else [], html=html)
 
 
 ALL_LANES = "all"

@@ -29,9 +29,13 @@ Every problem is found by parsing again without the offending flag (argparse sto
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
 import sys
+from importlib import metadata
+from typing import NoReturn
 
 PROBE_VERSION = 2
 MAX_ROUNDS = 32
@@ -42,8 +46,6 @@ class ParseFailed(Exception):
 
 
 def _dist_version(*names: str) -> str | None:
-    from importlib import metadata
-
     for name in names:
         try:
             return metadata.version(name)
@@ -144,7 +146,7 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 def parse_all(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, object]]:
     """Every problem the engine's parser has with argv, in order."""
-    def fail(message: str) -> None:
+    def fail(message: str) -> NoReturn:
         raise ParseFailed(message)
 
     parser.error = fail  # type: ignore[method-assign]  # instance attribute: also wins over subclasses' error()
@@ -234,8 +236,6 @@ def probe(engine: str, argv: list, with_actions: bool = False) -> dict[str, obje
 
 def main(args: list[str]) -> int:
     engine, argv = args[0], json.loads(args[1])
-    import contextlib
-    import io
 
     # engines log while building parsers (deprecations, plugin loading): keep stdout one JSON line
     with contextlib.redirect_stdout(io.StringIO()):
