@@ -24,9 +24,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 _REQ = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!-]+)$")
@@ -73,11 +75,9 @@ def site_packages(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def build(requirement: str, base_python: str, dest: Path, wheels: Path, extra_deps: list[str] = (),
+def build(requirement: str, base_python: str, dest: Path, wheels: Path, extra_deps: Sequence[str] = (),
           env: dict[str, str] | None = None) -> Path:
     """The overlay venv's python (see the module docstring)."""
-    import shutil
-
     wheel = download(requirement, wheels, base_python)
     base_site = site_packages(base_python)
     if dest.exists():

@@ -16,6 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_glmf.engine.logformats import FORMATS, V0_5_23
+from pytest_glmf.gates.boot.vllm import VLLM_LINES
+from pytest_glmf.upgrade.formats import skeletons
+
 REPO_PACKAGE = Path(__file__).resolve().parents[1]
 _PERCENT = re.compile(r"%[-+ 0#]*\d*(?:\.\d+)?[sdifrgeEx]")
 
@@ -52,8 +56,6 @@ def skeleton_of(fmt: str) -> str:
 
 def vllm_boot_formats() -> list[BootFormat]:
     """Every line the boot gate declares with a 0.33 format, with its pin (KeyError: an unpinned line)."""
-    from pytest_glmf.gates.boot.vllm import VLLM_LINES
-
     out = []
     for name, x in VLLM_LINES.items():
         if x.fmt and x.source:
@@ -64,8 +66,6 @@ def vllm_boot_formats() -> list[BootFormat]:
 
 def declared_vllm_lines() -> dict[str, bool]:
     """name -> whether the gate gives it a vLLM 0.33 format."""
-    from pytest_glmf.gates.boot.vllm import VLLM_LINES
-
     return {name: bool(x.fmt and x.source) for name, x in VLLM_LINES.items()}
 
 
@@ -94,11 +94,7 @@ ENDPOINTS = {
 def boot_formats(engine: str) -> list[tuple[str, str, str]]:
     """(name, file inside the package, skeleton) of every boot line the gate reads from `engine`."""
     if engine == "vllm":
-        from pytest_glmf.gates.boot.vllm import VLLM_LINES
-
-        return [(name, x.source, skeleton_of(x.fmt)) for name, x in VLLM_LINES.items() if x.fmt and x.source]
-    from pytest_glmf.engine.logformats import FORMATS, V0_5_23
-
+            return [(name, x.source, skeleton_of(x.fmt)) for name, x in VLLM_LINES.items() if x.fmt and x.source]
     return [(name, f.source, f.skeleton) for name, f in FORMATS[V0_5_23].items() if f.source and f.skeleton]
 
 
@@ -110,8 +106,6 @@ def source_has(package_parent: Path, source: str, skeleton: str) -> str | None:
     """Where the skeleton is written: `source` itself, else any file of the package (a moved file);
     None when no file has it. Any string literal or f-string counts (a boot line may be a logging call's
     format or an exception's message), read the way tests/contract/test_boot_formats.py reads them."""
-    from pytest_glmf.upgrade.formats import skeletons
-
     def has(path: Path) -> bool:
         try:
             return any(sk == skeleton for _, sk in skeletons(path))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import re
@@ -63,8 +64,6 @@ def build_sglang() -> tuple[argparse.ArgumentParser, str | None, str]:
 
 
 def build_vllm() -> tuple[argparse.ArgumentParser, str | None, str]:
-    import importlib
-
     try:
         serve = importlib.import_module("vllm.entrypoints.cli.serve")
     except ModuleNotFoundError as exc:
@@ -202,7 +201,7 @@ def describe(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
     """Every option of the parser: its spellings, destination, default, choices, and whether the engine
     marks it deprecated (argparse's `deprecated=` on 3.13, vLLM's own `_deprecated` set before it, or a
     help text that says "deprecated")."""
-    marked = getattr(parser, "_deprecated", set())
+    marked: set[argparse.Action] = getattr(parser, "_deprecated", set())
     out = []
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):

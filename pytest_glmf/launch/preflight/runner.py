@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,11 +171,6 @@ def probe_in_image(lane: "LaneConfig", image: str, interpreter: str, probe_args:
     """Run the probe with `probe_args` in a throwaway container of `image`, set up as preflight's (the lane's
     volumes and environment, no network, no GPU, removed afterwards): (stdout, stderr, exit code).
     `glmf upgrade` asks an image this way for its parser's whole description."""
-    from dataclasses import replace
-
-    from pytest_glmf.launch import cleanup
-    from pytest_glmf.launch.docker import DockerLauncher, container_spec
-
     launcher = DockerLauncher()
     try:
         client = launcher.client()
