@@ -18,6 +18,7 @@ or deprecated flag, a vanished boot format, metric or endpoint), 0 when not, 2 o
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -66,7 +67,8 @@ def side_for(spec: str, base_python: str | None, engine: str) -> Side:
                           f"{engine}'s dependencies (its files are imported ahead of that interpreter's)")
     if not Path(base_python).exists():
         raise ConfigError(f"--python {base_python}: no such interpreter")
-    dest = cache_dir() / f"{name}-{version}-{abs(hash(os.path.realpath(base_python))) % 10**8}"
+    base_key = hashlib.sha256(os.path.realpath(base_python).encode()).hexdigest()[:12]   # stable across runs
+    dest = cache_dir() / f"{name}-{version}-{base_key}"
     env = {"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}
     extra = ["orjson"] if engine == "vllm" else []
     python = dest / "bin" / "python"
