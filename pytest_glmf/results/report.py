@@ -33,7 +33,7 @@ COLUMNS: dict[str, list[str]] = {
               "output_length_ratio", "runaway_share", "prompts", "tokens"],
     "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
     "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
-    "capacity": ["users", "rate_per_s", "ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
+    "capacity": ["users", "rate_per_s", "boundary_ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
                  "probes", "requests", "wall_s"],
 }
 
@@ -71,8 +71,9 @@ DEFINITIONS = {
     "capacity": ["users: the most concurrent users (all sending at once) that met the service level; keys "
                  "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the "
                  "seats / KV pool bound the search may not pass.",
-                 "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
-                 "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
+                 "users is the last probe that passed; boundary_ci95: the 95 % interval of the boundary (where a fit "
+                 "of the probes' margins crosses the service level, between that pass and the first failure), a "
+                 "bootstrap over the probes' records; the baseline's spread is its width or the resolution, the larger.",
                  "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
                  "the search's cost."],
 }

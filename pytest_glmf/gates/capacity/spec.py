@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting
 
 
@@ -109,6 +110,14 @@ class CapacitySettings:
     spread_max_pct: float = setting(5.0, min=0, doc="a probe whose runs spread more than this is flagged")
     client_retries: int = setting(2, min=0, doc="extra runs per probe (at most) to replace runs the client's "
                                                 "self-check marks: their numbers are the client's, not the server's")
+    workers: int | None = setting(None, min=1, doc="client worker processes reading a probe's streams (None: as "
+                                                   "many as the measured CPU per token event needs); a probe still "
+                                                   "client-bound is measured again with twice as many, up to the "
+                                                   "cores, and the search is undecided when that does not help")
+    lag_p99_max_s: float = setting(CURVE_DEFAULTS.lag_p99_max_s, above=0,
+                                   doc="client self-check: event-loop lag p99 above this marks a run client-bound "
+                                       "(the curve's setting of the same name)")
+    continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model)")
     frontier: FrontierSettings = setting(FrontierSettings(), doc="the search at several context lengths")

@@ -126,10 +126,10 @@ def test_settings_defaults_are_the_recipes_workload():
     assert (s.prompt_tokens, s.max_tokens, s.runs, s.resolution_pct, s.client_retries) == (2400, 384, 3, 10.0, 2)
 
 
-def test_the_report_shows_the_interval_and_the_cost():
+def test_the_report_shows_the_boundarys_interval_named_as_such_and_the_cost():
     from pytest_glmf.results.report import gate_table
 
     header, body = gate_table("capacity", {"users@2400+384": {
-        "users": 47, "ci95": [45, 48], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
-    assert header == ["key", "users", "ci95", "stopped_by", "probes", "requests", "wall_s"]
-    assert body == [["users@2400+384", "47", "[45, 48]", "slo", "4", "375", "120.0"]]
+        "users": 47, "boundary_ci95": [47, 50], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
+    assert header == ["key", "users", "boundary_ci95", "stopped_by", "probes", "requests", "wall_s"]
+    assert body == [["users@2400+384", "47", "[47, 50]", "slo", "4", "375", "120.0"]]
