@@ -286,9 +286,7 @@ class _Session:
             for key in ("seat", "memory"):
                 (row.get(key) or {})["notes"] = []
         probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
-        probe.replaced_runs = row.get("replaced_runs", 0)
-        if probe.replaced_runs:
-            probe.flags.append(f"{probe.replaced_runs} client-bound run(s) measured again")
+        probe.replaced_runs = row.get("replaced_runs", 0)     # the curve's flags say why (checks.describe_flags)
         self._said(label, probe)
         return probe
 
@@ -301,6 +299,15 @@ class _Session:
         run_settings = self.curve_settings(settings, n, rate_per_s=rate / self.time_scale, arrival="poisson",
                                            seed=settings.rate.seed)
         return self._probe(rate, n, run_settings, settings, f"rate={rate:.3g}/s", open_loop=True)
+
+    def _undecided_hint(self, result: SearchResult) -> str:
+        """The setting to change when the client could not keep up (nothing otherwise)."""
+        last = result.probes[-1] if result.probes else None
+        if result.stopped_by != "undecided" or last is None or "client self-check" not in last.unmeasured:
+            return ""
+        return (f"; {last.workers or 1} client process(es) is as many as this machine's {available_cores()} core(s) "
+                "allow: measure from a machine with more cores or less other load (capacity settings.workers, "
+                "glmf capacity --workers)")
 
     def _said(self, label: str, probe: Probe) -> None:
         verdict = "meets the service level" if probe.passed else \
@@ -328,6 +335,7 @@ class _Session:
                         guided=settings.guided, prior_slope=prior_slope)
         result.boundary_x = boundary_estimate(result)
         result.boundary_ci95 = capacity_interval(result, self.slo)
+        result.undecided += self._undecided_hint(result)
         value = None if result.value is None else int(result.value)
         return CapacityResult(users=value, slo=self.slo, workload=_workload_dict(settings), search=result,
                               bounds=bounds, time_scale=self.time_scale)
@@ -343,6 +351,7 @@ class _Session:
                         step=rate_step(settings.resolution_pct), integer=False, guided=settings.guided)
         result.boundary_x = boundary_estimate(result)
         result.boundary_ci95 = capacity_interval(result, self.slo, integer=False)
+        result.undecided += self._undecided_hint(result)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)
 
