@@ -41,13 +41,15 @@ def true_probes(result, truth: list[dict], slo: SLO) -> list[tuple[int, float, b
 
 def test_speed_bound_capacity_is_the_truth_on_a_busy_machine():
     """5 users: 19.23 tok/s, 6 users: 16.67 (1000 / (20 + 8 (running - 1))); the bound 17.9 sits 7 %
-    from each. Why not 22 and 23 users 1.1 % apart (as before): on a shared 2-core box the truth
-    server's own last token of a stream went out 25-30 ms late now and then (load average 2-9), 1 %
-    of a 2.2 s stream, and the slowest user of 22 (the p5 the service level reads) fell under the
-    bound: the answer was 21, rightly so for the sends the server really made. 7 % is ~160 ms late on
-    a 2.3 s stream. What is asserted is what stays true under load: the answer is the one the
-    server's recorded send times give (the client measured them within 1 %), and that is the
-    designed 5."""
+    from each. Why not 22 and 23 users 1.1 % apart, as before: measured on this 2-core box at load
+    average 9.4 (two CPU hogs beside the test), the truth server's own sends at 22 users gave a p5 of
+    27.31 tok/s (it kept its schedule), while the client measured 26.87, 1.6 % slow (its stamps of the
+    last tokens came late) and under the bound; the self-check marked the probe client-bound, and the
+    search counted that as a miss: 21. Now a probe the client cannot measure is never a miss (it is
+    measured again with more client processes, else the search is undecided), and a client 1-2 %
+    late no longer crosses the bound. Asserted is what stays true under load: every probe's p5 and
+    verdict agree with the server's recorded send times (within 1 %), and the answer they give is the
+    designed 5 (this test passed twice beside the same two hogs, load average 9.6-10.7)."""
     slo = SLO(per_user_tok_s=17.9, ttft_s=1.0)
     settings = replace(SETTINGS, max_tokens=40, start_users=5)
     with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=8) as ts:
