@@ -214,9 +214,17 @@ def test_the_interval_beside_the_answer_is_the_boundarys_named_as_such():
 
 def test_the_public_api_is_importable_from_the_package_and_capacity_tests_run_alone():
     import pytest_glmf.gates.capacity as capacity
-    from pytest_glmf.gates.capacity import (SLO, CapacityResult, CapacitySettings, FrontierResult, RateResult,
-                                            assert_capacity, measure_capacity, measure_frontier,
-                                            measure_rate_capacity)
+    from pytest_glmf.gates.capacity import (
+        SLO,
+        CapacityResult,
+        CapacitySettings,
+        FrontierResult,
+        RateResult,
+        assert_capacity,
+        measure_capacity,
+        measure_frontier,
+        measure_rate_capacity,
+    )
     from pytest_glmf.gates.capacity.check import assert_capacity as home
     from pytest_glmf.plugin.fixtures import SERIAL_FIXTURES
 
