@@ -19,7 +19,7 @@ def truth():
 
 
 SLO_ARGS = ["--slo", "per_user_tok_s=17.9,ttft_s=1.0", "--prompt-tokens", "0", "--max-tokens", "40", "--runs", "2",
-            "--resolution-users", "1", "--start", "5"]
+            "--resolution-users", "1", "--start", "5", "--lag-p99-max-ms", "20"]   # sized to 20 tok/s streams
 
 
 def test_capacity_from_a_shell(truth, tmp_path, capsys):

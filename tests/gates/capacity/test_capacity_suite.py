@@ -34,7 +34,8 @@ def run_suite(pytester, url, section: str, *extra, seats: int = 64):
     thresholds = pytester.makefile(".yaml", thresholds=(
         "schema: 1\nlanes:\n  truth:\n    capacity:\n"
         "      slo: {per_user_tok_s: 17.9, ttft_s: 1.0}\n"
-        "      settings: {prompt_tokens: null, max_tokens: 40, runs: 2, resolution_users: 1, start_users: 5}\n"
+        "      settings: {prompt_tokens: null, max_tokens: 40, runs: 2, resolution_users: 1, start_users: 5,\n"
+        "                 lag_p99_max_s: 0.02}\n"
         + section))
     return pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "truth", "--glmf-thresholds", str(thresholds),
                               "--glmf-results", str(pytester.path / "results"), "-v", "-p", "no:randomly", *extra, SUITE)
