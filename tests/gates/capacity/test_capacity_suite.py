@@ -3,12 +3,17 @@ the verdict table, the evidence, the result file entry a baseline compares, and 
 from __future__ import annotations
 
 import json
+import multiprocessing.heap  # noqa: F401
+import multiprocessing.sharedctypes  # noqa: F401
 from importlib import resources
 
 import pytest
 
 from pytest_glmf.testing.truth_server import TruthServer
 
+# The client's worker processes share memory through multiprocessing.heap. Imported here, before any
+# in-process pytester run: a run that imported it first would drop it from sys.modules at its end,
+# and the next run's pool could not pickle the old module's buffers ("not the same object").
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_capacity.py"))
 
 
