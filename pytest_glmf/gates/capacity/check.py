@@ -1,9 +1,11 @@
 """The capacity verdict: a result against the thresholds file's bounds, failing with one table
-(STYLE.md) whose note says what stopped the search and which knob moves it."""
+(docs/style.md) whose note says what stopped the search and which knob moves it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import pytest
 
 from pytest_glmf.gates.capacity.measure import CapacityResult, RateResult
 from pytest_glmf.gates.capacity.spec import SPEC
@@ -47,8 +49,6 @@ def assert_capacity(result: CapacityResult | RateResult, bounds: Mapping[str, An
     failed = failed_checks(capacity_checks(result, bounds, source=source))   # counted: something verified
     value = result.rate_per_s if isinstance(result, RateResult) else result.users
     if failed or value is None:
-        import pytest
-
         report = rate_report(result) if isinstance(result, RateResult) else capacity_report(result)
         head = f"{title}: " if title else ""
         if failed:

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.gates.capacity.spec import build_slo
+from pytest_glmf.plugin.progress import live_progress
+
 if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
     from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
@@ -74,6 +77,7 @@ class LaneCapacity:
     def frontier(self, slo: "SLO | None" = None, contexts: list[int] | None = None, **overrides: Any) -> "FrontierResult":
         """Capacity at each context length (settings.frontier.contexts unless given)."""
         from pytest_glmf.gates.capacity.measure import frontier_settings, measure_frontier
+        from pytest_glmf.gates.capacity.table import frontier_rows
 
         slo, settings = self._slo(slo), replace(self.settings, **overrides)
         contexts = list(contexts if contexts is not None else settings.frontier.contexts)
@@ -91,8 +95,6 @@ class LaneCapacity:
                              max_tokens=point.workload["max_tokens"], runs=point.workload["runs"])
                 self._done.setdefault(f"users {slo!r} {cs!r}", point)
         frontier = self._done[key]
-        from pytest_glmf.gates.capacity.table import frontier_rows
-
         for point, row in zip(frontier.points, frontier_rows(frontier, self.facts)):
             self._record(f"frontier@{row['context_tokens']}",
                          {**point.to_record(), **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")}})
@@ -118,9 +120,7 @@ def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any,
     """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
-    from pytest_glmf.gates.capacity.spec import build_slo
     from pytest_glmf.gates.curve.endpoints import server_endpoints
-    from pytest_glmf.plugin.progress import live_progress
 
     section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
     source = glmf_thresholds.source(glmf_lane.name, "capacity")
