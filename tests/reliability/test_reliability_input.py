@@ -8,7 +8,7 @@ import pytest
 
 USES_LANE = "def test_x(glmf_server): pass\n"
 ALLOWED_KEYS = ("boot_log, boot_logs, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, "
-                "executable, extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, "
+                "executable, extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, preflight, shm_size, sim_args, "
                 "spec, time_scale, timeouts, url, urls, volumes")
 
 # (id, lanes file, lane to select, extra options, expected line; {lanes}/{dir} are filled in)
