@@ -45,12 +45,31 @@ def ledger_classes(results) -> list[tuple[str, str]]:
     return [tuple(part.strip() for part in line.split("|")[2:4]) for line in ledger.read(results)]
 
 
+MODELS_ONLY_SERVER = """
+import http.server, json, sys
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if not self.path.startswith("/v1/models"):
+            return super().do_GET()
+        body = json.dumps({"object": "list", "data": [{"id": "default", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
 @pytest.fixture
 def web_server(pytester: pytest.Pytester):
-    """A plain web server on the port (`python -m http.server`): it answers GET with a listing or
-    404 (so it passes the attach check) and every POST with an HTML 501 page."""
+    """A web server (`python -m http.server`'s handler) that lists a model at /v1/models, so it
+    passes the attach check (a plain file server is refused there: tests/launch/test_attach_urls.py),
+    and answers every POST with an HTML 501 page."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+    proc = subprocess.Popen([sys.executable, "-c", MODELS_ONLY_SERVER, str(port)],
                             cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10

@@ -132,7 +132,10 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
     from pytest_glmf.gates.capacity.measure import measure_capacity, measure_frontier, measure_rate_capacity
     from pytest_glmf.gates.capacity.table import capacity_report, frontier_table, rate_report
 
+    said: list[str] = []   # the probes' verdicts so far: what a Ctrl-C keeps of an unfinished search
+
     def say(line: str) -> None:
+        said.append(line)
         print(line, file=sys.stderr, flush=True)
 
     kw: dict[str, Any] = {"facts": facts, "time_scale": a.time_scale, "progress": say}
@@ -169,6 +172,13 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
     except ValueError as exc:      # e.g. no /tokenize for prompt_tokens
         say(f"glmf capacity: {exc}")
         return 2
+    except KeyboardInterrupt:
+        from pytest_glmf.cli import interrupted
+
+        probes = [line for line in said if line.startswith(("capacity users=", "capacity rate="))
+                  and (": meets " in line or ": misses " in line)]   # judged probes, not warm passes
+        return interrupted("capacity", a.json, {**out, "progress": said},
+                           f"{', '.join(k for k in out if k != 'slo') or 'no finished search'}; {len(probes)} probe(s)")
     if a.json:
         a.json.write_text(json.dumps(out, indent=1, default=str))
     return 0 if ok else 1

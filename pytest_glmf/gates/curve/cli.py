@@ -6,8 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+from pytest_glmf.cli import interrupted
 from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
-from pytest_glmf.gates.curve.measure import run_curve, run_settings_for, summary, workload_for
+from pytest_glmf.gates.curve.measure import curve_result, run_curve, run_settings_for, summary, workload_for
 from pytest_glmf.gates.curve.spec import DEFAULTS, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workers import ARRIVALS
@@ -84,9 +85,17 @@ def cli(argv: list[str] | None = None) -> int:
                                 continuous_usage=a.continuous_usage, lag_p99_max_s=a.lag_p99_max_ms / 1e3,
                                 workers=a.workers, arrival=a.arrival, shared_prefix=a.shared_prefix,
                                 client_retries=a.client_retries)
-    result = run_curve(a.url if len(a.url) > 1 else a.url[0], users, workload=workload_for(settings, prompts),
-                       settings=run_settings_for(settings, users), facts=facts,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+    url, workload, run_settings = a.url if len(a.url) > 1 else a.url[0], workload_for(settings, prompts), \
+        run_settings_for(settings, users)
+    finished: list[dict] = []
+    try:
+        result = run_curve(url, users, workload=workload, settings=run_settings, facts=facts, on_row=finished.append,
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        if finished:
+            print(curve_table(finished))
+        doc = summary(curve_result(url, finished, workload, run_settings), records=True)
+        return interrupted("curve", a.json, doc, f"{len(finished)} of {len(users)} rows")
     print(curve_table(result["rows"]))
     print(knee_sentence(result["knee"]))
     if a.json:

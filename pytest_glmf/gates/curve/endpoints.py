@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.config.lanes import server_root
 from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa: F401  (parse_metrics: re-exported)
 from pytest_glmf.engine.serverconfig import read_server_config
@@ -36,8 +37,8 @@ class Target:
     """One server's base URL: the one-shot calls around a run (metrics, flush, served model)."""
 
     def __init__(self, base_url: str, api_key: str | None = None):
-        self.url = base_url.rstrip("/")
-        self.host, self.port, self.https, self.prefix = load_http.split_url(base_url)
+        self.url = server_root(base_url)
+        self.host, self.port, self.https, self.prefix = load_http.split_url(self.url)
         self.api_key = api_key
         self.flush_endpoint: str | None = None
 

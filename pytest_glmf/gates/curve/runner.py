@@ -346,9 +346,11 @@ def _ms(x: float | None) -> str:
 
 
 def run_rows(base_url: str | Sequence[str], workload: Workload, settings: CurveSettings,
-             facts: Mapping[str, Any] | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+             facts: Mapping[str, Any] | None = None, progress: Progress | None = None,
+             on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every users value of `settings.users` (sync entry point; owns its event loop).
-    `base_url`: one server (or router) URL, or several replicas' URLs the streams are dealt over."""
+    `base_url`: one server (or router) URL, or several replicas' URLs the streams are dealt over.
+    `on_row`: called with each row as it finishes (a Ctrl-C'd `glmf curve` keeps them)."""
     async def go() -> list[dict[str, Any]]:
         endpoints = Endpoints.from_urls(base_url, workload.api_key)
         if workload.model is None:
@@ -358,6 +360,8 @@ def run_rows(base_url: str | Sequence[str], workload: Workload, settings: CurveS
         for i, users in enumerate(settings.users):
             rows.append(await run_row(endpoints, users, workload, settings, facts, progress,
                                       run_offset=i * settings.runs, cost=cost))
+            if on_row is not None:
+                on_row(rows[-1])
         return rows
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
