@@ -20,6 +20,11 @@ if not os.environ.get("GLMF_GPU_URL"):
     collect_ignore_glob = ["test_*.py"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # registered here too: the stage also runs from a copy of tests/gpu beside the plugin, without pyproject
+    config.addinivalue_line("markers", "gpu: runs against vLLM on a GPU (tests/gpu, docs/gpu.md)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/gpu/" in str(item.path).replace(os.sep, "/"):

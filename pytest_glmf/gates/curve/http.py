@@ -12,12 +12,13 @@ Connections are opened before a run starts, so connect time is never inside a TT
 
 Receive times come from the kernel where it gives them (plain HTTP on Linux): each socket has
 SO_TIMESTAMPNS set and is read with recvmsg, so a read carries the time its newest bytes reached
-the socket, not the time this process got round to reading them. A client descheduled for 3 ms, or
+the socket, not the time this process got round to reading it. A client descheduled for 3 ms, or
 busy with another stream's burst, then stamps nothing late; the only events stamped late are those
-that shared a read with a later event of the same stream (the read carries the later one's time),
-and the self-check counts exactly those (`merged` events, load_checks.client_check). Over TLS or
-where the kernel gives no time, reads are stamped with perf_counter() on arrival in user space and
-the event-loop lag is what the self-check judges.
+that shared a read with a later event of the same stream (the read carries the later one's time).
+Each read also keeps when it was made (`read_user_s`), and `decode_reads(reads_info=True)` says
+for each line which read completed it: records.error_bounds turns that into how far each of the
+run's numbers can be off, and checks.client_check judges that bound. Over TLS or where the kernel
+gives no time, reads are stamped with perf_counter() on arrival in user space.
 """
 from __future__ import annotations
 
