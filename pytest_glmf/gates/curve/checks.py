@@ -107,7 +107,7 @@ def _pct(x: float) -> str:
 def _amount(name: str, x: float) -> str:
     if math.isinf(x):
         return "unbounded"
-    return f"{x * 1e3:.2f} ms" if name.endswith("_s") else f"{x:,.1f} tok/s"
+    return f"{x * 1e3:.2f} ms" if name.startswith(("ttft", "itl")) else f"{x:,.1f} tok/s"
 
 
 def error_over(error: Mapping[str, Any] | None, max_pct: float) -> list[str]:
