@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_glmf.engine.client import Client
 
@@ -108,8 +109,6 @@ def parse_metrics(text: str, names: Iterable[str] | None = None) -> dict[str, fl
     With `names`, only the lines of those samples reach the parser (a string test per line, in
     C): a GPU vLLM's /metrics is ~55 KB and ~450 samples (tests/testing/data/vllm_0.26.0_h200_metrics.txt), which the full
     parse takes ~15 ms of pure Python over, while the few lines a caller wants parse in ~0.1 ms."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     wanted = set(names) if names is not None else None
     if wanted is not None:
         text = "\n".join(line for line in text.splitlines()

@@ -21,7 +21,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.plugin import verified
 from pytest_glmf.plugin.options import OPTIONS, resolve_settings
-from pytest_glmf.plugin.session import GlmfSession, session_of
+from pytest_glmf.plugin.session import GlmfSession, item_lane, session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.engine.client import Client
@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
                     help=help_text + " (ini: glmf_update_baseline)")
     parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
+    help_text = ("Also write each lane's result as one self-contained HTML page, <results>/<lane>-latest.html, "
+                 "beside its JSON (the page of `glmf report RESULT --html OUT.html`)")
+    group.addoption("--glmf-html", dest="glmf_html", action="store_true", default=None,
+                    help=help_text + " (ini: glmf_html)")
+    parser.addini("glmf_html", help_text, type="bool", default=False)
     verified.addoption(group, parser)
 
 
@@ -106,8 +111,6 @@ def _marker_lanes(item: pytest.Item) -> tuple[str, ...] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from pytest_glmf.plugin.session import item_lane
-
     session = session_of(config)
     for item in items:
         lane_name = item_lane(item) or (session.lane.name if session is not None else None)
@@ -168,7 +171,8 @@ def glmf_server(pytestconfig: pytest.Config, glmf_lane: LaneConfig) -> Iterator[
 
 @pytest.fixture(scope="session")
 def glmf_boot_facts(glmf_server: "Server") -> "BootFacts":
-    """Facts parsed from the server's boot log (seats, cap reason, KV pools...)."""
+    """Facts parsed from the server's boot log (seats, cap reason, KV pools...), completed by what the
+    server says of itself where the log is silent or absent (gates/boot/told.py; `sources` says which)."""
     return glmf_server.boot_facts
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting
 
 
@@ -64,8 +65,6 @@ class FrontierSettings:
     runs: int | None = setting(None, min=1, doc="measured runs per probe (None: settings.runs)")
 
     def __post_init__(self) -> None:
-        from pytest_glmf.config.yamlfile import ConfigError
-
         bad = [c for c in self.contexts if c < 1]
         if bad:
             raise ConfigError(f"capacity settings.frontier.contexts: prompt tokens per user must be >= 1, got {bad[0]}")
@@ -126,7 +125,6 @@ METRICS = [
 
 def build_slo(data: Any, where: str) -> SLO:
     """The `slo:` mapping as an SLO; at least one of per_user_tok_s and ttft_s is required."""
-    from pytest_glmf.config.yamlfile import ConfigError
 
     slo = build_settings(SLO, data, where)
     if slo.per_user_tok_s is None and slo.ttft_s is None:
@@ -139,5 +137,19 @@ def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
     build_slo(value, where)
 
 
+TITLE = "Capacity under the service level"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "users: the most concurrent users (all sending at once) that met the service level; keys "
+    "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the seats / "
+    "KV pool bound the search may not pass.",
+    "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
+    "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
+    "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
+    "the search's cost.",
+)
+
+
 SPEC = GateSpec.declare("capacity", METRICS, CapacitySettings, keys={"slo": _check_slo},
-                        doc="capacity under a service level: concurrent users (and request rate) at N tok/s")
+                        doc="capacity under a service level: concurrent users (and request rate) at N tok/s",
+                        title=TITLE, definitions=DEFINITIONS)

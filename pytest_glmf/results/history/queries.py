@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_glmf.gates.registry import GATES, metric_directions
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import median_baseline
-from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey
+from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey, run_row
 from pytest_glmf.results.history.store import Run, SqlStore
+from pytest_glmf.results.plotting import pyplot, save_png
 
 MetricId = tuple[str, str, str]   # (gate, key, metric)
 
@@ -57,7 +59,6 @@ def metric_series(store: SqlStore, key: LaneKey, last: int) -> dict[MetricId, li
 def runs_beside(store: SqlStore, doc: dict[str, Any], k: int) -> list[tuple[Run, dict[MetricId, float]]]:
     """The last K stored runs on the same lane key as a result document (itself left out), oldest
     first, each with its metrics: what `glmf report --history K` shows beside that run."""
-    from pytest_glmf.results.history.schema import run_row
 
     row = run_row(doc)
     key = LaneKey(row["lane"], row["gpu"], row["model_revision"], row["engine"])
@@ -89,7 +90,6 @@ def runs_table(runs: Sequence[Run]) -> str:
 
 def parse_metric(name: str) -> tuple[str, str]:
     """`curve.per_user_tok_s` -> ("curve", "per_user_tok_s"); raises ValueError naming known metrics."""
-    from pytest_glmf.gates.registry import GATES, metric_directions
 
     gate, _, metric = name.partition(".")
     if metric not in metric_directions(gate):
@@ -112,11 +112,11 @@ def trend(store: SqlStore, gate: str, metric: str, *, lane: str | None = None, k
             if key is None or m.key == key:
                 columns.setdefault(m.key, [None] * len(runs))[index[m.run_id]] = m.value
         if columns:
-            out[name] = (runs, dict(sorted(columns.items(), key=lambda kv: _key_order(kv[0]))))
+            out[name] = (runs, dict(sorted(columns.items(), key=lambda kv: key_order(kv[0]))))
     return out
 
 
-def _key_order(key: str) -> tuple[float, str]:
+def key_order(key: str) -> tuple[float, str]:
     """users=8 before users=16 (numeric keys in numeric order), others alphabetically."""
     _, _, value = key.partition("=")
     try:
@@ -139,7 +139,6 @@ def plot_trend(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[s
                out: str | Path) -> Path:
     """PNG: the metric per run (x: session start), one line per lane and key; failed and incomplete
     runs drawn as hollow markers."""
-    from pytest_glmf.results.plotting import pyplot, save_png
 
     plt = pyplot()
     if not trends:
@@ -174,7 +173,7 @@ def write_csv(store: SqlStore, out: IO[str], *, lane: str | None = None) -> int:
     writer.writerow(CSV_COLUMNS)
     n = 0
     order = {r.id: i for i, r in enumerate(runs)}
-    metrics = sorted(store.metrics(by_id), key=lambda m: (order[m.run_id], m.gate, _key_order(m.key), m.metric))
+    metrics = sorted(store.metrics(by_id), key=lambda m: (order[m.run_id], m.gate, key_order(m.key), m.metric))
     for m in metrics:
         r = by_id[m.run_id]
         writer.writerow([r.session_id, r.lane, r.started_at, r.verdict, r.image, r.image_digest, r.engine,
