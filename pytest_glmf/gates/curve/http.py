@@ -23,6 +23,7 @@ gives no time, reads are stamped with perf_counter() on arrival in user space.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import math
 import socket
@@ -201,7 +202,8 @@ def decode_reads(reads: list[tuple[float, bytes]], reads_info: bool = False, rea
     read's time). records.early_times uses them."""
     status: int | None = None
     t_prev = -math.inf
-    info: list[tuple[float, str, float, bool]] = []
+    info: list[tuple[float, str, float, bool, float]] = []
+    u = math.nan
     lines: list[tuple[float, str]] = []
     raw = b""
     body = b""
@@ -257,15 +259,14 @@ def decode_reads(reads: list[tuple[float, bytes]], reads_info: bool = False, rea
             whole = not body.strip() and not (chunked and (need or raw.strip()))
             info += [(t, line, t_prev, i == last and whole, u) for i, (_, line) in enumerate(lines[first:], first)]
         t_prev = t
-    if reads_info:
-        lines = info  # type: ignore[assignment]
+    out: list[tuple[Any, ...]] = list(info) if reads_info else list(lines)
     if status is not None and status != 200:
         text = "".join(line for _, line in lines) + body.decode("utf-8", "replace")
         error = f"HTTP {status}: {body_excerpt(text)}"
     elif body.strip():
         tail = body.decode("utf-8", "replace")
-        lines.append((reads[-1][0], tail, t_prev, True, u) if reads_info else (reads[-1][0], tail))
-    return status, lines, error
+        out.append((reads[-1][0], tail, t_prev, True, u) if reads_info else (reads[-1][0], tail))
+    return status, out, error
 
 
 async def http_call(host: str, port: int, https: bool, path: str, method: str = "GET", timeout_s: float = 10.0,
@@ -290,8 +291,6 @@ async def http_call(host: str, port: int, https: bool, path: str, method: str = 
 def http_get_blocking(host: str, port: int, https: bool, path: str, timeout_s: float = 10.0,
                       api_key: str | None = None) -> tuple[int, bytes]:
     """A one-shot GET from a thread, never from an event loop (the /metrics sampler): (status, body)."""
-    import http.client
-
     conn: http.client.HTTPConnection = (http.client.HTTPSConnection(host, port, timeout=timeout_s,
                                                                     context=ssl_mod.create_default_context())
                                         if https else http.client.HTTPConnection(host, port, timeout=timeout_s))

@@ -305,8 +305,8 @@ def early_times(rec: RequestRecord, late_max_s: float | None = None, kernel: boo
     return out
 
 
-def error_bounds(records: Sequence[RequestRecord], late_max_s: float | None | dict[int, float | None] = None,
-                 kernel: bool | dict[int, bool] = True) -> dict[str, Any]:
+def error_bounds(records: Sequence[RequestRecord], late_max_s: float | None | Mapping[int, float | None] = None,
+                 kernel: bool | Mapping[int, bool] = True) -> dict[str, Any]:
     """How far this run's numbers can be from the times the events really arrived: for each of
     ERROR_METRICS the interval [lo, hi] that holds the true value, and `bound` = the larger
     distance from the stamped value to either end (`bound_pct` of the value). Every request's
@@ -320,9 +320,9 @@ def error_bounds(records: Sequence[RequestRecord], late_max_s: float | None | di
         k: ([], [], []) for k in ("speed", "ttft", "itl")}   # (stamped, lo, hi)
     shared = 0
     for r in ok:
-        late = late_max_s.get(r.worker) if isinstance(late_max_s, dict) else late_max_s
-        stamped = kernel.get(r.worker, True) if isinstance(kernel, dict) else kernel
-        t, e = r.chunk_times_s, early_times(r, late, stamped)
+        late = late_max_s.get(r.worker) if isinstance(late_max_s, Mapping) else late_max_s
+        by_kernel = kernel.get(r.worker, True) if isinstance(kernel, Mapping) else kernel
+        t, e = r.chunk_times_s, early_times(r, late, by_kernel)
         shared += sum(1 for a, b in zip(t, e) if b < a)
         if not t:
             continue
