@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.compare.judge import Crossover, judge
-from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name, workload_difference
+from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.results.report import fit_table, wrap
 
 BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
              ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),
@@ -63,7 +64,22 @@ def _boot(doc: Mapping[str, Any]) -> Mapping[str, Any]:
 def curve_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
     header = ["users", *(f"{c.name} ({fmt(_seats(c))} seats)" for c in curves)]
     users = sorted({r.users for c in curves for r in c.rows})
-    return header, [[str(u), *(_cell(c.row(u)) for c in curves)] for u in users]
+    return header, [[_users_cell(u, curves), *(_cell(c.row(u)) for c in curves)] for u in users]
+
+
+def _users_cell(users: int, curves: Sequence[LaneCurve]) -> str:
+    diff = workload_difference([c.row(users) for c in curves], [c.name for c in curves])
+    return f"{users} [workloads differ: {diff}]" if diff else str(users)
+
+
+def workload_warning(curves: Sequence[LaneCurve]) -> str | None:
+    """One line when some users value's rows sent different workloads (no comparison uses them)."""
+    users = [u for u in sorted({r.users for c in curves for r in c.rows})
+             if workload_difference([c.row(u) for c in curves], [c.name for c in curves])]
+    if not users:
+        return None
+    return (f"WARNING: the lanes ran different workloads at {', '.join(map(str, users))} users (see the notes "
+            "under the curve table); those rows are not compared")
 
 
 def _by_key(curves: Sequence[LaneCurve], gate: str, cell: Callable[[Mapping[str, Any]], str],
@@ -128,6 +144,8 @@ def crossovers(curves: Sequence[LaneCurve], metric: str = "per_user_tok_s") -> l
 def _sections(docs: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, list[str], list[list[str]] | str]]:
     curves = lane_curves(docs)
     out: list[tuple[str, list[str], list[list[str]] | str]] = []
+    if warning := workload_warning(curves):
+        out.append(("Workloads", [], warning))
     header, body = curve_table(curves)
     if body:
         out.append(("Concurrency curve by lane", header, body))
@@ -166,9 +184,10 @@ def _headline(docs: Sequence[Mapping[str, Any]]) -> str:
 
 def comparison_report(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
     """The terminal comparison of several lanes' result documents."""
-    parts = [_headline(docs)]
+    parts = [wrap(_headline(docs))]
     for title, header, body in _sections(docs, metric):
-        parts.append(f"{title}\n{body if isinstance(body, str) else render_table(body, header)}")
+        text = "\n".join(map(wrap, body.splitlines())) if isinstance(body, str) else fit_table(header, body)
+        parts.append(f"{title}\n{text}")
     return "\n\n".join(parts)
 
 

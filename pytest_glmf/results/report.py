@@ -90,6 +90,49 @@ def _cell(value: Any) -> str:
     return fmt(value)
 
 
+WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells become notes under them
+
+
+def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> str:
+    """`render_table`, with the longest cells moved under the table as numbered notes ("[1]" in the
+    cell, "[1] its text" below; a short value keeps its place ahead of its long flag: "503 [1]";
+    one number per distinct text, numbered in reading order) until every line fits `width`."""
+    body = [list(r) for r in body]
+    moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
+
+    def widest() -> int:
+        return max(map(len, render_table(body, header).splitlines()), default=0)
+
+    while widest() > width:
+        cells = [(len(c), i, j) for i, r in enumerate(body) for j, c in enumerate(r)
+                 if (j > 0 or len(c) > 24) and len(c) > 6 and "\0" not in c]
+        if not cells:
+            break
+        _, i, j = max(cells)
+        text = body[i][j]
+        value, _, flag = text.partition(" [")
+        keep, note = (value + " ", flag[:-1]) if flag.endswith("]") else ("", text)
+        if note not in moved:
+            moved.append(note)
+        body[i][j] = f"{keep}\0{moved.index(note)}\0"
+    order: dict[int, int] = {}
+    for r in body:
+        for c in r:
+            if "\0" in c:
+                order.setdefault(int(c.split("\0")[1]), len(order) + 1)
+    body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
+            for r in body]
+    notes = sorted(order.items(), key=lambda kv: kv[1])
+    return render_table(body, header) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+
+
+def wrap(line: str, width: int = WIDTH) -> str:
+    """A long note or sentence folded to `width`, its continuation lines indented."""
+    import textwrap
+
+    return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+
+
 def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows for one gate's recorded entries (one row per key)."""
     rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
@@ -105,11 +148,11 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
-    parts = [_headline(doc)]
+    parts = ["\n".join(map(wrap, _headline(doc).splitlines()))]
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            parts.append(f"{TITLES.get(gate, gate)}\n{render_table(body, header)}")
+            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}")
     if baseline is not None:
         parts.extend(_baseline_section(doc, baseline))
     return "\n\n".join(parts)
