@@ -98,6 +98,8 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> s
     cell, "[1] its text" below; a short value keeps its place ahead of its long flag: "503 [1]";
     one number per distinct text, numbered in reading order) until every line fits `width`."""
     body = [list(r) for r in body]
+    if len(body) == 1 and len(header) > 2 and max(map(len, render_table(body, header).splitlines())) > width:
+        header, body = [header[0], body[0][0]], [[h, c] for h, c in zip(header[1:], body[0][1:])]  # one row: on end
     moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
 
     def widest() -> int:
@@ -308,7 +310,7 @@ def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, A
 
 def cli(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="glmf report", description="Render a pytest-glmf result file.")
-    ap.add_argument("result", help="result JSON written by a pytest-glmf session")
+    ap.add_argument("result", help="result JSON written by a pytest-glmf session, or by a glmf gate command's --json")
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
@@ -316,10 +318,15 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
                                     "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
     args = ap.parse_args(argv)
+    from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
+
     try:
-        doc = json.loads(Path(args.result).read_text())
+        doc = as_result_document(json.loads(Path(args.result).read_text()), args.result)
     except (OSError, json.JSONDecodeError) as exc:
         print(f"glmf report: cannot read {args.result}: {exc}", file=sys.stderr)
+        return 2
+    except NotAGateOutput as exc:
+        print(f"glmf report: {exc}", file=sys.stderr)
         return 2
     base = None
     if args.baseline:
