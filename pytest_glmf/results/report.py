@@ -94,20 +94,23 @@ WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells
 
 
 def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> str:
-    """`render_table`, with the longest cells moved under the table as numbered notes ("[1]" in the
-    cell, "[1] its text" below; a short value keeps its place ahead of its long flag: "503 [1]";
-    one number per distinct text, numbered in reading order) until every line fits `width`."""
+    """`render_table` made to fit `width`: a one-row table printed on end; long headers on two lines
+    ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
+    ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
+    "503 [1]"; one number per distinct text, numbered in reading order)."""
     body = [list(r) for r in body]
-    if len(body) == 1 and len(header) > 2 and max(map(len, render_table(body, header).splitlines())) > width:
-        header, body = [header[0], body[0][0]], [[h, c] for h, c in zip(header[1:], body[0][1:])]  # one row: on end
+    if len(body) <= 3 and len(header) > len(body) + 2 and _widest([header], body) > width:
+        # a few rows of many columns (boot facts, one summary): on end, a row per column
+        header, body = [header[0], *(r[0] for r in body)], [[h, *(r[j] if j < len(r) else "" for r in body)]
+                                                             for j, h in enumerate(header[1:], 1)]
+    heads = [header]
+    if len(" | ".join(header)) > width:
+        split = [_halves(h) for h in header]
+        heads = [[a for a, _ in split], [b for _, b in split]]
     moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
-
-    def widest() -> int:
-        return max(map(len, render_table(body, header).splitlines()), default=0)
-
-    while widest() > width:
+    while _widest(heads, body) > width:
         cells = [(len(c), i, j) for i, r in enumerate(body) for j, c in enumerate(r)
-                 if (j > 0 or len(c) > 24) and len(c) > 6 and "\0" not in c]
+                 if (j > 0 or len(c) > 24) and len(c) > 10 and "\0" not in c]
         if not cells:
             break
         _, i, j = max(cells)
@@ -125,7 +128,29 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> s
     body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
             for r in body]
     notes = sorted(order.items(), key=lambda kv: kv[1])
-    return render_table(body, header) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+    return _render(heads, body) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+
+
+def _halves(name: str) -> tuple[str, str]:
+    """A header split at the separator nearest its middle ("per_user_tok_s" -> "per_user", "tok_s")."""
+    cuts = [i for i, ch in enumerate(name) if ch in "_ "]
+    if len(name) <= 8 or not cuts:
+        return name, ""
+    i = min(cuts, key=lambda k: abs(k - len(name) / 2))
+    return name[:i], name[i + 1:]
+
+
+def _render(heads: list[list[str]], body: list[list[str]]) -> str:
+    if len(heads) == 1:
+        return render_table(body, heads[0])
+    lines = render_table([*heads, *body]).splitlines()
+    widths = [len(c) for c in lines[0].split(" | ")]
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in [*heads, *body]) for i in range(len(heads[0]))]
+    return "\n".join([*lines[:len(heads)], "-+-".join("-" * w for w in widths), *lines[len(heads):]])
+
+
+def _widest(heads: list[list[str]], body: list[list[str]]) -> int:
+    return max(map(len, render_table([*heads, *body]).splitlines()), default=0)
 
 
 def wrap(line: str, width: int = WIDTH) -> str:
@@ -144,9 +169,25 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
         for c, x in v.items():
             if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
                 cols.append(c)
+    if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
+        # a row whose users all sent one prompt: a prefix cache computed it once (its TTFT is not the others')
+        rows = [(k, {**v, "prefix": "shared" if v.get("shared_prefix") else "own"}) for k, v in rows]
+        cols.insert(1, "prefix")
     header = ["key", *cols]
     body = [[str(k), *(_cell(v.get(c)) for c in cols)] for k, v in rows]
+    if cols and all(str(k) == f"{cols[0]}={v.get(cols[0])}" for k, v in rows):   # "users=48" beside users 48
+        header, body = header[1:], [r[1:] for r in body]
     return header, body
+
+
+def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
+    """Under the curve table: which rows shared a prompt prefix, and what that does to their TTFT."""
+    shared = sorted(v["users"] for v in entries.values() if isinstance(v, dict) and v.get("shared_prefix")
+                    and isinstance(v.get("users"), int))
+    if not shared:
+        return None
+    return (f"prefix shared: at {', '.join(map(str, shared))} users every user sent the same prompt, which a prefix "
+            "cache computes once: their TTFT is not comparable with the rows of users' own prompts")
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
@@ -154,7 +195,8 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}")
+            note = shared_prefix_note(entries or {}) if gate == "curve" else None
+            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
     if baseline is not None:
         parts.extend(_baseline_section(doc, baseline))
     return "\n\n".join(parts)
@@ -259,6 +301,8 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         header, body = gate_table(gate, entries or {})
         if body:
             out.append(f"### {TITLES.get(gate, gate)}\n\n{_md_table(header, body)}")
+            if gate == "curve" and (note := shared_prefix_note(entries or {})):
+                out.append(note)
             if gate in DEFINITIONS:
                 out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
     return "\n\n".join(out) + "\n"
