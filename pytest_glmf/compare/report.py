@@ -226,10 +226,16 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
             if bad:
                 ax.plot([p[0] for p in bad], [p[1] for p in bad], "o", mfc="none", color=color,
                         label=f"{c.name}: not a measurement (seats/KV/invalid)" if ax is ax_tok else None)
-    ax_tok.set_ylabel(metric.replace("_", " "))
-    ax_ttft.set_ylabel("TTFT p95 (s)")
+    from pytest_glmf.gates.registry import metric_label
+    from pytest_glmf.results.plotting import run_verdict
+
+    ax_tok.set_ylabel(metric_label("curve", metric))
+    ax_ttft.set_ylabel(metric_label("curve", "ttft_p95_s"))
     ax_ttft.set_xlabel("concurrent users")
-    ax_tok.set_title("Lanes compared")
+    ax_tok.set_title("Lanes compared: " + "; ".join(
+        f"{c.name} (image {(c.doc.get('provenance') or {}).get('image') or '-'}, "
+        f"{str((c.doc.get('provenance') or {}).get('started_at') or '')[:16].replace('T', ' ') or 'date unknown'}, "
+        f"{run_verdict(c.doc)})" for c in curves), fontsize=9, wrap=True)
     ax_tok.legend(fontsize=8)
     for ax in (ax_tok, ax_ttft):
         ax.grid(alpha=0.3)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import (
     BaselineError,
@@ -314,42 +315,12 @@ def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["users"])
 
 
-def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None) -> Path:
-    """PNG: per-user tok/s (and aggregate on a second axis) and TTFT p50/p95 against users."""
-    from pytest_glmf.results.plotting import pyplot, save_png
+def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None,
+               bounds: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None) -> Path:
+    """PNG of the run's curve (results/plotting.py: one quantity per axis, spread bars, bounds)."""
+    from pytest_glmf.results.plotting import plot_curve as draw_curve
 
-    plt = pyplot()
-    rows = curve_rows(doc)
-    if not rows:
-        raise ValueError("the result has no curve rows to plot")
-    base_rows = curve_rows(baseline)
-    fig, (ax_tok, ax_ttft) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    ax_agg = ax_tok.twinx()
-
-    def series(rs: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-        pts = [(r["users"], r[key]) for r in rs if isinstance(r.get(key), (int, float))]
-        return [p[0] for p in pts], [p[1] for p in pts]
-
-    for rs, style, tag in ((rows, "-", "now"), (base_rows, "--", "baseline")):
-        if not rs:
-            continue
-        ax_tok.plot(*series(rs, "per_user_tok_s"), style + "o", color="tab:blue", label=f"per-user tok/s ({tag})")
-        ax_agg.plot(*series(rs, "aggregate_tok_s"), style + "s", color="tab:orange", label=f"aggregate tok/s ({tag})")
-        ax_ttft.plot(*series(rs, "ttft_p95_s"), style + "o", color="tab:red", label=f"TTFT p95 ({tag})")
-        ax_ttft.plot(*series(rs, "ttft_p50_s"), style + ".", color="tab:pink", label=f"TTFT p50 ({tag})")
-    ax_tok.set_ylabel("per-user tok/s")
-    ax_agg.set_ylabel("aggregate tok/s")
-    ax_ttft.set_ylabel("TTFT (s)")
-    ax_ttft.set_xlabel("concurrent users")
-    lane = (doc.get("lane") or {}).get("name", "")
-    ax_tok.set_title(f"Concurrency curve {lane}".strip())
-    h1, l1 = ax_tok.get_legend_handles_labels()
-    h2, l2 = ax_agg.get_legend_handles_labels()
-    ax_tok.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center")
-    ax_ttft.legend(fontsize=8)
-    for ax in (ax_tok, ax_ttft):
-        ax.grid(alpha=0.3)
-    return save_png(fig, out)
+    return draw_curve(doc, out, baseline, bounds)
 
 
 def cli(argv: list[str]) -> int:
@@ -358,6 +329,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
+    ap.add_argument("--thresholds", metavar="FILE", help="with --plot: draw the lane's curve bounds from this "
+                                                         "thresholds file")
     ap.add_argument("--history", type=int, metavar="K", help="show the last K stored runs on the same lane beside this one")
     ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
                                     "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
@@ -390,12 +363,23 @@ def cli(argv: list[str]) -> int:
         print(f"\nmarkdown written to {args.markdown}")
     if args.plot:
         try:
-            plot_curve(doc, args.plot, base)
-        except (RuntimeError, ValueError) as exc:
+            plot_curve(doc, args.plot, base, _curve_bounds(doc, args.thresholds))
+        except (RuntimeError, ValueError, ConfigError) as exc:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _curve_bounds(doc: Mapping[str, Any], thresholds: str | None) -> dict[int, Any] | None:
+    """The lane's curve bounds from a thresholds file (ConfigError from its loader), None without one."""
+    if thresholds is None:
+        return None
+    from pytest_glmf.config.thresholds import load_thresholds
+    from pytest_glmf.results.plotting import curve_bounds
+
+    lane = str((doc.get("lane") or {}).get("name") or "")
+    return curve_bounds(load_thresholds(thresholds).for_gate(lane, "curve"))
 
 
 def _history_beside(doc: Mapping[str, Any], k: int, store_value: str | None, results_dir: Path) -> str | None:
