@@ -50,6 +50,17 @@ def test_lanes_prints_each_lanes_command_line(capsys) -> None:
     assert out[1].startswith(f"  {sys.executable} -m pytest_glmf.sim --model-path /models/GLM-5.3-Flash-NVFP4 "
                              "--speculative-algorithm DFLASH")
     assert out[1].endswith("--time-scale 1")
+    # the sim and process launchers pick a free port at launch: no "--port 30000" that never happens
+    assert " --port PORT " in out[1] and "30000" not in out[1]
+    assert out[2] == "  (PORT: a free port, chosen at launch; set port: in the lane to fix one)"
+
+
+def test_lanes_shows_a_fixed_port_as_it_is(tmp_path: Path, capsys) -> None:
+    lanes = tmp_path / "lanes.yaml"
+    lanes.write_text("lanes:\n  mine: {launcher: process, engine: sglang, model: /m, port: 31000}\n")
+    assert main(["lanes", "--lanes", str(lanes)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("--host 127.0.0.1 --port 31000") and len(out) == 2
 
 
 def test_lanes_json_and_errors(tmp_path: Path, capsys) -> None:
