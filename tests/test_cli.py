@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_glmf.cli import SUBCOMMANDS, main
 
 
@@ -91,3 +93,20 @@ def test_every_subcommand_answers_help(capsys) -> None:
             code = exc.code
         assert code == 0, sub
         assert "usage:" in capsys.readouterr().out, sub
+
+
+def test_curve_sends_the_servers_first_model_as_capacity_does(tmp_path: Path, capsys) -> None:
+    """`glmf curve --model` defaulted to 'default' (vLLM refuses any name but its own), `glmf
+    capacity --model` to the server's first model: both send the first id of /v1/models."""
+    from pytest_glmf.testing.truth_server import TruthServer
+
+    for sub in ("curve", "capacity"):
+        with pytest.raises(SystemExit):
+            main([sub, "--help"])
+        assert "--model MODEL" in (text := " ".join(capsys.readouterr().out.split()))
+        assert "(default: the server's first model" in text, sub
+    out = tmp_path / "curve.json"
+    with TruthServer(ttft_ms=5, itl_ms=2) as truth:
+        main(["curve", "--url", truth.url, "--users", "1", "--runs", "1", "--no-warmup", "--max-tokens", "8",
+              "--json", str(out)])
+    assert json.loads(out.read_text())["workload"]["model"] == "truth"

@@ -59,7 +59,8 @@ def run_curve(base_url: str | Sequence[str], users: Sequence[int], *, max_tokens
     settings = settings or CurveSettings(users=list(users), runs=runs, **settings_kw)
     rows = run_rows(base_url, workload, settings, facts, progress)
     return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
-            "workload": {"max_tokens": workload.max_tokens, "path": workload.path, "prompts": len(workload.prompts),
+            "workload": {"model": workload.model, "max_tokens": workload.max_tokens, "path": workload.path,
+                         "prompts": len(workload.prompts),
                          "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}
 
 

@@ -47,7 +47,7 @@ class CurveRowSettings:
     rate_per_s: float | None = setting(None, above=0, doc="open loop: requests arrive at this rate, not all at once")
     spread_max_pct: float = setting(5.0, min=0, doc="a row whose runs spread more than this is flagged")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
-    model: str | None = setting(None, doc="model name sent with each request (None: 'default')")
+    model: str | None = setting(None, doc="model name sent with each request (None: the server's first model, /v1/models)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     prompt_file: str | None = setting(None, doc="a briefing with '## ' sections: a path or a packaged fixture "
                                                  "name (None: the recipe's briefing.md)")
