@@ -100,7 +100,8 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> s
     ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
     "503 [1]"; one number per distinct text, numbered in reading order)."""
     body = [list(r) for r in body]
-    if len(body) <= 3 and len(header) > len(body) + 2 and _widest([header], body) > width:
+    halves = [_halves(h) for h in header]
+    if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
         # a few rows of many columns (boot facts, one summary): on end, a row per column
         header, body = [header[0], *(r[0] for r in body)], [[h, *(r[j] if j < len(r) else "" for r in body)]
                                                              for j, h in enumerate(header[1:], 1)]

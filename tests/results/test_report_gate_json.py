@@ -39,11 +39,11 @@ def test_every_gate_commands_json_through_glmf_report(daily_sim, tmp_path: Path,
         assert text.startswith(f"pytest-glmf results: lane {name}"), text
         assert f"\n{titles[name]}\n" in text, text
     curve = report(tmp_path / "curve.json", capsys)
-    assert "users=1 | 1     |" in curve and "users=2 | 2     |" in curve
+    assert "\nusers | seats | aggregate |" in curve and "\n1     | " in curve and "\n2     | " in curve
     ref = tmp_path / "ref.json"
     assert main(["template", "reference", "--url", url, "--out", str(ref)]) == 0
     assert main(["template", "check", "--url", url, "--reference", str(ref), "--json", str(tmp_path / "t.json")]) == 0
-    assert "\ntemplate\nkey              | cli\n" in report(tmp_path / "t.json", capsys)
+    assert "\ntemplate\nkey | conversations | matched | mismatched" in report(tmp_path / "t.json", capsys)
     log = daily_sim.boot_log_path
     assert main(["bootlog", str(log), "--json"]) == 0
     (tmp_path / "boot.json").write_text(capsys.readouterr().out)
