@@ -218,7 +218,10 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
         color = f"C{i}"
         for ax, key in ((ax_tok, metric), (ax_ttft, "ttft_p95_s")):
             pts = [(r.users, r.get(key), r.excluded) for r in c.rows if r.get(key) is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=color, alpha=0.6)
+            # no line joins rows of users' own prompts to rows that shared one (TTFT would "fall" there)
+            for shared in (False, True):
+                part = [p for p, r in zip(pts, c.rows) if bool(r.values.get("shared_prefix")) == shared]
+                ax.plot([p[0] for p in part], [p[1] for p in part], "--" if shared else "-", color=color, alpha=0.6)
             good = [p for p in pts if not p[2]]
             bad = [p for p in pts if p[2]]
             ax.plot([p[0] for p in good], [p[1] for p in good], "o", color=color,
@@ -228,6 +231,14 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
                         label=f"{c.name}: not a measurement (seats/KV/invalid)" if ax is ax_tok else None)
     from pytest_glmf.gates.registry import metric_label
     from pytest_glmf.results.plotting import run_verdict
+
+    shared_users = sorted({r.users for c in curves for r in c.rows if r.values.get("shared_prefix")})
+    if shared_users:
+        for ax in (ax_tok, ax_ttft):
+            ax.axvspan(min(shared_users) - 0.5, max(shared_users) + 0.5, color="tab:gray", alpha=0.15,
+                       label="prefix shared by all users: a prefix cache computes it once (TTFT not comparable)"
+                       if ax is ax_ttft else "_nolegend_")
+        ax_ttft.legend(fontsize=8)
 
     ax_tok.set_ylabel(metric_label("curve", metric))
     ax_ttft.set_ylabel(metric_label("curve", "ttft_p95_s"))

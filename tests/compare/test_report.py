@@ -133,3 +133,27 @@ def test_rows_of_different_workloads_are_flagged_and_not_compared(tmp_path: Path
     assert "prompt tokens (p50) 2432 (long) vs 1200 (short)" in out
     same = doc("same", 128, [(8, 600, 80)])
     assert "WARNING" not in comparison_report([doc("other", 128, [(8, 700, 90)]), same])
+
+
+def test_the_lanes_picture_labels_from_the_metric_definitions_and_marks_shared_prefix_rows(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from unittest import mock
+
+    from pytest_glmf.compare.report import plot_lanes
+    from pytest_glmf.results import plotting
+
+    a, b = doc("a", 128, [(8, 700, 90), (48, 2400, 50), (96, 3800, 40)]), doc("b", 128, [(8, 600, 80), (48, 2200, 45)])
+    a["gates"]["curve"]["users=96"]["shared_prefix"] = True
+    a["provenance"].update(image="sglang:new", started_at="2026-12-02T13:34:51+00:00")
+    a["exitstatus"] = 0
+    with mock.patch.object(plotting, "save_png", lambda fig, out: fig):
+        fig = plot_lanes([a, b], tmp_path / "x.png")
+    tok, ttft = fig.get_axes()
+    assert tok.get_ylabel() == "per-user decode rate (tok/s)" and ttft.get_ylabel() == "TTFT p95 (s)"
+    assert tok.get_title() == ("Lanes compared: a (image sglang:new, 2026-12-02 13:34, passed); "
+                               "b (image -, date unknown, verdict not recorded)")
+    assert [t.get_text() for t in ttft.get_legend().get_texts()] == [
+        "prefix shared by all users: a prefix cache computes it once (TTFT not comparable)"]
+    joined = [list(line.get_xdata()) for line in ttft.get_lines() if line.get_linestyle() in ("-", "--")]
+    assert [8, 48] in joined and [96] in joined and [8, 48, 96] not in joined   # no line into the shared row
+    plotting.pyplot().close(fig)
