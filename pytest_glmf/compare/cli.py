@@ -21,6 +21,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--crossover", metavar="A,B", help="also print only this pair's crossover sentence last")
     ap.add_argument("--markdown", metavar="OUT", help="write the comparison as Markdown (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG with each lane's curve")
+    ap.add_argument("--html", metavar="OUT.html", help="write the comparison as one self-contained HTML page")
     args = ap.parse_args(argv)
     try:
         direction_of(args.metric)
@@ -52,4 +53,14 @@ def cli(argv: list[str]) -> int:
             print(f"glmf compare: {exc}", file=sys.stderr)
             return 2
         print(f"plot written to {args.plot}")
+    if args.html:
+        from pytest_glmf.results.html_blocks import write_page
+        from pytest_glmf.results.html_pages import comparison_page
+
+        try:
+            write_page(comparison_page(docs, args.metric), args.html)
+        except OSError as exc:
+            print(f"glmf compare: {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"HTML written to {args.html}")
     return 0

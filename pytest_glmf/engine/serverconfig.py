@@ -15,8 +15,13 @@ Sources (the engines' released code):
   max_running_requests, after every cap); `/v1/models` `max_model_len` is the context length.
 - vLLM 0.32: `/v1/models` `max_model_len`; with `VLLM_SERVER_DEV_MODE=1`, `/server_info?config_format=json`
   (`vllm/entrypoints/serve/dev/server_info/api_router.py`) has `vllm_config.speculative_config`
-  (null: no speculation), `scheduler_config.max_num_seqs`, `model_config.max_model_len`. vLLM tells
-  no parser names over HTTP: those stay "not told".
+  (null: no speculation), `scheduler_config.max_num_seqs` and, since 0.32,
+  `scheduler_config.max_num_active_seqs` (vllm/config/scheduler.py: the requests the scheduler
+  admits into RUNNING, null: max_num_seqs; 0.33 lowers it at boot for DFlash/DSpark),
+  `model_config.max_model_len`. vLLM tells no parser names over HTTP: those stay "not told".
+
+`seats_told` says which field gave `max_running_requests`, in the engine's words, for the boot
+facts completed by the server's word (gates/boot/told.py).
 
 A field is *told* when the endpoint has the key, even when its value is null: `told` maps each told
 field to the endpoint that said it. "Not told" (an older build, a proxy, vLLM without dev mode)
@@ -48,6 +53,7 @@ class ServerConfig:
     max_running_requests: int | None = None     # effective seats, as the scheduler runs them
     max_total_tokens: int | None = None         # KV pool tokens
     decode_log_interval: int | None = None      # SGLang refreshes its gauges every this many decode steps
+    seats_told: str | None = None               # the field that gave max_running_requests
     told: dict[str, str] = field(default_factory=dict)
 
     def says(self, name: str) -> bool:
@@ -121,6 +127,7 @@ def read_server_config(client: Client, engine: str | None) -> ServerConfig:
             if seats and all(s is not None for s in seats):
                 values["max_running_requests"] = sum(seats)          # type: ignore[arg-type]
                 told["max_running_requests"] = "/server_info"
+                values["seats_told"] = "internal_states[].effective_max_running_requests_per_dp"
     elif engine == "vllm":
         info = _get(client, "/server_info?config_format=json")
         cfg = info.get("vllm_config") if isinstance(info, dict) else None
@@ -130,7 +137,12 @@ def read_server_config(client: Client, engine: str | None) -> ServerConfig:
             if isinstance(spec, dict):
                 values["speculative_algorithm"] = spec.get("method")
                 values["speculative_num_draft_tokens"] = _int(spec.get("num_speculative_tokens"))
-            seqs = _int((cfg.get("scheduler_config") or {}).get("max_num_seqs"))
-            if seqs:
+            scheduler = cfg.get("scheduler_config") or {}
+            seqs, active = _int(scheduler.get("max_num_seqs")), _int(scheduler.get("max_num_active_seqs"))
+            if active and (not seqs or active < seqs):   # the admission cap, when lower than the runner's slots
+                values["max_running_requests"], told["max_running_requests"] = active, "/server_info"
+                values["seats_told"] = "scheduler_config.max_num_active_seqs"
+            elif seqs:
                 values["max_running_requests"], told["max_running_requests"] = seqs, "/server_info"
+                values["seats_told"] = "scheduler_config.max_num_seqs"
     return ServerConfig(**values, told=told)

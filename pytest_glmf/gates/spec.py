@@ -248,18 +248,24 @@ SectionCheck = Callable[["GateSpec", str, Any], None]
 
 @dataclass(frozen=True)
 class GateSpec:
-    """A gate's declaration: metrics, settings dataclass, and the other keys of its section."""
+    """A gate's declaration: metrics, settings dataclass, and the other keys of its section; and
+    the words every report uses for it (`title`, `definitions`: what its numbers mean, one
+    sentence each), so the terminal, Markdown and HTML reports say the same thing."""
 
     name: str
     metrics: Mapping[str, Metric]
     settings: type                                            # a frozen dataclass with defaults
     keys: Mapping[str, SectionCheck] = field(default_factory=dict)   # section keys besides metrics
     doc: str = ""
+    title: str = ""
+    definitions: tuple[str, ...] = ()
 
     @classmethod
     def declare(cls, name: str, metrics: list[Metric], settings: type,
-                keys: Mapping[str, SectionCheck] | None = None, doc: str = "") -> "GateSpec":
-        return cls(name, {m.name: m for m in metrics}, settings, dict(keys or {}), doc)
+                keys: Mapping[str, SectionCheck] | None = None, doc: str = "", title: str = "",
+                definitions: tuple[str, ...] = ()) -> "GateSpec":
+        return cls(name, {m.name: m for m in metrics}, settings, dict(keys or {}), doc, title or name,
+                   tuple(definitions))
 
     @property
     def section_keys(self) -> tuple[str, ...]:

@@ -73,9 +73,12 @@ class Server:
 
     @property
     def boot_facts(self) -> "BootFacts":
+        """The boot log's facts, completed by what the server said of itself where the log is
+        silent or absent (gates/boot/told.py; `sources` says which)."""
         from pytest_glmf.gates.boot.parse import parse_boot_log
+        from pytest_glmf.gates.boot.told import complete_facts
 
-        return parse_boot_log(self.boot_log)
+        return complete_facts(parse_boot_log(self.boot_log), self.config)
 
     @property
     def config(self) -> "ServerConfig":

@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--glmf-update-baseline", dest="glmf_update_baseline", action="store_true", default=None,
                     help=help_text + " (ini: glmf_update_baseline)")
     parser.addini("glmf_update_baseline", help_text, type="bool", default=False)
+    help_text = ("Also write each lane's result as one self-contained HTML page, <results>/<lane>-latest.html, "
+                 "beside its JSON (the page of `glmf report RESULT --html OUT.html`)")
+    group.addoption("--glmf-html", dest="glmf_html", action="store_true", default=None,
+                    help=help_text + " (ini: glmf_html)")
+    parser.addini("glmf_html", help_text, type="bool", default=False)
     verified.addoption(group, parser)
 
 
@@ -168,7 +173,8 @@ def glmf_server(pytestconfig: pytest.Config, glmf_lane: LaneConfig) -> Iterator[
 
 @pytest.fixture(scope="session")
 def glmf_boot_facts(glmf_server: "Server") -> "BootFacts":
-    """Facts parsed from the server's boot log (seats, cap reason, KV pools...)."""
+    """Facts parsed from the server's boot log (seats, cap reason, KV pools...), completed by what the
+    server says of itself where the log is silent or absent (gates/boot/told.py; `sources` says which)."""
     return glmf_server.boot_facts
 
 

@@ -15,6 +15,7 @@ stays fast.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,19 @@ def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
         from pytest_glmf.results.ledger import cause_of
 
         ledger_line(state, report.nodeid.split("::")[-1], cause, cause_of(report.user_properties))
+        # the result file names each failed test with its table (the HTML report's verdict shows them)
+        state.extra.setdefault("failed_tests", []).append(
+            {"test": report.nodeid, "when": report.when, "cause_class": cause_of(report.user_properties),
+             "message": failure_text(report.longreprtext or "")})
+
+
+def failure_text(longrepr: str, limit: int = 6000) -> str:
+    """What a failure says, without the traceback: pytest's `E   ` lines (a helper's table and
+    the knob to turn), else the report's last lines."""
+    said = [ln[4:] if ln.startswith("E   ") else ln[1:].lstrip() for ln in longrepr.splitlines()
+            if ln.startswith("E ") or ln == "E"]
+    text = "\n".join(said).strip() or "\n".join(longrepr.strip().splitlines()[-30:])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------------------- result file
@@ -108,7 +122,8 @@ def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int
     state.note_if_exited()
     incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
     recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
-    extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus}
+    extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus,
+                             "failed_tests": list(state.extra.get("failed_tests", []))}
     compared = history.compared_with(state)
     if compared is not None:
         extra["compared_with"] = compared
@@ -152,10 +167,28 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
         reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
     history.prepare_compared_with(state)
     write_results(state, reasons, int(exitstatus))
+    if state.settings.html and state.extra.get("result_file"):
+        try:
+            write_html(state)
+        except Exception as exc:  # noqa: BLE001 - a page that cannot be rendered must not cost the session its results
+            state.extra["html_error"] = f"glmf: the HTML report was NOT written: {type(exc).__name__}: {exc}"
     if state.settings.update_baseline:
         update_baseline(state, exitstatus)
     status = history.store_session(state)
     return status if status is not None and exitstatus == pytest.ExitCode.OK else None
+
+
+def write_html(state: "GlmfSession") -> None:
+    """--glmf-html: the result file as one page, <results>/<lane>-latest.html, with the lane's
+    bounds, its baseline and this session's ledger lines (results/html.py)."""
+    from pytest_glmf.results.html import lane_bounds, session_ledger, session_report
+    from pytest_glmf.results.html_blocks import write_page
+
+    path = Path(state.extra["result_file"])
+    doc = json.loads(path.read_text())
+    page = session_report(doc, baseline=state.baseline_doc(), bounds=lane_bounds(state.thresholds, state.lane.name),
+                          ledger_lines=session_ledger(doc, state.settings.results_dir))
+    state.extra["html_file"] = write_page(page, state.settings.results_dir / f"{state.lane.name}-latest.html")
 
 
 # ---------------------------------------------------------------------------- baseline
@@ -261,6 +294,10 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     terminalreporter.write_line(text)
     terminalreporter.write_line(f"glmf: results written to {out}")
     terminalreporter.write_line(f"  render: glmf report {out} --markdown R.md --plot R.png")
+    if "html_file" in state.extra:
+        terminalreporter.write_line(f"glmf: the report as one HTML page: {state.extra['html_file']}")
+    if "html_error" in state.extra:
+        terminalreporter.write_line(state.extra["html_error"])
     if "baseline_note" in state.extra:
         terminalreporter.write_line(state.extra["baseline_note"])
     for line in history.summary_lines(state):
@@ -288,6 +325,14 @@ def write_comparison(state: "GlmfSession") -> None:
         return
     out = state.settings.results_dir / f"compare-{state.base_session_id}.md"
     out.write_text(comparison_markdown(docs))
+    if state.settings.html:
+        from pytest_glmf.results.html_blocks import write_page
+        from pytest_glmf.results.html_pages import comparison_page
+
+        try:
+            state.extra["comparison_html"] = write_page(comparison_page(docs), out.with_suffix(".html"))
+        except Exception as exc:  # noqa: BLE001 - as write_html: the session's results come first
+            state.extra["comparison_error"] = f"glmf: the comparison's HTML page was NOT written: {exc}"
     state.extra["comparison"] = (comparison_report(docs), out, files)
 
 
@@ -302,6 +347,10 @@ def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> Non
         for key in ("baseline_note", "history_note", "history_baseline_note"):
             if key in f["extra"]:
                 terminalreporter.write_line("  " + f["extra"][key])
+        if "html_file" in f["extra"]:
+            terminalreporter.write_line(f"  the report as one HTML page: {f['extra']['html_file']}")
+        if "html_error" in f["extra"]:
+            terminalreporter.write_line("  " + f["extra"]["html_error"])
     if "comparison_error" in state.extra:
         terminalreporter.write_line(state.extra["comparison_error"])
     if "comparison" in state.extra:
@@ -309,3 +358,5 @@ def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> Non
         terminalreporter.write_sep("=", "glmf comparison")
         terminalreporter.write_line(text)
         terminalreporter.write_line(f"glmf: comparison written to {out} (again: glmf compare {' '.join(map(str, files))})")
+        if "comparison_html" in state.extra:
+            terminalreporter.write_line(f"glmf: the comparison as one HTML page: {state.extra['comparison_html']}")

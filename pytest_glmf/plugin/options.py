@@ -20,6 +20,8 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
     "lanes": ("FILE", "Lanes file (YAML); default: the built-in simulator lanes daily and batch", None),
     "thresholds": ("FILE", "Thresholds file (YAML); default: the thresholds.yaml shipped with pytest-glmf", None),
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
+    "boot_log": ("FILE", "Boot log of the attached server (--glmf-url or a lane with launcher attach): the boot "
+                 "gate and the seat checks read it", None),
     "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
     "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
     "baseline": ("FILE", "Result file of a known-good run to compare this session against, or history[:K]: the "
@@ -44,6 +46,7 @@ class Settings:
     results_dir: Path
     baseline: Path | None
     update_baseline: bool = False
+    html: bool = False                      # --glmf-html: <results>/<lane>-latest.html beside the JSON
     history: HistorySettings | None = None
     lanes: list[LaneConfig] = field(default_factory=list)   # every selected lane (several: one server at a time)
 
@@ -73,6 +76,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     lanes_file = _path(config, "lanes", must_exist=True)
     thresholds_file = _path(config, "thresholds", must_exist=True)
     update_baseline = bool(config.getoption("glmf_update_baseline") or config.getini("glmf_update_baseline"))
+    html = bool(config.getoption("glmf_html") or config.getini("glmf_html"))
     results_dir = _path(config, "results", must_exist=False) or config.invocation_params.dir / "glmf-results"
     history_required = bool(config.getoption("glmf_history_required") or config.getini("glmf_history_required"))
     history = resolve_history(_option(config, "history"), _option(config, "history_drift"), history_required,
@@ -99,17 +103,21 @@ def resolve_settings(config: pytest.Config) -> Settings:
     if image is not None and (not image.strip() or any(c.isspace() for c in image)):
         raise pytest.UsageError(f"{image_where}: {image!r} is not an image reference; expected e.g. "
                                 "lmsysorg/sglang:nightly-dev-cu13-20260911-00143e9c")
+    boot_log, boot_log_where = _boot_log(config)
     lane_value, _, lane_where = _option(config, "lane")
     lane = None
     try:
         lanes = load_lanes(lanes_file)
         names = lane_names(lane_value, lanes)
         if len(names) > 1:
+            if boot_log is not None:
+                raise ConfigError(f"{boot_log_where} is one attached server's boot log; it cannot be the {len(names)} "
+                                  f"lanes {', '.join(names)} (set each lane's boot_log: in the lanes file)")
             selected = several_lanes(names, lanes, lanes_file, url_where if url is not None else None,
                                      image_where if image is not None else None, baseline)
             return Settings(lane=selected[0], lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
                             image=image, results_dir=results_dir, baseline=baseline,
-                            update_baseline=update_baseline, history=history, lanes=selected)
+                            update_baseline=update_baseline, history=history, lanes=selected, html=html)
         lane_name = names[0] if names else None
         if lane_name is not None:
             lane = select_lane(lanes, lane_name, str(lanes_file) if lanes_file else "the built-in lanes")
@@ -120,14 +128,45 @@ def resolve_settings(config: pytest.Config) -> Settings:
         if lane is not None:
             lane = apply_overrides(lane, url=url, image=image)
             check_local_volumes(lane)
+            if boot_log is not None:
+                lane = with_boot_log(lane, boot_log, boot_log_where)
+        elif boot_log is not None:
+            raise ConfigError(f"{boot_log_where} needs an attached server: pass --glmf-url URL (or a lane with "
+                              "launcher attach)")
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Settings(lane=lane, lanes_file=lanes_file, thresholds_file=thresholds_file, url=url,
                     image=image, results_dir=results_dir, baseline=baseline, update_baseline=update_baseline,
-                    history=history, lanes=[lane] if lane is not None else [])
+                    history=history, lanes=[lane] if lane is not None else [], html=html)
 
 
 ALL_LANES = "all"
+
+
+def _boot_log(config: pytest.Config) -> tuple[str | None, str]:
+    """`--glmf-boot-log` / `glmf_boot_log` as an absolute path to a readable file (None: not given)."""
+    value, base, where = _option(config, "boot_log")
+    if value is None:
+        return None, where
+    path = (base / os.path.expanduser(value)).resolve()
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise pytest.UsageError(f"{where}: {value} is not a readable file (expected the attached server's boot log, "
+                                "e.g. the file its stdout went to, or `docker logs NAME > boot.log`)")
+    return str(path), where
+
+
+def with_boot_log(lane: LaneConfig, boot_log: str, where: str) -> LaneConfig:
+    """The lane reading `boot_log` as its server's boot log: attach lanes only (a launched server's
+    log is the one the launcher writes); one server (replicas take boot_logs: in the lanes file)."""
+    from dataclasses import replace
+
+    if lane.launcher != "attach":
+        raise ConfigError(f"{where} is for attached servers (--glmf-url, or launcher attach); lane {lane.name!r} "
+                          f"({lane.source}) uses launcher {lane.launcher}, whose boot log the plugin writes itself")
+    if lane.urls or lane.boot_logs:
+        raise ConfigError(f"{where}: lane {lane.name!r} ({lane.source}) has several replicas; give one boot log per "
+                          "replica with boot_logs: in the lanes file")
+    return replace(lane, boot_log=boot_log)
 
 
 def lane_names(value: str | list[str] | None, lanes: dict[str, LaneConfig]) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import (
     BaselineError,
@@ -22,73 +23,13 @@ from pytest_glmf.results.baseline import (
     machine_differences,
     regression_table,
 )
+from pytest_glmf.results.columns import cell as _cell
+from pytest_glmf.results.columns import gate_table
 
-# Preferred column order per gate; other scalar fields follow in the order recorded.
-COLUMNS: dict[str, list[str]] = {
-    "boot": ["max_running_requests", "requested_max_running_requests", "kv_tokens", "context_len",
-             "kv_pools", "cap_reason"],
-    "curve": ["users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s",
-              "ttft_p95_s", "itl_p95_s", "spread_pct", "runs", "tokens_per_user", "flags"],
-    "drift": ["candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch",
-              "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode", "floor_abs_dlogp", "excess_abs_dlogp",
-              "output_length_ratio", "runaway_share", "prompts", "tokens"],
-    "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
-    "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
-    "capacity": ["users", "rate_per_s", "ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
-                 "probes", "requests", "wall_s"],
-}
-
-TITLES = {"boot": "Boot facts", "curve": "Concurrency curve", "drift": "Log-prob drift vs the oracle",
-          "acceptance": "Speculative acceptance per prompt class", "tools": "Tool-call gate",
-          "capacity": "Capacity under the service level"}
-
-# What each number means, printed under the tables so a reader of the PR comment need not guess.
-DEFINITIONS = {
-    "curve": [
-        "TTFT: request sent -> first chunk carrying content, reasoning or a tool call (role-only chunk "
-        "excluded), queueing included.",
-        "per-user tok/s: (completion tokens - 1) / (last token - first token) per request; median (p5) over users.",
-        "aggregate tok/s: all completion tokens / (last token anywhere - first send).",
-        "spread: (max - min) / median of the measured runs, in %; a warm pass per users value is discarded.",
-        "seats: the server's effective max_running_requests from its boot log; users > seats means queueing.",
-        "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; a run "
-        "is client-bound (invalid) when its event loop lagged > 2 ms at p99 and, with kernel times, over 1 % of "
-        "chunks shared a socket read with a later one, or when the client used > 85 % of a core.",
-    ],
-    "drift": [
-        "|dlogp|: |candidate logprob - oracle logprob| of the oracle's greedy token, teacher-forced on exact token ids.",
-        "argmax mismatch: share of positions where the candidate's top-1 token differs from the oracle's token.",
-        "ci95: bootstrap over prompts (not tokens) for the mean |dlogp|.",
-        "floor: per prompt sqrt((f_oracle^2 + f_candidate^2) / 2), f = mean |dlogp| between two scorings of the "
-        "same ids on one server; excess = mean |dlogp| - floor (self_check_mode says which judged).",
-        "output_length_ratio: candidate / oracle completion tokens of greedy chat answers; runaway_share: "
-        "answers that reached max_tokens.",
-    ],
-    "acceptance": [
-        "accept rate: accepted draft tokens / drafted tokens; accept length: tokens per verify step.",
-    ],
-    "tools": ["parsed: turns whose tool calls came back in tool_calls, valid against the tool's schema, "
-              "with no markup leaked into content."],
-    "capacity": ["users: the most concurrent users (all sending at once) that met the service level; keys "
-                 "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the "
-                 "seats / KV pool bound the search may not pass.",
-                 "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
-                 "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
-                 "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
-                 "the search's cost."],
-}
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, list):
-        if value and all(isinstance(v, (int, float)) for v in value) and len(value) == 2:
-            return f"[{fmt(value[0])}, {fmt(value[1])}]"
-        if value and all(isinstance(v, dict) for v in value):
-            return "; ".join(" ".join(f"{fmt(v)}" for v in d.values()) for d in value)
-        return str(len(value)) if len(value) > 4 else ", ".join(fmt(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list)))
-    return fmt(value)
+# Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
+# home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
+TITLES = {name: spec.title for name, spec in GATES.items()}
+DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
 
 
 WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells become notes under them
@@ -162,24 +103,6 @@ def wrap(line: str, width: int = WIDTH) -> str:
     return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
-def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows for one gate's recorded entries (one row per key)."""
-    rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
-    preferred = COLUMNS.get(gate, [])
-    cols = [c for c in preferred if any(c in v for _, v in rows)]
-    for _, v in rows:
-        for c, x in v.items():
-            if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
-                cols.append(c)
-    if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
-        # a row whose users all sent one prompt: a prefix cache computed it once (its TTFT is not the others')
-        rows = [(k, {**v, "prefix": "shared" if v.get("shared_prefix") else "own"}) for k, v in rows]
-        cols.insert(1, "prefix")
-    header = ["key", *cols]
-    body = [[str(k), *(_cell(v.get(c)) for c in cols)] for k, v in rows]
-    if cols and all(str(k) == f"{cols[0]}={v.get(cols[0])}" for k, v in rows):   # "users=48" beside users 48
-        header, body = header[1:], [r[1:] for r in body]
-    return header, body
 
 
 def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
@@ -330,8 +253,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
-    ap.add_argument("--thresholds", metavar="FILE", help="with --plot: draw the lane's curve bounds from this "
-                                                         "thresholds file")
+    ap.add_argument("--html", metavar="OUT.html", help="write the report as one self-contained HTML page")
+    ap.add_argument("--thresholds", metavar="FILE", help="thresholds file whose bounds for the result's lane the "
+                                                         "HTML page marks and the --plot draws (default: none)")
     ap.add_argument("--history", type=int, metavar="K", help="show the last K stored runs on the same lane beside this one")
     ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
                                     "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
@@ -369,6 +293,15 @@ def cli(argv: list[str]) -> int:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
         print(f"plot written to {args.plot}")
+    if args.html:
+        from pytest_glmf.results.html import write_report_page
+
+        try:
+            write_report_page(doc, args.html, baseline=base, result_path=args.result, thresholds=args.thresholds)
+        except (OSError, ValueError) as exc:
+            print(f"glmf report: {exc}", file=sys.stderr)
+            return 2
+        print(f"HTML written to {args.html}")
     return 0
 
 

@@ -2,7 +2,10 @@
 
 The recipe's lesson: "max_running_requests is capped to 7 by the mamba state cache" decided a
 whole benchmark verdict, and "FP8 KV" was half true (two pools, one stays bf16). Both are in the
-boot log; these tests read them and fail with the knob to turn.
+boot log; these tests read them and fail with the knob to turn. An attached server without a boot
+log still has its seats, KV pool and context checked where it says them (/server_info:
+gates/boot/told.py); what only the log says (problems, KV pool dtypes) is skipped, with the way to
+give it.
 """
 from __future__ import annotations
 
@@ -16,12 +19,21 @@ from pytest_glmf.gates.boot.sglang import state_pool
 pytestmark = pytest.mark.glmf_gate("boot")
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def boot_log_present(glmf_server) -> None:
-    """An attached server (--glmf-url) has no boot log unless the lane names one: nothing to gate."""
+    """An attached server (--glmf-url) has no boot log unless the lane or --glmf-boot-log names one."""
     if glmf_server.boot_log_path is None:
         pytest.skip(f"no boot log for lane {glmf_server.lane.name!r} (attached to {glmf_server.base_url}); "
-                    "set boot_log: FILE in the lane to gate boot facts")
+                    "give it with --glmf-boot-log FILE or boot_log: FILE in the lane")
+
+
+@pytest.fixture(scope="module")
+def boot_facts_known(glmf_server, glmf_boot_facts) -> None:
+    """Without a boot log, the facts are the server's word: skip when it says none of them."""
+    if glmf_server.boot_log_path is None and not glmf_boot_facts.sources:
+        pytest.skip(f"no boot log for lane {glmf_server.lane.name!r} and the server at {glmf_server.base_url} "
+                    "tells no seats, KV pool or context (/server_info); give the boot log with "
+                    "--glmf-boot-log FILE or boot_log: FILE in the lane")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +44,7 @@ def boot_section(glmf_thresholds, glmf_lane) -> dict[str, Any]:
     return section
 
 
-def test_boot_log_has_no_problems(glmf_boot_facts, glmf_results, glmf_server, record_property):
+def test_boot_log_has_no_problems(boot_log_present, glmf_boot_facts, glmf_results, glmf_server, record_property):
     facts = glmf_boot_facts.to_dict()
     glmf_results.record("boot", "facts", facts)
     if facts["engine"] == "sglang" and (pool := state_pool(glmf_server.boot_log, facts["state_slots_per_request"])):
@@ -42,15 +54,18 @@ def test_boot_log_has_no_problems(glmf_boot_facts, glmf_results, glmf_server, re
     assert_boot_log_clean(glmf_boot_facts, lane=glmf_server.lane, log_path=glmf_server.boot_log_path)
 
 
-def test_boot_facts_meet_thresholds(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lane):
+def test_boot_facts_meet_thresholds(boot_facts_known, glmf_boot_facts, boot_section, glmf_thresholds, glmf_lane,
+                                    glmf_server, glmf_results):
     bounds = glmf_thresholds.bounds(glmf_lane.name, "boot")
     source = glmf_thresholds.source(glmf_lane.name, "boot")
     if not bounds:
         pytest.skip(f"no boot metric bounds in {source}")
+    if glmf_server.boot_log_path is None:   # the server's word is all there is: recorded here
+        glmf_results.record("boot", "facts", glmf_boot_facts.to_dict())
     assert_boot(glmf_boot_facts, source=source, lane=glmf_lane, **bounds)
 
 
-def test_kv_pool_dtypes(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lane):
+def test_kv_pool_dtypes(boot_log_present, glmf_boot_facts, boot_section, glmf_thresholds, glmf_lane):
     expected = boot_section.get("kv_pool_dtypes")
     if expected is None:
         pytest.skip(f"no kv_pool_dtypes in {glmf_thresholds.source(glmf_lane.name, 'boot')}")
@@ -58,7 +73,7 @@ def test_kv_pool_dtypes(glmf_boot_facts, boot_section, glmf_thresholds, glmf_lan
                 kv_pool_dtypes=expected)
 
 
-def test_seats_cover_every_curve_row(glmf_boot_facts, glmf_thresholds, glmf_lane):
+def test_seats_cover_every_curve_row(boot_facts_known, glmf_boot_facts, glmf_thresholds, glmf_lane):
     """Users beyond the effective cap queue instead of decoding: a curve row is only meaningful
     with one seat per user (the recipe's round-1 mistake)."""
     rows = glmf_thresholds.for_gate(glmf_lane.name, "curve").get("rows") or []

@@ -89,6 +89,19 @@ def test_vllm_dev_mode_config(answering) -> None:
     assert cfg.context_length == 2048 and not cfg.says("tool_call_parser")
 
 
+def test_vllm_admission_cap_below_max_num_seqs_is_the_seats(answering) -> None:
+    """vLLM 0.32+ `scheduler_config.max_num_active_seqs` (0.33 lowers it for DFlash/DSpark): the seats."""
+    url = answering({"/server_info?config_format=json": {"vllm_config": {
+        "speculative_config": None, "scheduler_config": {"max_num_seqs": 1024, "max_num_active_seqs": 96}}}})
+    with Client(url) as client:
+        cfg = read_server_config(client, "vllm")
+    assert (cfg.max_running_requests, cfg.seats_told) == (96, "scheduler_config.max_num_active_seqs")
+    url = answering({"/server_info?config_format=json": {"vllm_config": {
+        "speculative_config": None, "scheduler_config": {"max_num_seqs": 1024, "max_num_active_seqs": None}}}})
+    with Client(url) as client:
+        assert read_server_config(client, "vllm").max_running_requests == 1024
+
+
 def test_the_report_says_what_the_server_said() -> None:
     from pytest_glmf.results.report import terminal_report
 

@@ -47,5 +47,13 @@ def _check_classes(spec: GateSpec, where: str, classes: Any) -> None:
         spec.check_metrics(f"{where}.{cls}", bounds, ())
 
 
+TITLE = "Speculative acceptance per prompt class"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "accept rate: accepted draft tokens / drafted tokens; accept length: tokens per verify step.",
+)
+
+
 SPEC = GateSpec.declare("acceptance", METRICS, AcceptanceSettings, keys={"classes": _check_classes},
-                        doc="speculative acceptance per prompt class, single stream")
+                        doc="speculative acceptance per prompt class, single stream",
+                        title=TITLE, definitions=DEFINITIONS)

@@ -136,8 +136,20 @@ def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
     build_slo(value, where)
 
 
+TITLE = "Agents' sessions"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "a session: one agent's conversation, every turn resending the whole history after a think time; TTFT "
+    "and tok/s are per turn, returning turns are those after a session's first.",
+    "returning cache hit: cached / prompt tokens of the returning turns, as the server reports them "
+    "(meta_info.cached_tokens or usage.prompt_tokens_details).",
+    "capacity_sessions: the most concurrent sessions whose turns met the service level.",
+)
+
+
 SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_slo, "replay": _check_replay},
-                        doc="agents' sessions: per-turn TTFT, prefix-cache hits, session numbers")
+                        doc="agents' sessions: per-turn TTFT, prefix-cache hits, session numbers",
+                        title=TITLE, definitions=DEFINITIONS)
 # the replay block's own declaration (not a gate of the registry: it lives inside agents' section)
 REPLAY = GateSpec.declare("agents.replay", REPLAY_METRICS, ReplaySettings,
                           doc="a trace replayed open loop: TTFT, send lateness, tokens as the trace says")

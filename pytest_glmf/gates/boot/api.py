@@ -18,12 +18,14 @@ from typing import Any
 from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.boot.hints import seat_cap_hint
+from pytest_glmf.gates.boot.told import BOOT_LOG, source_of
 from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
 from pytest_glmf.gates.verdict import (
     Check,
     checks_from_bounds,
     failed_checks,
     failure_message,
+    fmt,
     note_evaluated,
     render_table,
 )
@@ -31,6 +33,24 @@ from pytest_glmf.gates.verdict import (
 
 def _lane_kv(lane: Any) -> str:
     return getattr(lane, "kv", None) or "not set"
+
+
+UNSAID = ("neither the boot log nor the server says it: give the server's boot log (boot_log: in the lane, "
+          "or --glmf-boot-log FILE)")
+
+
+def _hint(facts: BootFacts, metric: str, lane: Any) -> str:
+    """The note of a failed bound: the knob, and where the number came from when not from the boot
+    log; for a number nothing said, how to get it said."""
+    if getattr(facts, metric, None) is None:
+        extra = "; vLLM tells seats only in dev mode (VLLM_SERVER_DEV_MODE=1)" \
+            if metric == "max_running_requests" and facts.engine == "vllm" else ""
+        return UNSAID + extra
+    if metric == "max_running_requests":
+        told, hint = source_of(facts), seat_cap_hint(facts.cap_reason, lane)
+        return hint + (f"; seats from {told}" if told != BOOT_LOG and told not in hint else "")
+    told = source_of(facts, metric)
+    return f"from the {told}" if told != BOOT_LOG else ""
 
 
 def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None, **bounds: Any) -> None:
@@ -48,15 +68,17 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
     bounds = checked_bounds("boot", bounds, "assert_boot", ("kv_pool_dtypes",), source)
     expected = bounds.pop("kv_pool_dtypes", None)
     checks = checks_from_bounds("boot", facts.to_dict(), bounds, source=source,
-                                hints={"max_running_requests": seat_cap_hint(facts.cap_reason)})
+                                hints={metric: _hint(facts, metric, lane) for metric in bounds})
     failed = failed_checks(checks)
     messages = [failure_message(failed, f"boot facts{lane_phrase(lane)}")] if failed else []
     if expected is not None:
         note_evaluated()
         bad = kv_pool_dtype_mismatch(facts.kv_pools, facts.kv_pool_layout, _dtypes(expected))
         if bad is not None:
-            rows = [["kv_pool_dtypes", bad["measured"], bad["expected"],
-                     f"{bad['layout']}; check --kv-cache-dtype ({_lane_kv(lane)}) and the attention backend; ({source})"]]
+            knob = (f"check --kv-cache-dtype ({_lane_kv(lane)}) and the attention backend" if facts.kv_pools else
+                    "the KV pool dtypes are only in the boot log: give it (boot_log: in the lane, or "
+                    "--glmf-boot-log FILE)")
+            rows = [["kv_pool_dtypes", bad["measured"], bad["expected"], f"{bad['layout']}; {knob}; ({source})"]]
             messages.append(f"KV pool dtypes{lane_phrase(lane)} differ from the thresholds\n"
                             + render_table(rows, ["metric", "measured", "expected", "note"]))
     if messages:
@@ -75,8 +97,8 @@ def _dtypes(expected: Any) -> list[str]:
 
 
 def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | None = None, lane: Any = None) -> None:
-    """Fail the test unless the server's effective seats (max_running_requests from the boot log)
-    hold every users value: users beyond the seats queue instead of decoding, and a curve there
+    """Fail the test unless the server's effective seats (max_running_requests from the boot log,
+    else from what the server says: gates/boot/told.py) hold every users value: users beyond the seats queue instead of decoding, and a curve there
     measures the queue (the recipe's round-1 mistake). The failure names the cap's reason and the
     knob that raises it."""
     __tracebackhide__ = True
@@ -87,8 +109,8 @@ def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | 
         source = caller_source()
     seats = facts.max_running_requests
     checks = [Check("seats", seats, {"min": u}, where=f"@ {u} users") for u in values]
-    hint = seat_cap_hint(facts.cap_reason)
-    failed = [[f"seats < users @ {c.bound['min']} users", str(seats), f">= {c.bound['min']}", f"{hint} ({source})"]
+    hint = _hint(facts, "max_running_requests", lane)
+    failed = [[f"seats < users @ {c.bound['min']} users", fmt(seats), f">= {c.bound['min']}", f"{hint} ({source})"]
               for c in failed_checks(checks)]
     if failed:
         import pytest

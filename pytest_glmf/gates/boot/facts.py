@@ -28,6 +28,9 @@ class BootFacts:
     cuda_graph_bs: list[int] | None = None
     ready: bool = False
     problems: list[str] = field(default_factory=list)
+    # where seats, KV tokens and context came from: "boot log", or the server's word ("/server_info",
+    # "/v1/models") where the log says nothing (gates/boot/told.py)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

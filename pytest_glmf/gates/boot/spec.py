@@ -30,5 +30,17 @@ def _check_kv_pool_dtypes(spec: GateSpec, where: str, value: Any) -> None:
         raise ConfigError(f"{where}: must be a list of dtype names, e.g. [fp8_e4m3, bfloat16]")
 
 
+TITLE = "Boot facts"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "seats: the effective max_running_requests the engine prints at boot (its summary line), else the server's "
+    "word (/server_info); requested: the flag; why capped: the engine's cap line (e.g. the mamba state cache: "
+    "slots / state slots per request).",
+    "KV pool tokens, context: the token pools and the context length from the boot log; KV cache GiB: the "
+    "memory the engine gave the KV cache; kv_pools: one entry per pool line with its dtype.",
+)
+
+
 SPEC = GateSpec.declare("boot", METRICS, BootSettings, keys={"kv_pool_dtypes": _check_kv_pool_dtypes},
-                        doc="boot facts: seats, KV pool, context length, KV pool dtypes")
+                        doc="boot facts: seats, KV pool, context length, KV pool dtypes",
+                        title=TITLE, definitions=DEFINITIONS)

@@ -1,39 +1,91 @@
 """vLLM's boot log -> BootFacts.
 
-vLLM prints no effective cap. Its scheduler admits at most `max_num_seqs` sequences; the KV cache
-only limits how many *full-length* requests fit (`Maximum concurrency ... Fx`), shorter requests
-share it. So `max_running_requests` = `--max-num-seqs` when `non-default args` shows it, else
-vLLM's default when the log tells which one applies (CPU: 128 x world size, capped by
-max_num_batched_tokens; vllm/engine/arg_utils.py `get_batch_defaults`); on GPU the default depends
-on the card (1024 on >= 70 GiB non-A100, else 256), which the log does not say: null, and
-`cap_reason` says so. `cap_reason` also names the KV limit when fewer full-length requests fit.
-`auto` KV dtype is reported as the model dtype; `size_gb` is the KV cache memory in GiB.
+vLLM prints no effective cap. Its scheduler admits at most `max_num_active_seqs` requests into
+RUNNING (vllm/v1/core/sched/scheduler.py, since 0.32: `--max-num-active-seqs`, default
+`max_num_seqs`); the KV cache only limits how many *full-length* requests fit (`Maximum
+concurrency ... Fx`), shorter requests share it. So `max_running_requests` is the lowest of the
+caps the log shows: `--max-num-seqs` and `--max-num-active-seqs` from `non-default args`, and
+0.33's DFlash/DSpark override of `max_num_active_seqs` (vllm/config/vllm.py, quoted in the cap
+reason with the flag that lifts it); else vLLM's default when the log tells which one applies
+(CPU: 128 x world size, capped by max_num_batched_tokens; vllm/engine/arg_utils.py
+`get_batch_defaults`); on GPU the default depends on the card (1024 on >= 70 GiB non-A100, else
+256), which the log does not say: null, and `cap_reason` says so (the server's word completes it:
+gates/boot/told.py). The KV pool never lowers vLLM's running cap, so the cap reason names it only
+when it is what limits: when it holds less than one full-length request. Fewer full-length requests
+than seats is the `max_concurrency` fact, which the boot table flags (the curve judges each row's KV
+need with the row's own tokens: a 4.1 M-token pool holding 1006.66 requests of 4,096 tokens is no
+limit for 1024 seats of shorter requests). `auto` KV dtype is reported as the model dtype; `size_gb` is the KV cache
+memory in GiB.
+
+Every line the parser reads is declared once in `VLLM_LINES`, with the format string vLLM 0.33.0
+prints it with and the file that does (a census of vLLM's log formats enumerates them).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pytest_glmf.engine.logformats import LAYOUT_PLAIN
 from pytest_glmf.gates.boot.facts import BootFacts, _dtype, _find, _int, _Line
 
-_VLLM_KVTOK = re.compile(r"(?P<dev>GPU|CPU) KV cache size: (?P<tok>[\d,]+) tokens")
-_VLLM_KVTOK_V0 = re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)")
-_VLLM_BLOCKS = re.compile(r"# GPU blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?")
-_VLLM_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
-_VLLM_MEM = [
-    re.compile(r"Available KV cache memory: ([\d.]+) GiB"),
-    re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache"),          # CPU backend
-    re.compile(r"the rest of the memory reserved for KV Cache is ([\d.]+)\s*GiB"),  # V0
-    re.compile(r"\bkv_cache_size=([\d.]+)\s*GiB"),                                  # V0 profiling
-]
-_VLLM_CTX = [
-    re.compile(r"Using max model len (\d+)"),
-    re.compile(r"\bmax_seq_len=(\d+)"),
-    re.compile(r"The model's max seq len \((\d+)\)"),
-]
-_VLLM_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
-_VLLM_CONFIG = re.compile(r"Initializing a V\d LLM engine|LLM engine \(v[\d.]")
-_VLLM_READY = re.compile(r"Application startup complete|\"(?:GET|POST) /\S* HTTP/[\d.]+\" 200")
+
+@dataclass(frozen=True)
+class VllmLine:
+    """One boot-log line the parser reads: its pattern, and the format string that prints it."""
+
+    name: str
+    pattern: re.Pattern[str]
+    fmt: str | None = None      # vLLM 0.33.0's format string (%-style as in the source); None: older builds only
+    source: str | None = None   # the file inside the `vllm` package that prints it in 0.33.0
+
+
+def _line(name: str, pattern: str, fmt: str | None = None, source: str | None = None) -> VllmLine:
+    return VllmLine(name, re.compile(pattern), fmt, source)
+
+
+VLLM_LINES: dict[str, VllmLine] = {x.name: x for x in [
+    _line("kv_cache_size", r"(?P<dev>GPU|CPU)(?: \+ host)? KV cache size: (?P<tok>[\d,]+) tokens",
+          "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
+          "vllm/v1/core/kv_cache_utils.py"),
+    _line("max_concurrency", r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x",
+          "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
+          "vllm/v1/core/kv_cache_utils.py"),
+    _line("kv_cache_memory", r"Available KV cache memory: ([\d.]+) GiB", "Available KV cache memory: %s GiB",
+          "vllm/v1/worker/gpu_worker.py"),
+    _line("kv_cache_memory_cpu", r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
+          "Explicitly set ({}/{}) GiB for KV cache on node {}.", "vllm/v1/worker/cpu_worker.py"),   # an f-string
+    _line("context_auto_fit", r"Auto-fit max_model_len: reduced from \d+ to (\d+)",
+          "Auto-fit max_model_len: reduced from %d to %d to fit in available KV cache memory (%s)",
+          "vllm/v1/core/kv_cache_planning.py"),
+    _line("context", r"Using max model len (\d+)", "Using max model len %s", "vllm/config/model.py"),
+    _line("non_default_args", r"non-default args: (\{.*)", "non-default args: %s", "vllm/entrypoints/common/startup.py"),
+    _line("engine_config", r"Initializing a V\d LLM engine|LLM engine \(v[\d.]",
+          "Initializing a V1 LLM engine (v%s) with config: %s", "vllm/v1/engine/core.py"),
+    _line("context_config", r"\bmax_seq_len=(\d+)", "Initializing a V1 LLM engine (v%s) with config: %s",
+          "vllm/v1/engine/core.py"),    # VllmConfig.__str__ (vllm/config/vllm.py): `max_seq_len=...`
+    _line("active_seqs_override",
+          r"The (?P<method>\S+) draft pass needs (?P<per>\d+) query tokens per request within "
+          r"max_num_batched_tokens=(?P<batched>\d+)\. Overriding max_num_active_seqs from (?P<old>\d+) to (?P<new>\d+)\.",
+          "The %s draft pass needs %d query tokens per request within max_num_batched_tokens=%d. "
+          "Overriding max_num_active_seqs from %d to %d.", "vllm/config/vllm.py"),
+    # uvicorn's line, or a served request: not vLLM's own format
+    _line("ready", r"Application startup complete|\"(?:GET|POST) /\S* HTTP/[\d.]+\" 200"),
+    # older builds (V0 engine, 2024-2025), no longer in 0.33
+    _line("kv_tokens_v0", r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
+    _line("gpu_blocks", r"# GPU blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?"),
+    _line("kv_cache_memory_v0", r"the rest of the memory reserved for KV Cache is ([\d.]+)\s*GiB"),
+    _line("kv_cache_memory_v0_profiling", r"\bkv_cache_size=([\d.]+)\s*GiB"),
+    _line("context_v0", r"The model's max seq len \((\d+)\)"),
+]}
+
+_L = {name: x.pattern for name, x in VLLM_LINES.items()}
+_VLLM_KVTOK, _VLLM_KVTOK_V0, _VLLM_BLOCKS, _VLLM_CONC = (
+    _L["kv_cache_size"], _L["kv_tokens_v0"], _L["gpu_blocks"], _L["max_concurrency"])
+_VLLM_MEM = [_L["kv_cache_memory"], _L["kv_cache_memory_cpu"], _L["kv_cache_memory_v0"],
+             _L["kv_cache_memory_v0_profiling"]]
+_VLLM_CTX = [_L["context_auto_fit"], _L["context"], _L["context_config"], _L["context_v0"]]   # first found wins
+_VLLM_NONDEFAULT, _VLLM_CONFIG, _VLLM_READY, _VLLM_OVERRIDE = (
+    _L["non_default_args"], _L["engine_config"], _L["ready"], _L["active_seqs_override"])
 
 
 def _dict_int(text: str, key: str) -> int | None:
@@ -45,6 +97,7 @@ def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
     nondefault = _find(lines, _VLLM_NONDEFAULT)
     args = nondefault[1].group(1) if nondefault else ""
     facts.requested_max_running_requests = _dict_int(args, "max_num_seqs")
+    override = _find(lines, _VLLM_OVERRIDE)
     config = _find(lines, _VLLM_CONFIG)
     config_msg = config[0].msg if config else ""
 
@@ -87,11 +140,35 @@ def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
 
     blocks = _find(lines, _VLLM_BLOCKS)
     booted = (facts.kv_tokens is not None or facts.max_concurrency is not None
-              or facts.kv_cache_memory_gib is not None or blocks or nondefault or config)
+              or facts.kv_cache_memory_gib is not None or blocks or nondefault or config or override)
     if booted:
         # `# GPU blocks: N, # CPU blocks: M` is the V0 engine's line (V1 prints GPU blocks alone)
         v0 = bool(blocks and blocks[1].group("cpu"))
         _vllm_cap(facts, device, v0, args, config_msg)
+        _active_seqs_cap(facts, args, override[1] if override else None)
+
+
+def _active_seqs_cap(facts: BootFacts, args: str, override: re.Match[str] | None) -> None:
+    """The admission cap below max_num_seqs: `--max-num-active-seqs` (0.32+), and 0.33's DFlash /
+    DSpark override of it (vllm/config/vllm.py), which comes after the flag and wins."""
+    flag = _dict_int(args, "max_num_active_seqs")
+    seqs = facts.max_running_requests
+    if override is not None:
+        new, old = int(override.group("new")), int(override.group("old"))
+        per = int(override.group("per"))
+        if facts.requested_max_running_requests is None:
+            facts.requested_max_running_requests = old
+        facts.max_running_requests = new
+        facts.cap_reason = (f"max_running_requests is vLLM's max_num_active_seqs {new}, lowered from {old} at boot: "
+                            f'"{override.group(0)}": raise --max-num-batched-tokens (>= {old * per:,} = {old} x {per} '
+                            f"for {old} seats)")
+    elif flag is not None and (seqs is None or flag < seqs):
+        if facts.requested_max_running_requests is None and seqs is not None:
+            facts.requested_max_running_requests = seqs
+        facts.max_running_requests = flag
+        runner = f"--max-num-seqs {seqs} sizes the runner" if seqs is not None else "max_num_seqs sizes the runner"
+        facts.cap_reason = (f"max_running_requests is vLLM's --max-num-active-seqs {flag} (the requests admitted "
+                            f"into RUNNING; {runner}): raise --max-num-active-seqs")
 
 
 def _vllm_cap(facts: BootFacts, device: str | None, v0: bool, args: str, config_msg: str) -> None:
@@ -125,7 +202,7 @@ def _vllm_cap(facts: BootFacts, device: str | None, v0: bool, args: str, config_
                   "max_running_requests")
     facts.max_running_requests = seqs
     conc = facts.max_concurrency
-    if conc and (seqs is None or conc["factor"] < seqs):
+    if conc and conc["factor"] < 1:   # not one full-length request fits: the KV pool is what limits
         reason += (f"; the KV cache holds only {conc['factor']:g} requests of "
                    f"{conc['tokens_per_request']:,} tokens: {kv_fix}")
     facts.cap_reason = reason

@@ -139,5 +139,19 @@ def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
     build_slo(value, where)
 
 
+TITLE = "Capacity under the service level"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "users: the most concurrent users (all sending at once) that met the service level; keys "
+    "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the seats / "
+    "KV pool bound the search may not pass.",
+    "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
+    "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
+    "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
+    "the search's cost.",
+)
+
+
 SPEC = GateSpec.declare("capacity", METRICS, CapacitySettings, keys={"slo": _check_slo},
-                        doc="capacity under a service level: concurrent users (and request rate) at N tok/s")
+                        doc="capacity under a service level: concurrent users (and request rate) at N tok/s",
+                        title=TITLE, definitions=DEFINITIONS)

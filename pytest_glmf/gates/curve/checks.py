@@ -52,7 +52,9 @@ def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[st
             replicas.append({"name": rep.get("name"), "users": share, "seats": rep_seats, "shared": over,
                              "cap_reason": rep.get("cap_reason")})
         shared = shared or any(r["shared"] for r in replicas)
-    return {"seats": seats, "shared": shared, "cap_reason": facts.get("cap_reason"),
+    # where the seats came from: the boot log, or the server's word where it had none (gates/boot/told.py)
+    source = (facts.get("sources") or {}).get("max_running_requests", "boot log")
+    return {"seats": seats, "seats_source": source, "shared": shared, "cap_reason": facts.get("cap_reason"),
             "requested_seats": facts.get("requested_max_running_requests"),
             "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes,
             "gauge_stale": stale,
@@ -183,7 +185,8 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     allow_queueing = bool(bounds.get("allow_queueing"))
     seat = row.get("seat") or {}
     if not allow_queueing and seat.get("seats") is not None:
-        checks.append(Check("seats", seat["seats"], {"min": users}, where=where, source="boot log",
+        checks.append(Check("seats", seat["seats"], {"min": users}, where=where,
+                            source=seat.get("seats_source") or "boot log",
                             hint=seat_cap_hint(seat.get("cap_reason"))))
     for i, rep in enumerate(seat.get("replicas") or []):
         if not allow_queueing and rep["users"] is not None and rep["seats"] is not None:

@@ -17,6 +17,7 @@ from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa:
 from pytest_glmf.gates.curve import http as load_http
 
 if TYPE_CHECKING:
+    from pytest_glmf.engine.serverconfig import ServerConfig
     from pytest_glmf.launch.base import Server
 
 GEN_TOKENS = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
@@ -168,12 +169,10 @@ def server_endpoints(server: "Server") -> tuple[list[str], dict[str, Any]]:
     return urls, {**facts, **refresh}
 
 
-def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
-    """What a server says of itself that the row checks use, for a curve run from a shell against a
-    URL (no launched lane, maybe no boot log): SGLang's /server_info (seats as its scheduler runs
-    them, KV pool, context, `decode_log_interval` for the stale-gauge rule), else vLLM's dev-mode
-    /server_info and /v1/models (engine/serverconfig.py). Returns (facts in the boot facts' keys,
-    the one-line summary); a server that tells nothing gives ({}, "not told")."""
+def server_word(base_url: str) -> "ServerConfig":
+    """What a server says of itself, for a shell command against a URL (no launched lane, maybe no
+    boot log): SGLang's /server_info, else vLLM's dev-mode /server_info, and /v1/models
+    (engine/serverconfig.py); a server that tells nothing gives an empty config."""
     from pytest_glmf.engine.client import Client, Timeouts
     from pytest_glmf.engine.serverconfig import read_server_config
 
@@ -181,19 +180,26 @@ def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
         cfg = read_server_config(client, "sglang")
         if not cfg.says("speculative_algorithm"):   # no SGLang /server_info: vLLM's (dev mode), if any
             cfg = read_server_config(client, "vllm")
-    facts: dict[str, Any] = {}
-    for key, name in (("max_running_requests", "max_running_requests"), ("kv_tokens", "max_total_tokens"),
-                      ("context_len", "context_length"), ("decode_log_interval", "decode_log_interval")):
-        if cfg.says(name) and getattr(cfg, name) is not None:
-            facts[key] = getattr(cfg, name)
-    return facts, cfg.summary()
+    return cfg
+
+
+def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
+    """What a server says of itself that the row checks use, in the boot facts' keys, with its
+    one-line summary; a server that tells nothing gives ({}, "not told")."""
+    from pytest_glmf.gates.boot.told import told_facts
+
+    cfg = server_word(base_url)
+    return told_facts(cfg), cfg.summary()
 
 
 def shell_facts(url: str, boot_facts: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
     """A shell command's facts about one server: its boot log's (when given) completed by what the
-    server says of itself (`facts_told`; the log wins where it says something). Returns (facts or
-    None, the server's one-line summary)."""
-    told, said = facts_told(url)
-    if not told and not boot_facts:
-        return None, said
-    return {**told, **{k: v for k, v in (boot_facts or {}).items() if v is not None}}, said
+    server says of itself (gates/boot/told.py, the one home of that rule: the log wins where it
+    says something, `sources` says where each number came from). Returns (facts or None, the
+    server's one-line summary)."""
+    from pytest_glmf.gates.boot.told import complete_facts_dict, told_facts
+
+    cfg = server_word(url)
+    if not told_facts(cfg) and not boot_facts:
+        return None, cfg.summary()
+    return complete_facts_dict(boot_facts, cfg), cfg.summary()

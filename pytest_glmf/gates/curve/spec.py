@@ -92,5 +92,21 @@ def _check_rows(spec: GateSpec, where: str, rows: Any) -> None:
             spec.build(row["settings"], f"{at}.settings")
 
 
+TITLE = "Concurrency curve"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "TTFT: request sent -> first chunk carrying content, reasoning or a tool call (role-only chunk "
+    "excluded), queueing included.",
+    "per-user tok/s: (completion tokens - 1) / (last token - first token) per request; median (p5) over users.",
+    "aggregate tok/s: all completion tokens / (last token anywhere - first send).",
+    "spread: (max - min) / median of the measured runs, in %; a warm pass per users value is discarded.",
+    "seats: the server's effective max_running_requests from its boot log; users > seats means queueing.",
+    "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; a "
+    "run is client-bound (invalid) when its event loop lagged > 2 ms at p99 and, with kernel times, over "
+    "1 % of chunks shared a socket read with a later one, or when the client used > 85 % of a core.",
+)
+
+
 SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check_rows, "beats": check_beats},
-                        doc="concurrency curve: per-user and aggregate tok/s, TTFT per users row")
+                        doc="concurrency curve: per-user and aggregate tok/s, TTFT per users row",
+                        title=TITLE, definitions=DEFINITIONS)

@@ -90,5 +90,19 @@ class DriftSettings:
 
 DEFAULTS = DriftSettings()
 
+TITLE = "Log-prob drift vs the oracle"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "|dlogp|: |candidate logprob - oracle logprob| of the oracle's greedy token, teacher-forced on exact token ids.",
+    "argmax mismatch: share of positions where the candidate's top-1 token differs from the oracle's token.",
+    "ci95: bootstrap over prompts (not tokens) for the mean |dlogp|.",
+    "floor: per prompt sqrt((f_oracle^2 + f_candidate^2) / 2), f = mean |dlogp| between two scorings of "
+    "the same ids on one server; excess = mean |dlogp| - floor (self_check_mode says which judged).",
+    "output_length_ratio: candidate / oracle completion tokens of greedy chat answers; runaway_share: "
+    "answers that reached max_tokens.",
+)
+
+
 SPEC = GateSpec.declare("drift", METRICS, DriftSettings,
-                        doc="teacher-forced log-prob drift against an oracle reference")
+                        doc="teacher-forced log-prob drift against an oracle reference",
+                        title=TITLE, definitions=DEFINITIONS)

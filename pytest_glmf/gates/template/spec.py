@@ -47,5 +47,15 @@ class TemplateSettings:
 
 DEFAULTS = TemplateSettings()
 
+TITLE = "Chat template and tokenizer"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "mismatched: conversations whose prompt ids, as the server renders them (its /tokenize with messages, or "
+    "a chat completion's prompt ids), differ from the reference's.",
+    "failed_requests: conversations the server would not render (an HTTP error), counted apart.",
+)
+
+
 SPEC = GateSpec.declare("template", METRICS, TemplateSettings,
-                        doc="served chat template and tokenizer: prompt ids against a reference")
+                        doc="served chat template and tokenizer: prompt ids against a reference",
+                        title=TITLE, definitions=DEFINITIONS)

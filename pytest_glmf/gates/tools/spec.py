@@ -44,4 +44,13 @@ class ToolsSettings:
 DEFAULTS = ToolsSettings()
 FALLBACK_CONCURRENCY = 8   # no concurrency setting and no curve rows
 
-SPEC = GateSpec.declare("tools", METRICS, ToolsSettings, doc="tool-call parsing, leaks and schema validity")
+TITLE = "Tool-call gate"
+# What the gate's numbers mean, one sentence each, printed under its tables by every report
+DEFINITIONS = (
+    "parsed: turns whose tool calls came back in tool_calls, valid against the tool's schema, with no "
+    "markup leaked into content.",
+)
+
+
+SPEC = GateSpec.declare("tools", METRICS, ToolsSettings, doc="tool-call parsing, leaks and schema validity",
+                        title=TITLE, definitions=DEFINITIONS)

@@ -37,12 +37,15 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", parents=[store], help="runs per lane: image, engine, model revision, GPU, verdict")
     ls.add_argument("--lane")
     ls.add_argument("--last", type=int, default=20, metavar="N", help="newest N runs per lane (default 20)")
+    ls.add_argument("--html", metavar="OUT.html", help="also write one HTML page: the runs and a trend chart per "
+                                                      "metric, images on the x axis, failed runs marked")
     tr = sub.add_parser("trend", parents=[store], help="a metric per run, per lane (table; PNG with --plot)")
     tr.add_argument("metric", help="GATE.METRIC, e.g. curve.ttft_p95_s")
     tr.add_argument("--lane")
     tr.add_argument("--key", help="one recorded key, e.g. users=48 (default: every key)")
     tr.add_argument("--last", type=int, default=20, metavar="N", help="newest N runs per lane (default 20)")
     tr.add_argument("--plot", metavar="OUT.png", help="also write a PNG (needs pytest-glmf[plot])")
+    tr.add_argument("--html", metavar="OUT.html", help="also write one HTML page with this metric's trend")
     ex = sub.add_parser("export", parents=[store], help="CSV, one row per run and metric")
     ex.add_argument("out", help="CSV file to write, - for stdout")
     ex.add_argument("--lane")
@@ -82,6 +85,8 @@ def cli(argv: list[str]) -> int:
                     kept.append(r)
                     seen[r.lane] += 1
             print(queries.runs_table(kept) if kept else f"no runs stored in {store.location.display}")
+            if getattr(args, "html", None):
+                return _html(store, args, metrics=None)
             return 0
     except (HistoryError, ValueError) as exc:
         print(f"glmf history: {exc}", file=sys.stderr)
@@ -104,6 +109,23 @@ def _trend(store: SqlStore, args: argparse.Namespace) -> int:
             print(f"glmf history: {exc}", file=sys.stderr)
             return 2
         print(f"\nplot written to {args.plot}")
+    if args.html:
+        return _html(store, args, metrics=[(gate, metric)])
+    return 0
+
+
+def _html(store: SqlStore, args: argparse.Namespace, metrics: list[tuple[str, str]] | None) -> int:
+    """--html OUT.html: the runs of the lane (or every lane) and their trends as one page."""
+    from pytest_glmf.results.html_blocks import write_page
+    from pytest_glmf.results.html_pages import history_page
+
+    page = history_page(store, lane=args.lane, last=args.last, metrics=metrics, key=getattr(args, "key", None))
+    try:
+        write_page(page, args.html)
+    except OSError as exc:
+        print(f"glmf history: {args.html}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"HTML written to {args.html}")
     return 0
 
 

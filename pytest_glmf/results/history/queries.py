@@ -112,11 +112,11 @@ def trend(store: SqlStore, gate: str, metric: str, *, lane: str | None = None, k
             if key is None or m.key == key:
                 columns.setdefault(m.key, [None] * len(runs))[index[m.run_id]] = m.value
         if columns:
-            out[name] = (runs, dict(sorted(columns.items(), key=lambda kv: _key_order(kv[0]))))
+            out[name] = (runs, dict(sorted(columns.items(), key=lambda kv: key_order(kv[0]))))
     return out
 
 
-def _key_order(key: str) -> tuple[float, str]:
+def key_order(key: str) -> tuple[float, str]:
     """users=8 before users=16 (numeric keys in numeric order), others alphabetically."""
     _, _, value = key.partition("=")
     try:
@@ -157,7 +157,7 @@ def write_csv(store: SqlStore, out: IO[str], *, lane: str | None = None) -> int:
     writer.writerow(CSV_COLUMNS)
     n = 0
     order = {r.id: i for i, r in enumerate(runs)}
-    metrics = sorted(store.metrics(by_id), key=lambda m: (order[m.run_id], m.gate, _key_order(m.key), m.metric))
+    metrics = sorted(store.metrics(by_id), key=lambda m: (order[m.run_id], m.gate, key_order(m.key), m.metric))
     for m in metrics:
         r = by_id[m.run_id]
         writer.writerow([r.session_id, r.lane, r.started_at, r.verdict, r.image, r.image_digest, r.engine,

@@ -1,0 +1,58 @@
+"""Which numbers of a gate's recorded entries a report shows, in which order, and how a value that
+is not a number reads: one home for the terminal and Markdown report (results/report.py) and the
+HTML page (results/html_gates.py)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_glmf.gates.verdict import fmt
+
+# Preferred column order per gate; other scalar fields follow in the order recorded.
+COLUMNS: dict[str, list[str]] = {
+    "boot": ["max_running_requests", "requested_max_running_requests", "kv_tokens", "context_len",
+             "kv_pools", "cap_reason"],
+    "curve": ["users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s",
+              "ttft_p95_s", "itl_p95_s", "spread_pct", "runs", "tokens_per_user", "flags"],
+    "drift": ["candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch",
+              "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode", "floor_abs_dlogp", "excess_abs_dlogp",
+              "output_length_ratio", "runaway_share", "prompts", "tokens"],
+    "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "requests", "source"],
+    "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
+    "capacity": ["users", "rate_per_s", "ci95", "stopped_by", "kv_bound_users", "seats", "kv_tokens_per_user",
+                 "probes", "requests", "wall_s"],
+}
+
+
+def cell(value: Any) -> str:
+    if isinstance(value, list):
+        if value and all(isinstance(v, (int, float)) for v in value) and len(value) == 2:
+            return f"[{fmt(value[0])}, {fmt(value[1])}]"
+        if value and all(isinstance(v, dict) for v in value):
+            return "; ".join(" ".join(f"{fmt(v)}" for v in d.values()) for d in value)
+        return str(len(value)) if len(value) > 4 else ", ".join(fmt(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={fmt(v)}" for k, v in value.items() if not isinstance(v, (dict, list)))
+    return fmt(value)
+
+
+def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows for one gate's recorded entries (one row per key)."""
+    rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
+    preferred = COLUMNS.get(gate, [])
+    cols = [c for c in preferred if any(c in v for _, v in rows)]
+    for _, v in rows:
+        for c, x in v.items():
+            if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
+                cols.append(c)
+    if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
+        # a row whose users all sent one prompt: a prefix cache computed it once (its TTFT is not the others')
+        rows = [(k, {**v, "prefix": "shared" if v.get("shared_prefix") else "own"}) for k, v in rows]
+        cols.insert(1, "prefix")
+    header = ["key", *cols]
+    body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]
+    # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here
+    body = [row for row in body if any(value != "-" for value in row[1:])]
+    if cols and all(str(k) == f"{cols[0]}={v.get(cols[0])}" for k, v in rows):   # "users=48" beside users 48
+        header, body = header[1:], [r[1:] for r in body]
+    return header, body
