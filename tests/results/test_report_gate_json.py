@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.cli import main
+from pytest_glmf.results.report import TITLES
 from pytest_glmf.testing.truth_server import TruthServer
 
 
@@ -30,8 +31,8 @@ def test_every_gate_commands_json_through_glmf_report(daily_sim, tmp_path: Path,
         "agents": ["agents", "--url", url, "--sessions", "2", "--turns", "2", "--system-tokens", "100",
                    "--user-tokens", "20", "--max-tokens", "8", "--think-time", "0.1", "--time-scale", "0.02"],
     }
-    titles = {"curve": "Concurrency curve", "accept": "Speculative acceptance per prompt class",
-              "tools": "Tool-call gate", "agents": "agents"}
+    titles = {"curve": TITLES["curve"], "accept": TITLES["acceptance"], "tools": TITLES["tools"],
+              "agents": TITLES["agents"]}
     for name, argv in runs.items():
         out = tmp_path / f"{name}.json"
         main([*argv, "--json", str(out)])
@@ -43,7 +44,7 @@ def test_every_gate_commands_json_through_glmf_report(daily_sim, tmp_path: Path,
     ref = tmp_path / "ref.json"
     assert main(["template", "reference", "--url", url, "--out", str(ref)]) == 0
     assert main(["template", "check", "--url", url, "--reference", str(ref), "--json", str(tmp_path / "t.json")]) == 0
-    assert "\ntemplate\nkey | conversations | matched | mismatched" in report(tmp_path / "t.json", capsys)
+    assert f"\n{TITLES['template']}\nkey | conversations | matched | mismatched" in report(tmp_path / "t.json", capsys)
     log = daily_sim.boot_log_path
     assert main(["bootlog", str(log), "--json"]) == 0
     (tmp_path / "boot.json").write_text(capsys.readouterr().out)
