@@ -100,7 +100,8 @@ def lanes_cli(argv: list[str]) -> int:
     if lanes is None:
         return 2
     if args.lane is not None:
-        lanes = _load_config("lanes", lambda _: {args.lane: _selected_lane(lanes, args)}, None)
+        known = lanes
+        lanes = _load_config("lanes", lambda _: {args.lane: _selected_lane(known, args)}, None)
         if lanes is None:
             return 2
     if args.json:

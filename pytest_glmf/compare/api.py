@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from pytest_glmf.compare.judge import FLOOR_PCT, Crossover, judge
 from pytest_glmf.compare.lanecurve import as_lane_curve
+from pytest_glmf.gates.bounds import caller_source
 from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt
 
 
@@ -60,12 +63,9 @@ def assert_lane_beats(a: Any, b: Any, metric: str = "per_user_tok_s", *, users: 
     is not a measurement of that many users. Returns the judged crossover."""
     __tracebackhide__ = True
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     c = crossover(a, b, metric, users=users, names=names, floor_pct=floor_pct)
     checks = lane_beats_checks(c, users, source=source)
-    import pytest
 
     if not checks:
         failed_checks([Check(f"{metric}: users values valid on both lanes", 0, {"min": 1}, source=source)])

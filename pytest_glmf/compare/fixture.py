@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.compare.lanecurve import from_document
+from pytest_glmf.plugin.session import session_of
+
 if TYPE_CHECKING:
     from pytest_glmf.compare.lanecurve import LaneCurve
     from pytest_glmf.config.lanes import LaneConfig
@@ -49,8 +52,6 @@ def glmf_lane_curve(pytestconfig: pytest.Config, glmf_lane: "LaneConfig",
                     glmf_results: "SessionRecorder") -> Callable[..., "LaneCurve"]:
     """`glmf_lane_curve(name=None) -> LaneCurve`: this lane's curve (None), or lane `name`'s; skips
     the test when that lane has no curve rows yet."""
-    from pytest_glmf.compare.lanecurve import from_document
-    from pytest_glmf.plugin.session import session_of
 
     def lane_curve(name: str | None = None) -> "LaneCurve":
         __tracebackhide__ = True

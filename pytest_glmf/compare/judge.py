@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_glmf.compare.lanecurve import LaneCurve, workload_difference
+from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import fmt
 
 FLOOR_PCT = 1.0
@@ -36,11 +37,6 @@ class Point:
     b: float
     margin: float
     winner: Literal["a", "b", "tie"]
-
-    @property
-    def diff_pct(self) -> float:
-        """a's lead over b in % of b (signed by the values, not by the direction)."""
-        return (self.a - self.b) / self.b * 100 if self.b else float("inf")
 
 
 @dataclass
@@ -95,6 +91,7 @@ class Crossover:
             wins = {n: [p.users for p in self.points if p.winner == w] for n, w in ((self.a, "a"), (self.b, "b"))}
             return (f"no single crossover {what}: the winner changes {self.changes} times ({self.a} wins at "
                     f"{', '.join(map(str, wins[self.a]))}; {self.b} at {', '.join(map(str, wins[self.b]))})")
+        assert self.leads_up_to is not None   # set with other_from (crossover)
         between = [p.users for p in self.points if self.leads_up_to < p.users < self.other_from]
         at = f" (difference crosses zero near {fmt(self.crossover_users)} users)" if self.crossover_users else ""
         if between:
@@ -133,8 +130,6 @@ METRIC_PHRASES = {"per_user_tok_s": "per user", "aggregate_tok_s": "on aggregate
 
 
 def direction_of(metric: str) -> str:
-    from pytest_glmf.gates.registry import metric_directions
-
     directions = metric_directions("curve")
     if metric not in directions:
         raise ValueError(f"metric {metric!r} is not a curve metric; allowed: {', '.join(sorted(directions))}")
@@ -160,7 +155,7 @@ def judge(a: LaneCurve, b: LaneCurve, metric: str = "per_user_tok_s", *, users: 
         if diff is not None:
             out.mismatched.append((u, diff))
         elif len(usable) == 2:
-            out.points.append(_point(u, ra, rb, metric, direction, floor_pct))  # type: ignore[arg-type]
+            out.points.append(_point(u, ra, rb, metric, direction, floor_pct))
         elif len(usable) == 1:
             out.unpaired.append((a.name if usable[0] is ra else b.name, u))
     _locate(out)

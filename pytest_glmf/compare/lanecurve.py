@@ -135,6 +135,6 @@ def read_result(path: str | Path) -> dict[str, Any]:
         doc = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read the result file: {exc}") from None
-    from pytest_glmf.results.gatejson import as_result_document
-
-    return as_result_document(doc, path)     # a session's result file, or `glmf curve --json`'s output
+    if not isinstance(doc, dict) or "gates" not in doc:
+        raise ValueError(f"{path}: not a pytest-glmf result file (no 'gates' section)")
+    return doc

@@ -15,8 +15,10 @@ from typing import Any
 
 from pytest_glmf.compare.judge import Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name, workload_difference
+from pytest_glmf.gates.registry import metric_label
 from pytest_glmf.gates.verdict import fmt
-from pytest_glmf.results.report import fit_table, wrap
+from pytest_glmf.results.plotting import pyplot, run_verdict, save_png
+from pytest_glmf.results.report import fit_table, md_table, wrap
 
 BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
              ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),
@@ -193,21 +195,19 @@ def comparison_report(docs: Sequence[Mapping[str, Any]], metric: str = "per_user
 
 def comparison_markdown(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
     """The same comparison as Markdown, for a PR comment."""
-    from pytest_glmf.results.report import _md_table
 
     out = [f"## {_headline(docs)}"]
     for title, header, body in _sections(docs, metric):
         if isinstance(body, str):
             out.append(f"### {title}\n\n" + "\n".join(f"- {line}" for line in body.splitlines()))
         else:
-            out.append(f"### {title}\n\n{_md_table(header or [''] * len(body[0]), body)}")
+            out.append(f"### {title}\n\n{md_table(header or [''] * len(body[0]), body)}")
     out.append("\n".join(f"- {d}" for d in DEFINITIONS))
     return "\n\n".join(out) + "\n"
 
 
 def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str = "per_user_tok_s") -> Path:
     """PNG: each lane's per-user tok/s (solid; excluded rows hollow) and TTFT p95 against users."""
-    from pytest_glmf.results.plotting import pyplot, save_png
 
     curves = [c for c in lane_curves(docs) if c.rows]
     if not curves:
@@ -229,9 +229,6 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
             if bad:
                 ax.plot([p[0] for p in bad], [p[1] for p in bad], "o", mfc="none", color=color,
                         label=f"{c.name}: not a measurement (seats/KV/invalid)" if ax is ax_tok else None)
-    from pytest_glmf.gates.registry import metric_label
-    from pytest_glmf.results.plotting import run_verdict
-
     shared_users = sorted({r.users for c in curves for r in c.rows if r.values.get("shared_prefix")})
     if shared_users:
         for ax in (ax_tok, ax_ttft):

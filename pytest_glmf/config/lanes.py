@@ -7,11 +7,12 @@ disable a gate or change a flag).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pytest_glmf.config.derive import argv_words as _argv
 from pytest_glmf.config.derive import expand_lanes
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
+from pytest_glmf.results.redact import Redactor
 
 ENGINES = ("sglang", "vllm")
 # SGLang's spelling of the decode CUDA-graph batch-size cap since the nightly the recipe pins:
@@ -67,13 +69,10 @@ class LaneConfig:
     origin: str | None = None              # derived lanes (config/derive.py): "slots: --max-mamba-cache-size=38"
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
     def __repr__(self) -> str:
         # shown by pytest for a failing test's fixtures: env tokens and --api-key values masked
-        from pytest_glmf.results.redact import Redactor
 
         body = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
         return Redactor.from_environment(self.env, [*(self.command or []), *self.extra]).text(f"LaneConfig({body})")
@@ -396,8 +395,6 @@ def build_server_argv(lane: LaneConfig) -> list[str]:
         argv = [lane.executable, "-m", "vllm.entrypoints.openai.api_server",
                 "--model", lane.model or "", "--host", "127.0.0.1", "--port", port]
         if lane.spec:
-            import json
-
             spec_cfg: dict[str, Any] = {"method": lane.spec}
             if lane.draft:
                 spec_cfg["model"] = lane.draft

@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 from pytest_glmf.gates.registry import GATES, gate_spec
@@ -115,8 +117,6 @@ def _section_problems(spec: Any, where: str, section: Any) -> list[tuple[tuple[s
 
 def _key_lines(path: Path) -> dict[tuple[str, ...], int]:
     """The line of every mapping key of a YAML file, by its path of keys (for naming a problem's line)."""
-    import yaml
-
     out: dict[tuple[str, ...], int] = {}
 
     def walk(node: Any, at: tuple[str, ...]) -> None:

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+import httpx
+
 EXCERPT_CHARS = 160
 
 
@@ -65,7 +67,6 @@ def status_message(method: str, path: str, status: int, body: str) -> str:
 
 def request_failure(exc: BaseException) -> tuple[str, str] | None:
     """(cause class, one-line sentence) for a failed HTTP request, None for other exceptions."""
-    import httpx
 
     if isinstance(exc, httpx.HTTPStatusError):
         return "server", f"the server answered with an error status ({str(exc).splitlines()[0]})"

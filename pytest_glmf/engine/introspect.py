@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_glmf.engine.client import Client
 
@@ -104,7 +105,6 @@ def parse_metrics(text: str, names: Iterable[str] | None = None) -> dict[str, fl
     """Prometheus text -> {sample name: value summed over its label sets} (`engine="0"`,
     `model_name=...`, per-rank series are one quantity). `names` keeps only those samples; absent
     names are left out, so a server without speculative decoding gives {} for its counters."""
-    from prometheus_client.parser import text_string_to_metric_families
 
     wanted = set(names) if names is not None else None
     out: dict[str, float] = {}

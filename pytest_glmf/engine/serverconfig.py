@@ -125,7 +125,7 @@ def read_server_config(client: Client, engine: str | None) -> ServerConfig:
             seats = [_int(s.get("effective_max_running_requests_per_dp")) for s in states or []
                      if isinstance(s, dict)]
             if seats and all(s is not None for s in seats):
-                values["max_running_requests"] = sum(seats)          # type: ignore[arg-type]
+                values["max_running_requests"] = sum(seats)
                 told["max_running_requests"] = "/server_info"
                 values["seats_told"] = "internal_states[].effective_max_running_requests_per_dp"
     elif engine == "vllm":

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from pytest_glmf.engine.client import Client
-from pytest_glmf.engine.introspect import engine_version, metrics, models_owner
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import engine_version, metrics, models_owner, served_model
 
 # GET endpoints without side effects (SGLang 0.5.23 http_server.py, vLLM's API server); the
 # deprecated /get_* names are never probed (each call logs a warning on SGLang)
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 
 def _client(server: "Server", read_s: float = 30.0) -> Client:
-    from pytest_glmf.engine.client import Timeouts
-
     return Client(server.base_url, Timeouts(connect_s=3.0, first_token_s=read_s, between_tokens_s=read_s))
 
 
@@ -50,7 +48,6 @@ def record_at_launch(server: "Server", flags_accepted: list[str] | None) -> None
 
 def record_at_end(server: "Server") -> None:
     """Add the generation part (after every gate ran); never raises."""
-    from pytest_glmf.engine.introspect import served_model
 
     surface = server.provenance.setdefault("served_surface", {})
     # only a server that said which engine and version it is (SGLang /server_info, vLLM /version):

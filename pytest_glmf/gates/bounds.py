@@ -12,7 +12,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import gate_spec
@@ -27,7 +30,7 @@ _SUITES = os.path.join(_PACKAGE, "suites")
 def caller_source() -> str:
     """`file:line` of the first caller outside pytest-glmf (the user's test), relative to the
     working directory when inside it: where a bound written in a test comes from."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not path.startswith(_PACKAGE + os.sep) or path.startswith(_SUITES + os.sep):
@@ -50,8 +53,6 @@ def checked_bounds(gate: "str | GateSpec", bounds: Mapping[str, Any], helper: st
     try:
         spec.check_metrics(f"{helper}() at {source or caller_source()}", bounds, other_keys)
     except ConfigError as exc:
-        import pytest
-
         pytest.fail(str(exc), pytrace=False)
     return dict(bounds)
 

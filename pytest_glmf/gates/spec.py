@@ -21,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pytest_glmf.config.yamlfile import ConfigError, allowed
 
@@ -160,7 +160,7 @@ def _convert(where: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected {describe_type(tp)}, got {value!r}")
-        return build_settings(tp, value, where)
+        return build_settings(cast(type, tp), value, where)
     ok, raw = True, value
     if tp is bool:
         ok = isinstance(value, bool)

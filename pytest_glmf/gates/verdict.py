@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from pytest_glmf.gates.registry import gate_spec
 
 # Why a check failed, as measured (the failure ledger's cause class), most telling first: a request
@@ -151,8 +153,6 @@ def assert_checks(checks: Iterable[Check], title: str = "", details: str = "") -
     __tracebackhide__ = True
     failed = failed_checks(checks)
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, title, details), pytrace=False)
 
 

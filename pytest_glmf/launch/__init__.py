@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
+from pytest_glmf.config.lanes import LAUNCHERS, LaneConfig
 from pytest_glmf.launch.base import BootError, Launcher, Server
-
-if TYPE_CHECKING:
-    from pytest_glmf.config.lanes import LaneConfig
 
 __all__ = ["BootError", "Launcher", "Server", "get_launcher", "launch_lane", "server_from_dict", "server_to_dict"]
 
 
 def get_launcher(name: str) -> Launcher:
-    from pytest_glmf.config.lanes import LAUNCHERS
-
     if name not in LAUNCHERS:
         raise ValueError(f"unknown launcher {name!r}; known: {', '.join(LAUNCHERS)}")
     return cast(Launcher, importlib.import_module(f"pytest_glmf.launch.{name}"))
@@ -78,7 +74,6 @@ def server_to_dict(server: Server) -> dict:
 
 def server_from_dict(data: dict) -> Server:
     """A handle on a server owned by another process: stop() does nothing here."""
-    from pytest_glmf.config.lanes import LaneConfig
 
     provenance = dict(data["provenance"])
     pid = provenance.get("pid")

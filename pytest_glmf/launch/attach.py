@@ -11,13 +11,13 @@ import httpx
 from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.launch import readiness
 from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.launch.replicas import attach_replicas
 
 name = "attach"
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
     if lane.urls or lane.boot_logs:     # several replicas, or a router with its replicas' boot logs
-        from pytest_glmf.launch.replicas import attach_replicas
 
         return attach_replicas(lane, lambda one: start(one, results_dir, session_id))
     if not lane.url:

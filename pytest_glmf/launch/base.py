@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_glmf.results.redact import Redactor
+
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.engine.serverconfig import ServerConfig
@@ -58,7 +60,6 @@ class Server:
 
     def __repr__(self) -> str:
         # pytest prints fixture values in failures: secrets in the lane's env or argv stay masked
-        from pytest_glmf.results.redact import Redactor
 
         argv = [str(a) for a in self.provenance.get("argv") or []]
         return Redactor.from_environment(self.lane.env, argv).text(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,7 +53,6 @@ def exit_description(server: "Server") -> str:
 def wait_gone(server: "Server", within_s: float) -> bool:
     """True when the server is gone or goes within `within_s` (a crashing server drops the
     connection first and exits a moment later: without the wait its crash reads as a wire error)."""
-    import time
 
     deadline = time.monotonic() + within_s
     while server.is_alive():

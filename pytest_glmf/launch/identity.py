@@ -8,8 +8,11 @@ server's provenance (`engine_identity`), for the result file.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import identify
 from pytest_glmf.launch.base import BootError
 
 if TYPE_CHECKING:
@@ -26,11 +29,6 @@ class EngineMismatch(BootError):
 
 
 def check_identity(server: "Server") -> None:
-    from dataclasses import asdict, replace
-
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.introspect import identify
-
     lane = server.lane
     boot_engine = server.boot_facts.engine if server.boot_log_path is not None else None
     t = Timeouts(connect_s=5.0, first_token_s=10.0, between_tokens_s=10.0)

@@ -23,6 +23,7 @@ from typing import IO
 import httpx
 
 from pytest_glmf.config.lanes import LaneConfig, build_server_argv
+from pytest_glmf.gates.boot.parse import parse_boot_log
 from pytest_glmf.launch import cleanup, readiness
 from pytest_glmf.launch.base import BootError, Server, log_tail_lines
 from pytest_glmf.results.redact import Redactor
@@ -84,8 +85,6 @@ def run_on_free_port(lane: LaneConfig, make_argv: Callable[[LaneConfig], list[st
 def boot_problems(text: str) -> list[str]:
     """Problems the boot-log parser finds; never lets a parser bug hide the real boot failure."""
     try:
-        from pytest_glmf.gates.boot.parse import parse_boot_log
-
         return list(parse_boot_log(text).problems)
     except Exception:  # noqa: BLE001 - the parser may be incomplete; the log tail still tells the story
         return []

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import httpx
+import httpx
 
 READY_LINES = {"sglang": "The server is fired up and ready to roll!"}
 PROBE_TIMEOUT_S = 5.0
@@ -55,8 +53,6 @@ def catch_up(seen: Callable[[], bool], timeout_s: float = CATCH_UP_S, poll_s: fl
 
 
 def _status(client: "httpx.Client", url: str) -> tuple[int | None, str]:
-    import httpx
-
     try:
         code = client.get(url).status_code
     except httpx.HTTPError as exc:      # not listening yet (or docker-proxy accepted, then reset)
@@ -69,15 +65,15 @@ def probe(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> tuple
     if ready_line_seen:
         code, seen = _status(client, base_url + "/v1/models")
         return code is not None and code < 500, f"GET /v1/models -> {seen}" if code is not None else seen
-    seen = []
+    answers = []
     for path in ("/health", "/v1/models"):
         code, text = _status(client, base_url + path)
         if code is None:
             return False, text               # nothing answers: the error says it all
-        seen.append(f"GET {path} -> {text}")
+        answers.append(f"GET {path} -> {text}")
         if code != 200:
-            return False, ", ".join(seen)
-    return True, ", ".join(seen)
+            return False, ", ".join(answers)
+    return True, ", ".join(answers)
 
 
 def is_ready(client: "httpx.Client", base_url: str, ready_line_seen: bool) -> bool:

@@ -21,7 +21,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.plugin import verified
 from pytest_glmf.plugin.options import OPTIONS, resolve_settings
-from pytest_glmf.plugin.session import GlmfSession, session_of
+from pytest_glmf.plugin.session import GlmfSession, item_lane, session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.engine.client import Client
@@ -111,8 +111,6 @@ def _marker_lanes(item: pytest.Item) -> tuple[str, ...] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from pytest_glmf.plugin.session import item_lane
-
     session = session_of(config)
     for item in items:
         lane_name = item_lane(item) or (session.lane.name if session is not None else None)

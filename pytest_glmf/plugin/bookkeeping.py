@@ -16,10 +16,19 @@ stays fast.
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_glmf.plugin import history
+from pytest_glmf.results import ledger
+from pytest_glmf.results import recorder as results
+from pytest_glmf.results.ledger import cause_of
+from pytest_glmf.results.recorder import RUNNING, SessionRecorder
+from pytest_glmf.results.redact import Redactor
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -56,8 +65,6 @@ def enrich_provenance(server: "Server", lane: "LaneConfig") -> None:
 
 def ledger_line(state: "GlmfSession", what: str, cause: str, cause_class: str = "configuration") -> None:
     """One line in the failure ledger next to the results (owner process only)."""
-    from pytest_glmf.results import ledger
-    from pytest_glmf.results.redact import Redactor
 
     lane = state.lane
     argv = (state.server.provenance.get("argv") if state.server is not None else None) or [*lane.extra]
@@ -73,7 +80,6 @@ def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
     if report.failed and report.when in ("setup", "call") and not (state.boot_error and report.when == "setup"):
         lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
-        from pytest_glmf.results.ledger import cause_of
 
         ledger_line(state, report.nodeid.split("::")[-1], cause, cause_of(report.user_properties))
         # the result file names each failed test with its table (the HTML report's verdict shows them)
@@ -101,19 +107,16 @@ def _provenance(state: "GlmfSession") -> dict[str, Any]:
 def checkpoint(state: "GlmfSession") -> None:
     """Rewrite the result file with what is recorded so far, marked as not finished: a session
     killed without any chance to clean up still leaves a readable, incomplete file."""
-    from pytest_glmf.results.recorder import RUNNING, SessionRecorder
 
     recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
     recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state),
                    extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
 
 
-def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int | None = None) -> None:
+def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus: int | None = None) -> None:
     """The session's result file: everything recorded so far, with `incomplete` listing why
     the session did not run to its end (empty when it did), pytest's exit status, and which
     baseline it was compared with; then queued for the history store."""
-    from pytest_glmf.plugin import history
-    from pytest_glmf.results.recorder import SessionRecorder
 
     if "result_file" in state.extra:
         return
@@ -136,9 +139,6 @@ def write_results(state: "GlmfSession", reasons: list[str] = (), exitstatus: int
 def recover_killed(state: "GlmfSession") -> None:
     """Finish the result files of earlier sessions that were killed (one ledger line each), then
     claim the results directory for this session so a later one can tell if this one dies."""
-    from pytest_glmf.plugin import history
-    from pytest_glmf.results import ledger
-    from pytest_glmf.results import recorder as results
 
     for sid, lane, out in results.recover_killed_sessions(state.settings.results_dir):
         ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
@@ -151,7 +151,6 @@ def recover_killed(state: "GlmfSession") -> None:
 def claim_results(state: "GlmfSession") -> None:
     """Claim the results directory for this session (its lane, with several lanes) so a later
     session can tell if this one dies."""
-    from pytest_glmf.results import recorder as results
 
     results.mark_owner(state.settings.results_dir, state.session_id, state.lane.to_dict())
 
@@ -160,7 +159,6 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
     """The owner's last word: the result file, the baseline when --glmf-update-baseline, the run
     into the history store. Returns the exit status to end with when that differs (a store fault
     under --glmf-history-required), else None."""
-    from pytest_glmf.plugin import history
 
     reasons = []
     if exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -212,7 +210,6 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
             item.user_properties.append((f"glmf.{gate}.{key}.{metric}", value))
     if not captured:
         return
-    from pytest_glmf.plugin import history
 
     lane_name, thresholds = state.lane.name, state.thresholds
 
@@ -220,7 +217,7 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
 
     doc = state.baseline_doc()
-    failures = []
+    failures: list[str | None] = []
     if doc is not None:
         label = baseline.baseline_label(doc, state.settings.baseline)
         failures.append(baseline.regression_message(baseline.compare_records(captured, doc, tolerance_for), label))
@@ -229,14 +226,13 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         failures.append(drift + "\n(--glmf-history-drift fail; a warning only: --glmf-history-drift warn)")
     elif drift:
         history.warn_drift(drift)
-    failures = [f for f in failures if f]
-    if failures:
-        pytest.fail("\n\n".join(failures), pytrace=False)
+    messages = [f for f in failures if f]
+    if messages:
+        pytest.fail("\n\n".join(messages), pytrace=False)
 
 
 def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
     """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
-    import shutil
 
     out = state.extra.get("result_file")
     target = state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json"
@@ -274,15 +270,12 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     the tests), then where the files are."""
     for path in state.extra.get("recovered", []):
         terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
-    from pytest_glmf.plugin import history
 
     out = state.extra.get("result_file")
     if out is None:
         for line in history.summary_lines(state):
             terminalreporter.write_line(line)
         return
-    import json
-
     from pytest_glmf.results import report
 
     try:
@@ -310,8 +303,6 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
 def write_comparison(state: "GlmfSession") -> None:
     """Several lanes: the comparison of the lanes' result files, as Markdown beside them
     (`<results>/compare-<id>.md`) and as text for the terminal summary."""
-    import json
-
     from pytest_glmf.compare.report import comparison_markdown, comparison_report
 
     files = [f["result_file"] for f in state.finished_lanes if f["result_file"] is not None]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.launch import health
+from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
 if TYPE_CHECKING:
     from pytest_glmf.plugin.session import GlmfSession
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 def mark_incomplete(item: pytest.Item, reason: str, cause_class: str = "server") -> None:
     # user_properties travel with the report to the xdist controller, which writes the result file
     # and the failure ledger (a server fault is the server's, or the network's: results/ledger.py)
-    from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
     item.user_properties.append(("glmf_incomplete", reason))
     item.user_properties.append((CAUSE_PROPERTY, cause_class))

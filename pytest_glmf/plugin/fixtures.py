@@ -22,6 +22,7 @@ which is what the session's "nothing was verified" rule reads (plugin/verified.p
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.bounds import caller_source
 from pytest_glmf.plugin.progress import live_progress
+from pytest_glmf.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -84,7 +87,6 @@ def _setup_error(fixture: str, source: str | None, exc: Exception) -> str:
     else the test line that called the fixture)."""
     if source:
         return f"{source}: {exc}"
-    from pytest_glmf.gates.bounds import caller_source
 
     return f"{fixture}() at {caller_source()}: {exc}"
 
@@ -306,7 +308,6 @@ def glmf_acceptance(glmf_server: "Server", glmf_lane: "LaneConfig", glmf_thresho
     A server that says it runs no speculative decoding (SGLang's /server_info
     `speculative_algorithm: null`, engine/serverconfig.py) is not measured: the test skips with
     the server's words, or fails with them when the lane declares a `spec`."""
-    import dataclasses
 
     from pytest_glmf.gates.acceptance.api import measure_acceptance
 
@@ -344,6 +345,26 @@ def glmf_acceptance(glmf_server: "Server", glmf_lane: "LaneConfig", glmf_thresho
 # ---------------------------------------------------------------------------- drift
 
 
+@dataclasses.dataclass(frozen=True)
+class DriftReferenceKey:
+    """What one oracle reference depends on: calls that differ only in how they judge (self-check
+    mode, label, tokenizer check) score against the same reference."""
+    reference: str | None            # a stored reference's sha256 or path
+    oracle_url: str | None
+    oracle_lane: str
+    workload: tuple[tuple[str, str], ...]
+    engine: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftMeasurementKey:
+    """What one drift measurement depends on: its reference and how it is judged."""
+    reference: DriftReferenceKey
+    check_tokenizer: bool
+    label: str
+    judging: tuple[tuple[str, Any], ...]
+
+
 @pytest.fixture(scope="session")
 def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "LaneConfig",
                glmf_thresholds: "Thresholds", glmf_results: "SessionRecorder") -> Callable[..., "DriftResult"]:
@@ -364,10 +385,9 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
     from pytest_glmf.gates.drift.api import load_drift_reference, make_drift_reference, measure_drift
     from pytest_glmf.gates.drift.oracle import reference_from_lane, resolve_oracle_lane
     from pytest_glmf.gates.drift.reference import sim_template
-    from pytest_glmf.plugin.session import session_of
 
-    measured: dict[tuple[Any, ...], DriftResult] = {}
-    references: dict[tuple[Any, ...], dict[str, Any]] = {}
+    measured: dict[DriftMeasurementKey, DriftResult] = {}
+    references: dict[DriftReferenceKey, dict[str, Any]] = {}
     out_dir = glmf_results.results_dir / "drift"
     session = session_of(pytestconfig)
     lanes_file = session.settings.lanes_file if session is not None else None
@@ -414,11 +434,11 @@ def glmf_drift(pytestconfig: pytest.Config, glmf_server: "Server", glmf_lane: "L
         # your own prompt set is not the lane's: its numbers must not meet the suite's in a baseline
         key = key or (f"{label} ({Path(prompt_file).name})" if prompt_file is not None else label)
         ref_id = reference.get("sha256") if isinstance(reference, dict) else str(reference)
-        cache_key = (ref_id, oracle_url, str(oracle_lane), *sorted((n, str(v)) for n, v in workload.items()),
-                     engine, check_tokenizer, label, *sorted(judging.items()))   # reference: all up to engine
+        ref_key = DriftReferenceKey(ref_id, oracle_url, str(oracle_lane),
+                                    tuple(sorted((n, str(v)) for n, v in workload.items())), engine)
+        cache_key = DriftMeasurementKey(ref_key, check_tokenizer, label, tuple(sorted(judging.items())))
         if cache_key not in measured:
             def run() -> "DriftResult":
-                ref_key = cache_key[:-(2 + len(judging))]   # another mode or label: the same oracle reference
                 if ref_key not in references:
                     references[ref_key] = reference_for(reference, oracle_url, oracle_lane, workload, engine, key)
                 ref = references[ref_key]

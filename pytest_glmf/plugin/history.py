@@ -11,7 +11,7 @@
     unless --glmf-history-required;
   * `baseline_doc`: the history baseline (`--glmf-baseline history:K`), made once per process when
     the first test needs it (the lane key needs the running server's provenance);
-  * `judge_drift`: the slow-drift test of what a test recorded: a `GlmfDriftWarning`, or with
+  * `drift_findings`: the slow-drift test of what a test recorded: a `GlmfDriftWarning`, or with
     `--glmf-history-drift fail` a failure of that test.
 """
 from __future__ import annotations
@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_glmf.gates.registry import GATES, metric_directions
+from pytest_glmf.results.recorder import write_atomic
 
 if TYPE_CHECKING:
     from pytest_glmf.plugin.session import GlmfSession
@@ -119,7 +122,6 @@ def mark_pending(state: "GlmfSession", result_file: Path | None) -> None:
     """Queue a final result file for the store (stored at this session's end, or a later one's)."""
     if result_file is None or _settings(state) is None:
         return
-    from pytest_glmf.results.recorder import write_atomic
 
     marker = Path(state.settings.results_dir) / PENDING_DIR / f"{Path(result_file).stem}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +239,6 @@ def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], t
     hs = _settings(state)
     if hs is None or hs.drift_mode == "off" or not captured or state.server is None or state.settings.lane is None:
         return None
-    from pytest_glmf.gates.registry import GATES, metric_directions
     from pytest_glmf.results.baseline import numeric_metrics
     from pytest_glmf.results.history import drift, queries
 

@@ -22,6 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xdist.scheduler import LoadGroupScheduling
+
+from pytest_glmf.launch import server_to_dict
 from pytest_glmf.results.recorder import write_atomic
 
 if TYPE_CHECKING:
@@ -63,7 +66,6 @@ def publish(results_dir: Path, lane_session_id: str, lane: str, *, server: "Serv
             boot_error: str | None = None, skip: str | None = None) -> None:
     """Controller: a lane's server, or why it did not boot, or why its tests are not run, for the
     workers waiting on it."""
-    from pytest_glmf.launch import server_to_dict
 
     doc: dict[str, Any] = {"lane": lane}
     if skip is not None:
@@ -101,10 +103,10 @@ def cleanup(results_dir: Path, base_session_id: str) -> None:
 
 def make_scheduler(config: "pytest.Config", log: Any, lanes: list[str], items: Callable[[str], dict[str, str]],
                    next_lane: Callable[[str], None], stopping: Callable[[str], None]) -> Any:
-    """The controller's scheduler for several lanes (pytest-xdist is imported only here): `items(worker)`
-    reads a worker's `{nodeid: lane}`, `next_lane(name)` boots a lane, `stopping(why)` tells the
-    workers waiting for later lanes that the session stops (-x, --maxfail)."""
-    from xdist.scheduler import LoadGroupScheduling
+    """The controller's scheduler for several lanes: `items(worker)` reads a worker's `{nodeid: lane}`,
+    `next_lane(name)` boots a lane, `stopping(why)` tells the workers waiting for later lanes that the
+    session stops (-x, --maxfail). The xdist internals it uses are checked by
+    tests/plugin/test_xdist_contract.py (pyproject.toml bounds pytest-xdist to those versions)."""
 
     class LaneScheduling(LoadGroupScheduling):
         """Loadgroup scheduling whose work units go out lane by lane; when the last test of the
@@ -152,11 +154,11 @@ def make_scheduler(config: "pytest.Config", log: Any, lanes: list[str], items: C
 
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             super().mark_test_complete(node, item_index, duration)
-            dsession = config.pluginmanager.get_plugin("dsession")
-            if getattr(dsession, "shouldstop", False):
+            shouldstop = getattr(config.pluginmanager.get_plugin("dsession"), "shouldstop", False)
+            if shouldstop:
                 if not self.stop_said:
                     self.stop_said = True
-                    stopping(str(dsession.shouldstop))
+                    stopping(str(shouldstop))
                 return
             self.advance()
 

@@ -10,6 +10,7 @@ import pytest
 from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.plugin.history import HistorySettings, resolve_history
+from pytest_glmf.results.recorder import SCHEMA
 
 # name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
 # capital letter; a single phrase has no final period.
@@ -90,7 +91,6 @@ def resolve_settings(config: pytest.Config) -> Settings:
                                 "writable directory)")
     if baseline is not None and baseline.exists():
         from pytest_glmf.results.baseline import BaselineError, load_baseline
-        from pytest_glmf.results.recorder import SCHEMA
 
         try:  # a baseline that cannot be compared must stop the session before a server starts
             load_baseline(baseline, SCHEMA)

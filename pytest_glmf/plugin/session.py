@@ -1,5 +1,5 @@
 """The session object: one per pytest process, created and registered with the plugin manager only
-when a lane is selected (the pytest-benchmark pattern). It holds the session's state (the lane,
+when a lane is selected (pytest-xdist's `DSession` pattern: hooks as methods of one object). It holds the session's state (the lane,
 its server launched once, the thresholds, the result recorder) and every hook that needs a lane,
 so the plugin's entry point stays a few lines and no hook asks whether there is a session.
 
@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
-from pytest_glmf.launch import cleanup
+from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
 from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
+from pytest_glmf.results.recorder import SCHEMA, SessionRecorder
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch.base import Server
     from pytest_glmf.plugin.options import Settings
-    from pytest_glmf.results.recorder import SessionRecorder
 
 
 SERVER_EXITED = "the server exited before the end of the session"
@@ -195,8 +195,6 @@ class GlmfSession:
         return self.settings.lane
 
     def get_recorder(self) -> "SessionRecorder":
-        from pytest_glmf.results.recorder import SessionRecorder
-
         if self.recorder is None:
             self.recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.lane.name, self.worker)
         return self.recorder
@@ -205,19 +203,14 @@ class GlmfSession:
         """The --glmf-baseline result file (validated at configure), or None; with `history[:K]`
         the median of the last K passing runs from the store (plugin/history.py)."""
         if self.settings.history is not None and self.settings.history.baseline_runs:
-            from pytest_glmf.plugin import history
-
             return history.baseline_doc(self)
         if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
             from pytest_glmf.results.baseline import load_baseline
-            from pytest_glmf.results.recorder import SCHEMA
 
             self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
         return self._baseline_doc
 
     def get_server(self) -> "Server":
-        from pytest_glmf.launch import launch_lane, server_from_dict
-
         if self.boot_error is not None:
             pytest.fail(self.boot_error, pytrace=False)
         if self.server is None:
@@ -241,6 +234,7 @@ class GlmfSession:
                     bookkeeping.enrich_provenance(self.server, self.lane)
                 if self.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(self.boot_error, pytrace=False)
+        assert self.server is not None
         return self.server
 
     def note_if_exited(self) -> None:
@@ -295,7 +289,6 @@ class GlmfSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # xdist hook: runs on the controller per worker
-        from pytest_glmf.launch import server_to_dict
 
         node.workerinput["glmf_session_id"] = self.session_id
         node.workerinput["glmf_base_session_id"] = self.base_session_id

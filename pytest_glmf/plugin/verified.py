@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates import verdict
+from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
 if TYPE_CHECKING:
     from pytest_glmf.config.thresholds import Thresholds
@@ -76,7 +78,6 @@ def refuse_ungated_lane(lane: str, thresholds: "Thresholds", thresholds_file: An
 
 def known_lanes(settings: "Settings") -> list[str]:
     """Lanes a `glmf_lanes` marker may name: the lanes file's, the built-in ones, the selected one."""
-    from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 
     names = list(builtin_lanes())
     if settings.lanes_file is not None:
@@ -119,7 +120,6 @@ class Verification:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         """The test's evaluated checks (its fixtures' too) travel with its teardown report, once;
         a failed phase's report carries the cause class of its failed checks (failure ledger)."""
-        from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
         report = yield
         now = verdict.evaluated_count()
@@ -135,7 +135,7 @@ class Verification:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
-            self.checks += sum(v for k, v in report.user_properties if k == CHECKS_PROPERTY)
+            self.checks += sum(cast(int, v) for k, v in report.user_properties if k == CHECKS_PROPERTY)
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
         if report.skipped and isinstance(report.longrepr, tuple):

@@ -1,6 +1,6 @@
 """Regressions against a stored run: direction-aware, tolerance- and spread-aware comparisons.
 
-A baseline is an earlier session's result file (results.py). Every gate records its numbers as
+A baseline is an earlier session's result file (results/recorder.py). Every gate records its numbers as
 `gates[gate][key] = {metric: value, ..., "spread_pct": s}`; the metric names and their direction
 come from each gate's declaration (`gates/<gate>/spec.py`) (throughput and acceptance: lower is worse; latency and drift:
 higher is worse). A change counts as a regression only when it is worse than the allowed change:
@@ -183,16 +183,6 @@ def regression_message(comparisons: Iterable[Comparison], baseline_path: str | P
     label = str(baseline_path)
     src = "" if not label else f" ({label})" if label.startswith("history:") else f" (baseline: {label})"
     return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}"
-
-
-def assert_no_regression(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> None:
-    """Fail the calling test with the table of regressed metrics."""
-    __tracebackhide__ = True
-    message = regression_message(comparisons, baseline_path)
-    if message:
-        import pytest
-
-        pytest.fail(message, pytrace=False)
 
 
 def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:

@@ -9,10 +9,12 @@ command wrote it (`provenance.written_by`).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.gates.curve.api import row_record
 from pytest_glmf.gates.registry import GATES
 
 RESULT_SCHEMA = 1
@@ -37,6 +39,15 @@ def as_result_document(data: Any, source: str | Path) -> dict[str, Any]:
         prov["url"] = data["url"]
     return {"schema": RESULT_SCHEMA, "session_id": Path(source).stem, "lane": {"name": Path(source).stem},
             "provenance": prov, "gates": {gate: entries}}
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """The result document of a file (a session's, or a gate command's --json); ValueError naming it."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the result file: {exc}") from None
+    return as_result_document(data, path)
 
 
 def _refusal(source: str | Path) -> str:
@@ -85,8 +96,6 @@ def _scalars(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _curve(data: Mapping[str, Any]) -> dict[str, Any]:
-    from pytest_glmf.gates.curve.api import row_record
-
     return {f"users={r['users']}": row_record(r) for r in data["rows"] if isinstance(r, Mapping) and "users" in r}
 
 

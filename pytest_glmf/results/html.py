@@ -16,8 +16,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.thresholds import load_thresholds
+from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.engine.serverconfig import ServerConfig
+from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.results import ledger
+from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
 from pytest_glmf.results.html_blocks import (
     definitions,
     ordered_gates,
@@ -117,7 +123,6 @@ def provenance_section(doc: Mapping[str, Any], baseline: Mapping[str, Any] | Non
     if doc.get("compared_with"):
         rows.append(["compared with", _compared(doc["compared_with"])])
     if baseline is not None and not doc.get("compared_with"):
-        from pytest_glmf.results.baseline import baseline_label
 
         rows.append(["baseline", baseline_label(baseline)])
     return section("provenance", "Lane and provenance", table([], rows))
@@ -126,7 +131,6 @@ def provenance_section(doc: Mapping[str, Any], baseline: Mapping[str, Any] | Non
 def _server_says(prov: Mapping[str, Any]) -> str:
     if not isinstance(prov.get("server_config"), Mapping):
         return ""
-    from pytest_glmf.engine.serverconfig import ServerConfig
 
     told = ServerConfig.from_dict(prov["server_config"])
     return told.summary() if told.told else ""
@@ -141,8 +145,6 @@ def _compared(value: Any) -> str:
 
 
 def baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
-    from pytest_glmf.engine.surface import surface_changes
-    from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
 
     parts = [f"<p>Baseline: {escape(baseline_label(baseline))}. A change is coloured only where it exceeds the "
              "allowed change: the larger of the gate's tolerance and the run-to-run spread of either run.</p>"]
@@ -185,8 +187,6 @@ def write_report_page(doc: Mapping[str, Any], out: str | Path, *, baseline: Mapp
     ledger lines beside the result file. ValueError naming the thresholds file when it is bad."""
     bounds = {}
     if thresholds is not None:
-        from pytest_glmf.config.thresholds import load_thresholds
-        from pytest_glmf.config.yamlfile import ConfigError
 
         try:
             bounds = lane_bounds(load_thresholds(thresholds), lane_of(doc))
@@ -206,7 +206,6 @@ def lane_bounds(thresholds: Any, lane: str) -> dict[str, dict[str, Any]]:
 def session_ledger(doc: Mapping[str, Any], results_dir: Path) -> list[str]:
     """The ledger lines of this session: its lane's lines written at or after its start (the
     ledger beside the result file; none when there is no ledger there)."""
-    from pytest_glmf.results import ledger
 
     started = str((doc.get("provenance") or {}).get("started_at") or "")
     since = started.replace("T", " ").replace("+00:00", "Z")[:19]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.registry import GATES
+from pytest_glmf.results.recorder import write_atomic
 
 # The browser may load nothing: no network, no other file; inline styles and data: images only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -129,7 +130,6 @@ def tag(text: str, kind: str = "info") -> str:
 
 
 def write_page(text: str, out: str | Path) -> Path:
-    from pytest_glmf.results.recorder import write_atomic
 
     path = Path(out)
     write_atomic(path, text)

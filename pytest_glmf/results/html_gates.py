@@ -18,6 +18,7 @@ from typing import Any
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
+from pytest_glmf.results.baseline import compare_results, spread_of
 from pytest_glmf.results.columns import cell, gate_table
 from pytest_glmf.results.html_blocks import (
     charts,
@@ -39,7 +40,6 @@ Comps = Mapping[tuple[str, str, str], tuple[str, str]]   # (gate, key, metric) -
 def baseline_cells(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[str, str]]:
     """Per compared number: "worse" / "better" where the change exceeds the allowed change, else
     "" (within noise or tolerance), and the change as text."""
-    from pytest_glmf.results.baseline import compare_results
 
     out = {}
     for c in compare_results(doc, baseline):
@@ -98,11 +98,11 @@ def row_marks(entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         marks.append(("invalid", "bad", why))
     elif entry.get("client_bound"):
         marks.append(("client-bound", "bad", str(entry.get("flags") or "")))
-    seat = entry.get("seat") if isinstance(entry.get("seat"), Mapping) else {}
+    seat: Mapping[str, Any] = entry["seat"] if isinstance(entry.get("seat"), Mapping) else {}
     if seat.get("shared"):
         marks.append((f"{fmt(entry.get('users'))} users on {fmt(seat.get('seats'))} seats", "warn",
                       "more users than seats: the row measures queueing, not that many users"))
-    memory = entry.get("memory") if isinstance(entry.get("memory"), Mapping) else {}
+    memory: Mapping[str, Any] = entry["memory"] if isinstance(entry.get("memory"), Mapping) else {}
     if (memory.get("shared_tokens") or 0) > 0:
         marks.append(("shared prefix", "info", f"every user sends the same {fmt(memory['shared_tokens'])}-token "
                                               "prompt prefix (the prefix cache stores it once)"))
@@ -167,7 +167,6 @@ def _by_users(entries: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]
 
 
 def _spread(entry: Mapping[str, Any], metric: str) -> float | None:
-    from pytest_glmf.results.baseline import spread_of
 
     return spread_of(entry, metric)
 
@@ -208,7 +207,7 @@ def capacity_charts(entries: Mapping[str, Any]) -> list[str]:
         m = re.fullmatch(r"frontier@(\d+)", str(key))
         if not (m and isinstance(e, Mapping) and is_number(e.get("users"))):
             continue
-        ci = e.get("ci95") if isinstance(e.get("ci95"), list) and len(e["ci95"]) == 2 else [None, None]
+        ci: list[Any] = e["ci95"] if isinstance(e.get("ci95"), list) and len(e["ci95"]) == 2 else [None, None]
         points.append(svg.Point(int(m.group(1)), e["users"], ci[0], ci[1], note=f"stopped by {e.get('stopped_by')}"))
         if is_number(e.get("kv_bound_users")):
             kv.append(svg.Point(int(m.group(1)), e["kv_bound_users"]))

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.compare import report as cmp
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
@@ -38,7 +39,6 @@ VERDICT_TAG = {"passed": "info", "failed": "bad", "incomplete": "warn", "unknown
 
 
 def comparison_page(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
-    from pytest_glmf.compare import report as cmp
 
     curves = cmp.lane_curves(docs)
     names = [c.name for c in curves]

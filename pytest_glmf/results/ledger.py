@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.gates.verdict import CAUSES
+
 LEDGER_NAME = "failure-ledger.md"
 CAUSE_PROPERTY = "glmf_cause"
 CLASSES = ("configuration", "server", "client-bound", "network", "interrupted")
@@ -28,7 +30,6 @@ CLASSES = ("configuration", "server", "client-bound", "network", "interrupted")
 
 def cause_of(properties: Iterable[tuple[str, Any]], default: str = "configuration") -> str:
     """The most telling cause class among a report's CAUSE_PROPERTY entries (CAUSES order)."""
-    from pytest_glmf.gates.verdict import CAUSES
 
     found = {v for k, v in properties if k == CAUSE_PROPERTY}
     return next((c for c in CAUSES if c in found), default)

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf import __version__
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import engine_version as ask
+from pytest_glmf.launch.docker.provenance import model_dir_provenance
 
 
 def _run(argv: list[str], cwd: Path | None = None, timeout_s: float = 10.0) -> str | None:
@@ -53,8 +56,6 @@ def engine_version(base_url: str, timeout_s: float = 3.0) -> str | None:
     """The engine's own version string (vLLM `/version`, SGLang `/server_info`; see
     pytest_glmf/engine/introspect.py). None when the server does not say (never an error:
     provenance must not stop a run)."""
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.introspect import engine_version as ask
 
     t = Timeouts(connect_s=timeout_s, first_token_s=timeout_s, between_tokens_s=timeout_s)
     with Client(base_url, t) as client:
@@ -64,7 +65,6 @@ def engine_version(base_url: str, timeout_s: float = 3.0) -> str | None:
 def model_provenance(model: str | None) -> dict[str, Any]:
     """Revision, weight bytes and config hash of a model directory readable from here (process
     and sim lanes; the docker launcher does the same through its volumes)."""
-    from pytest_glmf.launch.docker.provenance import model_dir_provenance
 
     if not model:
         return {}

@@ -29,7 +29,7 @@ class SessionRecorder:
         self.worker = worker
         self.part_path = self.results_dir / ".parts" / f"{session_id}-{worker}.jsonl"
         # The plugin points this at a list while a test runs: what that test recorded is then
-        # compared with the baseline and reported through record_property (plugin_results.py).
+        # compared with the baseline and reported through record_property (plugin/bookkeeping.py, judge_recorded).
         self.capture: list[tuple[str, str, Any]] | None = None
 
     def record(self, gate: str, key: str, data: Any) -> None:
@@ -134,7 +134,7 @@ def recover_killed_sessions(results_dir: Path) -> list[tuple[str, dict[str, Any]
         session_id, lane = owner.stem, info.get("lane") or {}
         name = lane.get("name", "unknown")
         prior = Path(results_dir) / f"{name}-{session_id}.json"
-        provenance = {}
+        provenance: dict[str, Any] = {}
         if prior.exists():
             try:
                 provenance = json.loads(prior.read_text()).get("provenance") or {}

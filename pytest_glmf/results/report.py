@@ -1,18 +1,23 @@
 """Rendering only: result documents -> terminal tables, Markdown for a PR comment, a PNG curve.
 
-Receives plain data (a result file as written by results.py, optionally a baseline of the same
+Receives plain data (a result file as written by results/recorder.py, optionally a baseline of the same
 schema) and never measures. `glmf report RESULT [--baseline B] [--markdown OUT] [--plot OUT.png]`.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.engine.serverconfig import ServerConfig
+from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import (
@@ -21,10 +26,17 @@ from pytest_glmf.results.baseline import (
     compare_results,
     load_baseline,
     machine_differences,
+    numeric_metrics,
     regression_table,
 )
 from pytest_glmf.results.columns import cell as _cell
 from pytest_glmf.results.columns import gate_table
+from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
+from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
+from pytest_glmf.results.history.schema import NotAResultFile
+from pytest_glmf.results.html import write_report_page
+from pytest_glmf.results.plotting import curve_bounds
+from pytest_glmf.results.plotting import plot_curve as draw_curve
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
@@ -98,8 +110,6 @@ def _widest(heads: list[list[str]], body: list[list[str]]) -> int:
 
 def wrap(line: str, width: int = WIDTH) -> str:
     """A long note or sentence folded to `width`, its continuation lines indented."""
-    import textwrap
-
     return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
@@ -138,7 +148,6 @@ def _headline(doc: Mapping[str, Any]) -> str:
     state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
     says = ""
     if isinstance(prov.get("server_config"), Mapping):   # engine/serverconfig.py, read at launch
-        from pytest_glmf.engine.serverconfig import ServerConfig
 
         told = ServerConfig.from_dict(prov["server_config"])
         says = f"\nthe server says: {told.summary()}" if told.told else ""
@@ -147,7 +156,6 @@ def _headline(doc: Mapping[str, Any]) -> str:
 
 def surface_lines(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """What changed in the engine since the baseline (engine/surface.py), one line each."""
-    from pytest_glmf.engine.surface import surface_changes
 
     return surface_changes((doc.get("provenance") or {}).get("served_surface"),
                            (baseline.get("provenance") or {}).get("served_surface"))
@@ -175,7 +183,6 @@ def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> li
 def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[str, str, str], float]]]) -> str:
     """This run's numbers beside the last K runs on its lane (oldest first), one row per metric,
     then which run each column is. `earlier` is `queries.runs_beside(...)`."""
-    from pytest_glmf.results.baseline import numeric_metrics
 
     if not earlier:
         return "History: no earlier run stored on this lane, GPU, model revision and engine"
@@ -192,7 +199,7 @@ def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[st
             + render_table(rows, header) + "\n" + "\n".join(legend))
 
 
-def _md_table(header: list[str], body: list[list[str]]) -> str:
+def md_table(header: list[str], body: list[list[str]]) -> str:
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
@@ -204,7 +211,7 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     prov = doc.get("provenance") or {}
     if prov:
         rows = [[k, _cell(v)] for k, v in prov.items() if not isinstance(v, dict)]
-        out.append("<details><summary>Provenance</summary>\n\n" + _md_table(["key", "value"], rows)
+        out.append("<details><summary>Provenance</summary>\n\n" + md_table(["key", "value"], rows)
                    + "\n\n</details>")
     if baseline is not None:
         if isinstance(baseline.get("made_of"), Mapping):
@@ -220,12 +227,12 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         bad = [c for c in comps if c.regressed]
         if comps:
             out.append(f"### Against the baseline: {len(bad)} regression(s) in {len(comps)} metrics\n\n"
-                       + _md_table(["metric", "baseline", "now", "change", "allowed"],
+                       + md_table(["metric", "baseline", "now", "change", "allowed"],
                                    [c.row() for c in (bad or comps)]))
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            out.append(f"### {TITLES.get(gate, gate)}\n\n{_md_table(header, body)}")
+            out.append(f"### {TITLES.get(gate, gate)}\n\n{md_table(header, body)}")
             if gate == "curve" and (note := shared_prefix_note(entries or {})):
                 out.append(note)
             if gate in DEFINITIONS:
@@ -242,7 +249,6 @@ def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None,
                bounds: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None) -> Path:
     """PNG of the run's curve (results/plotting.py: one quantity per axis, spread bars, bounds)."""
-    from pytest_glmf.results.plotting import plot_curve as draw_curve
 
     return draw_curve(doc, out, baseline, bounds)
 
@@ -260,8 +266,6 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
                                     "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
     args = ap.parse_args(argv)
-    from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
-
     try:
         doc = as_result_document(json.loads(Path(args.result).read_text()), args.result)
     except (OSError, json.JSONDecodeError) as exc:
@@ -294,7 +298,6 @@ def cli(argv: list[str]) -> int:
             return 2
         print(f"plot written to {args.plot}")
     if args.html:
-        from pytest_glmf.results.html import write_report_page
 
         try:
             write_report_page(doc, args.html, baseline=base, result_path=args.result, thresholds=args.thresholds)
@@ -309,19 +312,12 @@ def _curve_bounds(doc: Mapping[str, Any], thresholds: str | None) -> dict[int, A
     """The lane's curve bounds from a thresholds file (ConfigError from its loader), None without one."""
     if thresholds is None:
         return None
-    from pytest_glmf.config.thresholds import load_thresholds
-    from pytest_glmf.results.plotting import curve_bounds
-
     lane = str((doc.get("lane") or {}).get("name") or "")
     return curve_bounds(load_thresholds(thresholds).for_gate(lane, "curve"))
 
 
 def _history_beside(doc: Mapping[str, Any], k: int, store_value: str | None, results_dir: Path) -> str | None:
     """`glmf report --history K`: the table, or None after one line on stderr (store fault)."""
-    import os
-
-    from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
-    from pytest_glmf.results.history.schema import NotAResultFile
 
     try:
         location = parse_location(store_value or os.environ.get("GLMF_HISTORY") or None, Path.cwd(), results_dir)

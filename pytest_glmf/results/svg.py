@@ -87,12 +87,12 @@ def line_chart(chart: Chart) -> str:
         def xv(p: Point) -> float:
             return float(x_of[str(p.x)])
     else:
-        xs = [float(p.x) for p in pts]   # type: ignore[arg-type]
+        xs = [float(p.x) for p in pts]
         pad = (max(xs) - min(xs)) * 0.05 or 1.0
         x_lo, x_hi = min(xs) - pad, max(xs) + pad
 
         def xv(p: Point) -> float:
-            return float(p.x)   # type: ignore[arg-type]
+            return float(p.x)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def sx(x: float) -> float:

@@ -11,16 +11,16 @@ import os
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING
+
+import uvicorn
 
 from pytest_glmf.engine.logformats import render
 from pytest_glmf.sim import boot
+from pytest_glmf.sim.app import SimApp
 from pytest_glmf.sim.args import SimArgError, SimConfig, parse_args
 from pytest_glmf.sim.http import StreamCut
 from pytest_glmf.sim.memory import DRAFTER_GB, WEIGHTS_GB, BootOOM, plan
-
-if TYPE_CHECKING:
-    from pytest_glmf.sim.app import SimApp
+from pytest_glmf.sim.tokenizer import apply_chat_template
 
 # GLM-5.3's NextN (MTP) path crashes on the first request on the recipe's SGLang build (#37548),
 # and so does DFlash2 with --mamba-ssm-dtype bfloat16 (its verify kernel); both boot fine.
@@ -48,10 +48,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def serve(cfg: SimConfig, log: boot.BootLog) -> int:
-    import uvicorn
-
-    from pytest_glmf.sim.app import SimApp
-
     weights = WEIGHTS_GB[cfg.checkpoint]
     drafter = DRAFTER_GB if cfg.spec is not None else 0.0
     boot.print_until_weights(log, cfg, weights, drafter)
@@ -107,8 +103,6 @@ def serve(cfg: SimConfig, log: boot.BootLog) -> int:
 def _warm_up(app: SimApp) -> None:
     """Import and run the request path once, so the first request is not the slow one (SGLang
     runs a warmup request before it prints ready)."""
-    from pytest_glmf.sim import native_api, openai_api, tools  # noqa: F401
-    from pytest_glmf.sim.tokenizer import apply_chat_template
 
     ids = apply_chat_template([{"role": "user", "content": "warm up"}])
     app.model.dist(app.context(ids)).top(5)

@@ -22,9 +22,10 @@ from pytest_glmf.sim.faults import Faults, is_runaway
 from pytest_glmf.sim.http import HTTPError, Receive, Scope, Send, read_json, send_json, send_text
 from pytest_glmf.sim.logits import M64, START, Ctx, LogitModel, context_of
 from pytest_glmf.sim.memory import DEFAULT_CAPTURE_BS, MemoryPlan
+from pytest_glmf.sim.openai_api import chat_prompt_ids
 from pytest_glmf.sim.scheduler import ARRIVAL, Scheduler, SimRequest
 from pytest_glmf.sim.streaming import run_to_end
-from pytest_glmf.sim.tokenizer import decode
+from pytest_glmf.sim.tokenizer import decode, encode
 
 # SGLang's /health answers after polling its 1-token generation every second (http_server.py
 # health_generate: `await asyncio.sleep(1)` per round, HEALTH_CHECK_TIMEOUT 20 rounds); scaled by --time-scale
@@ -332,9 +333,6 @@ class SimApp:
                               "or waiting requests, the operation will not be performed.)\n")
 
     async def tokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from pytest_glmf.sim.openai_api import chat_prompt_ids
-        from pytest_glmf.sim.tokenizer import encode
-
         body = await read_json(receive)
         if isinstance(body.get("messages"), list):
             ids = chat_prompt_ids(body, self.cfg.tool_call_parser, self.faults.template)

@@ -28,7 +28,7 @@ class SimArgError(ValueError):
     """A flag value the simulator refuses (after argparse accepted its shape)."""
 
 
-def _bool_flag(ap: argparse.ArgumentParser, name: str, help_text: str = "") -> None:
+def _bool_flag(ap: argparse._ActionsContainer, name: str, help_text: str = "") -> None:
     ap.add_argument(name, action="store_true", default=False, help=help_text or argparse.SUPPRESS)
 
 

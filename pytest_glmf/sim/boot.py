@@ -11,14 +11,15 @@ pool `torch.bfloat16` and the indexer `torch.float8_e4m3fn`: the recipe's "FP8 K
 """
 from __future__ import annotations
 
+import io
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from pytest_glmf.engine import logformats as lf
-from pytest_glmf.sim.args import SimConfig, sim_only_keys
-from pytest_glmf.sim.memory import MemoryPlan
+from pytest_glmf.sim.args import SimConfig, parse_args, sim_only_keys
+from pytest_glmf.sim.memory import MemoryPlan, plan
 
 # ServerArgs keys the simulator adds; kept out of the dump like SGLang would.
 SIM_ONLY_KEYS = sim_only_keys()
@@ -173,10 +174,6 @@ def print_http_ready(log: BootLog, host: str, port: int, pid: int) -> None:
 
 def boot_log_text(argv: list[str]) -> str:
     """The whole boot log the simulator prints for these flags, as text (for tests and scripts)."""
-    import io
-
-    from pytest_glmf.sim.args import parse_args
-    from pytest_glmf.sim.memory import plan
 
     cfg = parse_args(argv)
     p = plan(cfg)

@@ -80,7 +80,8 @@ def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]
         n_top = int(req.get("top_logprobs_num") or 0)
         start = int(req.get("logprob_start_len", -1))
         if start < 0:
-            inp, inp_top = [], []
+            inp: list[Any] = []
+            inp_top: list[Any] = []
         else:
             inp, inp_top = _input_logprobs(app, r.prompt_ids, start, n_top, with_text)
         meta["input_token_logprobs"] = inp
@@ -161,7 +162,7 @@ async def generate(app: "SimApp", scope: Scope, receive: Receive, send: Send) ->
     app.admit_generation()
     assert app.scheduler is not None
     if batch:
-        items = ids if ids is not None else [None] * len(text)
+        items = ids if ids is not None else [None] * len(text or [])
         texts = text if isinstance(text, list) else [None] * len(items)
         rs = [_one_request(app, req, i, t) for i, t in zip(items, texts)]
         await run_to_end(app.scheduler, rs, receive)

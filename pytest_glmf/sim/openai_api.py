@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_glmf.sim import timing, tools
 from pytest_glmf.sim.http import SSE, HTTPError, Receive, Scope, Send, dumps, read_json, send_json
 from pytest_glmf.sim.logits import START, extend, mix, unif
+from pytest_glmf.sim.native_api import weight_versions
 from pytest_glmf.sim.streaming import TokenStream, run_to_end
 from pytest_glmf.sim.tokenizer import (
     EOS_ID,
@@ -81,7 +82,6 @@ def _completion_usage(r: "SimRequest", cache_report: bool = False) -> dict[str, 
 def _metadata(r: "SimRequest") -> dict[str, Any]:
     """A non-streamed answer's `metadata` (utils/weight_versions.py
     build_endpoint_weight_version_metadata): the weight version and its span over the output."""
-    from pytest_glmf.sim.native_api import weight_versions
 
     return {"weight_version": "default", "weight_versions": weight_versions(r)}
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_glmf.sim.tokenizer import encode
+
 _USAGE = re.compile(rb'"completion_tokens": ?(\d+)')
 _CONTENT = re.compile(rb'"(?:content|reasoning_content)": ?"(?!")')
 
@@ -46,7 +48,6 @@ class Record:
 
 def briefing(tokens: int = 2400) -> str:
     """A prose prompt of about `tokens` tokens with the simulator's tokenizer."""
-    from pytest_glmf.sim.tokenizer import encode
 
     words = ("the report describes how the team measured each system under load and what it found about "
              "memory capacity latency and the cost of serving many users at once ").split()

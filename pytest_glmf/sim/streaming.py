@@ -53,7 +53,11 @@ async def run_to_end(scheduler: "Scheduler", rs: Sequence["SimRequest"], receive
     """Submit every request and wait until all are done (one disconnect watcher for all of them)."""
     for r in rs:
         scheduler.submit(r)
-    watcher = watch_disconnect(receive, lambda: [scheduler.abort(r) for r in rs])
+    def abort_all() -> None:
+        for r in rs:
+            scheduler.abort(r)
+
+    watcher = watch_disconnect(receive, abort_all)
     try:
         for r in rs:
             while not r.done:

@@ -37,6 +37,8 @@ import json
 import re
 from typing import Any
 
+from pytest_glmf.sim.tokenizer import content_text
+
 GENERIC = {"get", "set", "create", "send", "list", "fetch", "make", "do", "run", "update", "delete", "add", "remove",
            "current", "tool", "new", "by", "for", "of", "the", "a", "to", "info", "data", "open", "read", "write"}
 SYNONYMS = {"calendar": ["book", "schedule", "meeting", "appointment"], "event": ["book", "schedule", "meeting"],
@@ -133,7 +135,6 @@ def plan_calls(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     last = messages[-1]
     if last.get("role") != "user":
         return []
-    from pytest_glmf.sim.tokenizer import content_text
 
     text = content_text(last.get("content"))
     by_name = {_fn(t).get("name", ""): _fn(t) for t in tools}
@@ -148,7 +149,7 @@ def plan_calls(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
             chosen = [next(iter(by_name))]
     calls: list[tuple[str, dict[str, Any]]] = []
     for name in chosen:
-        calls += [(name, args) for args in arguments_for(by_name[name], text)]
+        calls += [(str(name), args) for args in arguments_for(by_name[name], text)]
     return calls
 
 

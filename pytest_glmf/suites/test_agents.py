@@ -23,6 +23,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_glmf.gates.agents import assert_agents, assert_replay
+from pytest_glmf.gates.agents.capacity import assert_agents_capacity, measure_agents_capacity
+from pytest_glmf.gates.agents.spec import replay_parts
+from pytest_glmf.gates.capacity.spec import build_slo
 from pytest_glmf.plugin.progress import live_progress
 
 pytestmark = [pytest.mark.glmf_gate("agents"), pytest.mark.glmf_serial]
@@ -51,9 +54,6 @@ def test_agents(glmf_agents, glmf_lane, glmf_thresholds, record_property):
 
 
 def test_agents_capacity(request, glmf_server, glmf_lane, glmf_thresholds, glmf_results, record_property):
-    from pytest_glmf.gates.agents.capacity import assert_agents_capacity, measure_agents_capacity
-    from pytest_glmf.gates.capacity.spec import build_slo
-
     section = glmf_thresholds.for_gate(glmf_lane.name, "agents")
     source = glmf_thresholds.source(glmf_lane.name, "agents")
     if "slo" not in section:
@@ -81,8 +81,6 @@ def test_agents_capacity(request, glmf_server, glmf_lane, glmf_thresholds, glmf_
 
 
 def test_agents_replay(glmf_replay, glmf_lane, glmf_thresholds, record_property):
-    from pytest_glmf.gates.agents.spec import replay_parts
-
     section = glmf_thresholds.for_gate(glmf_lane.name, "agents")
     source = f"{glmf_thresholds.source(glmf_lane.name, 'agents')}.replay"
     if "replay" not in section:

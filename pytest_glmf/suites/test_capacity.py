@@ -28,6 +28,7 @@ import pytest
 
 from pytest_glmf.gates.capacity.check import assert_capacity
 from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult
+from pytest_glmf.gates.capacity.plot import plot_frontier
 from pytest_glmf.gates.capacity.slo import INVALID
 from pytest_glmf.gates.capacity.table import capacity_report, frontier_rows, frontier_table, rate_report
 from pytest_glmf.plugin.progress import live_progress
@@ -86,7 +87,7 @@ def _frontier_problems(frontier: FrontierResult) -> list[str]:
     for p in frontier.points:
         for probe in (p.last_pass, p.first_fail):
             bad = [m.text() for m in (probe.misses if probe else []) if m.what in INVALID]
-            if bad:
+            if probe is not None and bad:
                 problems.append(f"{p.workload['prompt_tokens']:,} tokens @ {probe.users} users: {'; '.join(bad)}")
     measured = [(p.workload["prompt_tokens"], p.users, p.search.step) for p in frontier.points if p.users]
     for (c0, u0, _), (c1, u1, s1) in zip(measured, measured[1:]):
@@ -111,8 +112,6 @@ def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_resul
     text = (f"capacity frontier of lane {glmf_lane.name!r}: {frontier.slo.describe()} "
             f"({frontier.wall_s:.0f} s)\n{frontier_table(frontier, facts)}")
     try:
-        from pytest_glmf.gates.capacity.plot import plot_frontier
-
         png = plot_frontier(frontier, glmf_results.results_dir / f"{glmf_lane.name}-frontier.png", facts=facts,
                             title=f"capacity frontier of lane {glmf_lane.name}")
         text += f"\nplot: {png}"

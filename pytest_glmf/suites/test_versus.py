@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from pytest_glmf.compare import assert_lane_beats
+from pytest_glmf.compare.fixture import lane_document
 from pytest_glmf.plugin.session import session_of
 
 pytestmark = [pytest.mark.glmf_gate("curve")]
@@ -34,8 +36,6 @@ def _beats_entries(config: pytest.Config) -> list[tuple[str, dict[str, Any]]]:
 def test_curve_beats(glmf_lane, glmf_thresholds, glmf_results, pytestconfig):
     """`curve.beats: [{lane: B, metric, users}]` on lane A: A beats B on the metric by more than the
     rows' spreads at those users values (compare/judge.py), from valid rows only."""
-    from pytest_glmf.compare import assert_lane_beats
-    from pytest_glmf.compare.fixture import lane_document
 
     entries = _beats_entries(pytestconfig)
     if not entries:

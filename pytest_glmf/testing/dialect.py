@@ -28,6 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_glmf.engine.serverconfig import SGLANG_KEYS
+from pytest_glmf.gates.curve.endpoints import GEN_TOKENS, QUEUED, RUNNING
+
 Shape = dict[str, set[str]]
 
 ROOT = "."
@@ -194,8 +197,6 @@ SERVER_INFO_READ = ("version", "speculative_algorithm", "speculative_num_draft_t
 
 
 def surfaces() -> dict[str, Surface]:
-    from pytest_glmf.engine.serverconfig import SGLANG_KEYS
-
     read = tuple(dict.fromkeys((*SERVER_INFO_READ, *SGLANG_KEYS.values())))
     names = ("health", "health_generate", "ready", "health_starting", "models", "model_info", "chat", "chat_stream",
              "chat_stream_usage", "completion", "completion_stream", "completion_stream_usage", "generate_greedy",
@@ -207,7 +208,6 @@ def surfaces() -> dict[str, Surface]:
 
 def plugin_metrics() -> tuple[str, ...]:
     """The SGLang metrics the plugin reads (the curve's token count and seat gauges)."""
-    from pytest_glmf.gates.curve.endpoints import GEN_TOKENS, QUEUED, RUNNING
 
     return tuple(n for names in (GEN_TOKENS, RUNNING, QUEUED) for n in names if n.startswith("sglang:"))
 

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 
 from pytest_glmf.engine.client import DONE, parse_sse_line
+from pytest_glmf.gates.tools.harness import load_scenarios, request_body
+from pytest_glmf.sim.process import SimProcess
 from pytest_glmf.testing.dialect import Shape, merge, metric_labels, shape, to_json
 
 PROMPT = "Write one sentence about the sea."
@@ -47,7 +49,9 @@ def _json_answer(r: httpx.Response) -> Shape:
 def _stream(http: httpx.Client, path: str, body: dict[str, Any]) -> tuple[Shape, Shape]:
     """(chunks, usage chunk): the shape of every chunk but the usage one, merged, and the usage
     chunk's (`choices` empty, `usage` set); `<done>` says whether `data: [DONE]` ended it."""
-    chunks, usage, done = [], [], False
+    chunks: list[dict[str, Any]] = []
+    usage: list[dict[str, Any]] = []
+    done = False
     with http.stream("POST", path, json=body) as r:
         status = r.status_code
         for line in r.iter_lines():
@@ -61,8 +65,6 @@ def _stream(http: httpx.Client, path: str, body: dict[str, Any]) -> tuple[Shape,
 
 
 def _tool_body(max_tokens: int, stream: bool = False) -> dict[str, Any]:
-    from pytest_glmf.gates.tools.harness import load_scenarios, request_body
-
     s = next(s for s in load_scenarios() if s.id == "weather_single")
     body = request_body(s, "required", max_tokens=max_tokens)
     if stream:
@@ -155,7 +157,6 @@ SIM_FLAGS = ("--model-path", "/models/GLM-5.3-Flash-NVFP4", "--tool-call-parser"
 
 def capture_sim(flags: tuple[str, ...] = SIM_FLAGS, time_scale: float = 0.05) -> dict[str, Shape]:
     """Boot the simulator, probe /health from before it listens, capture, stop it."""
-    from pytest_glmf.sim.process import SimProcess
 
     sim = SimProcess(list(flags), time_scale=time_scale)
     probe = StartupProbe(sim.url, interval_s=0.005).start()

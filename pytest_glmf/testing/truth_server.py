@@ -46,6 +46,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from pytest_glmf.gates.curve import sockstamp
 
 perf = time.perf_counter
@@ -118,7 +120,7 @@ def _tokens_of(messages: list[tuple[str, str]]) -> int:
 
 
 def _plain_messages(req: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(str(m.get("role")), m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content")))
+    return [(str(m.get("role")), str(m["content"]) if isinstance(m.get("content"), str) else json.dumps(m.get("content")))
             for m in req.get("messages") or [] if isinstance(m, dict)]
 
 
@@ -332,12 +334,12 @@ class _Conn:
             st.conversations.add(tuple(job.messages) + (("assistant", answer),))
         tail = b""
         if job.include_usage:
-            usage: dict[str, Any] = {"prompt_tokens": job.prompt_tokens, "completion_tokens": reported,
-                                     "total_tokens": job.prompt_tokens + reported}
+            final_usage: dict[str, Any] = {"prompt_tokens": job.prompt_tokens, "completion_tokens": reported,
+                                           "total_tokens": job.prompt_tokens + reported}
             if st.cfg.cache_report:
-                usage["prompt_tokens_details"] = {"cached_tokens": job.cached_tokens}
+                final_usage["prompt_tokens_details"] = {"cached_tokens": job.cached_tokens}
             tail += _sse({"id": job.rid, "object": "chat.completion.chunk", "model": "truth", "choices": [],
-                          "usage": usage})
+                          "usage": final_usage})
         tail += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         if self.transport is not None:
             self.transport.write(tail)
@@ -474,8 +476,6 @@ class TruthServer:
             self.proc.stdout.close()
 
     def _get(self, path: str) -> Any:
-        import httpx
-
         return httpx.get(self.url + path, timeout=30).json()
 
     def truth(self) -> list[dict[str, Any]]:

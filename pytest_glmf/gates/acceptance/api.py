@@ -19,10 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import detect_engine
 from pytest_glmf.gates.acceptance.probe import PromptClass, load_prompt_classes, probe
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message, note_evaluated, render_table
 
 HINTS = {
@@ -106,8 +110,6 @@ def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | N
     request. A server that shows no speculation in its first answer ends the probe there
     (`speculative` False). `template`: the chat template SGLang's /generate text is rendered
     with (glm, glm-nothink, chatml, raw)."""
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.introspect import detect_engine
 
     if template not in TEMPLATES:
         raise ValueError(f"template {template!r}: use one of {', '.join(TEMPLATES)}")
@@ -128,7 +130,6 @@ def assert_speculating(result: AcceptanceResult, *, lane: Any = None, spec: str 
     """Fail the test unless the server speculated and every request was answered (a table of the
     failed ones). `spec`: what the lane's configuration says it runs (named in the failure)."""
     __tracebackhide__ = True
-    import pytest
 
     lane = lane if lane is not None else result.lane
     errors = [[r["class_name"], str(r["prompt_index"]), r["error"]] for r in result.records if r["error"]]
@@ -150,12 +151,9 @@ def assert_acceptance(result: AcceptanceResult, prompt_class: str = MEAN, *, sou
     {"min": x} and/or {"max": y}). A class whose requests failed or that showed no speculation
     fails as not measured; a bound on a number the server did not report fails as "not measured"."""
     __tracebackhide__ = True
-    import pytest
 
     lane = lane if lane is not None else result.lane
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("acceptance", bounds, "assert_acceptance", (), source)
     known = [*result.names(), MEAN]

@@ -277,7 +277,7 @@ def summarize_class(name: str, records: list[AcceptRecord], engine: str) -> dict
     elif all(r.reported_accept_rate is not None and r.verify_steps for r in spec):
         # per-request rates weighted by verify steps: equals pooled accepted/drafted when every
         # step drafts the same number of tokens (a fixed block size)
-        row["accept_rate"] = _div(sum(r.reported_accept_rate * r.verify_steps for r in spec), steps)
+        row["accept_rate"] = _div(sum((r.reported_accept_rate or 0.0) * (r.verify_steps or 0) for r in spec), steps)
     if engine == "vllm":
         row["accept_length"] = 1 + row["accepted_tokens"] / steps if steps else None
         row["accept_length_basis"] = "1 + accepted / drafts"
@@ -285,7 +285,7 @@ def summarize_class(name: str, records: list[AcceptRecord], engine: str) -> dict
         row["accept_length"] = sum(r.completion_tokens or 0 for r in spec) / steps
         row["accept_length_basis"] = "completion_tokens / spec_verify_ct"
     elif all(r.reported_accept_length is not None for r in spec):
-        row["accept_length"] = sum(r.reported_accept_length for r in spec) / len(spec)
+        row["accept_length"] = sum(r.reported_accept_length or 0.0 for r in spec) / len(spec)
         row["accept_length_basis"] = "mean of spec_accept_length"
     return row
 

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.agents.records import TurnRecord, summarize
+import pytest
+
+from pytest_glmf.gates.agents.records import SummaryNumber, TurnRecord, summarize
 from pytest_glmf.gates.agents.runner import SendOptions, run_conversations_sync
 from pytest_glmf.gates.agents.sessions import Conversations, Session, as_conversations, from_template, tokens_per_word
 from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
 from pytest_glmf.gates.agents.table import DEFINITIONS, agents_table
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.workload import count_tokens
 from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
@@ -58,12 +60,26 @@ class AgentsResult:
     def per_turn(self) -> list[dict[str, Any]]:
         return self.summary["per_turn"]
 
-    def __getattr__(self, name: str) -> Any:
-        # result.ttft_p95_s, result.returning_cache_hit_pct ...: the summary's numbers
-        summary = self.__dict__.get("summary")
-        if summary is not None and name in summary:
-            return summary[name]
-        raise AttributeError(name)
+    # the summary's numbers (result.ttft_p95_s ...): the gate's metrics and the counts beside them
+    ttft_p50_s = SummaryNumber()
+    ttft_p95_s = SummaryNumber()
+    returning_ttft_p95_s = SummaryNumber()
+    per_user_tok_s = SummaryNumber()
+    per_user_tok_s_p5 = SummaryNumber()
+    returning_cache_hit_pct = SummaryNumber()
+    cache_hit_pct = SummaryNumber()
+    sessions = SummaryNumber()
+    sessions_completed = SummaryNumber()
+    sessions_completed_pct = SummaryNumber()
+    session_time_p50_s = SummaryNumber()
+    session_time_max_s = SummaryNumber()
+    turns_planned = SummaryNumber()
+    turns_completed = SummaryNumber()
+    errors = SummaryNumber()
+    send_lateness_p50_s = SummaryNumber()
+    send_lateness_p99_s = SummaryNumber()
+    send_lateness_max_s = SummaryNumber()
+    capacity_sessions = SummaryNumber()
 
     def table(self) -> str:
         unit = f" (simulator time scale {self.time_scale:g}: recipe units)" if self.time_scale != 1.0 else ""
@@ -80,7 +96,7 @@ class AgentsResult:
                 "definitions": DEFINITIONS, "turn_records": [t.to_dict() for t in self.turns]}
 
 
-def _settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:
+def checked_settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:
     """`settings` (None: `spec`'s defaults) with `overrides` on top, checked like a thresholds file's."""
     base = dataclasses.asdict(settings or spec.defaults())
     given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in overrides.items()}
@@ -144,7 +160,7 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
     `settings`, checked like a thresholds file's (ConfigError naming the key). `time_scale`: the
     simulator's (think times are scaled by it, numbers reported in recipe units); `timeouts`: a
     lane's (first_token_s, between_tokens_s) for what the settings leave unset."""
-    opts = _settings(settings, overrides)
+    opts = checked_settings(settings, overrides)
     if conversations is None:
         ratio = 1.0 if opts.sessions_file else tokens_per_word(lambda text: count_tokens(url, text, opts.model))
         conv = conversations_for(opts, ratio)
@@ -190,12 +206,8 @@ def assert_agents(result: AgentsResult, *, source: str | None = None, lane: Any 
     __tracebackhide__ = True
     lane = lane if lane is not None else result.lane
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("agents", bounds, "assert_agents", (), source)
     failed = failed_checks(agents_checks(result, bounds, source))
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, f"agents{lane_phrase(lane)}", result.table()), pytrace=False)

@@ -21,13 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_glmf.gates.agents.api import AgentsResult, _settings, measure_agents
+import pytest
+
+from pytest_glmf.gates.agents.api import AgentsResult, checked_settings, measure_agents
 from pytest_glmf.gates.agents.spec import AgentsSettings
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, search, users_step
 from pytest_glmf.gates.capacity.slo import Miss, Probe
 from pytest_glmf.gates.capacity.spec import SLO
 from pytest_glmf.gates.curve.records import per_user_tok_s, percentile
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt, render_table
 
 
 def judge_agents(n: int, result: AgentsResult, slo: SLO) -> Probe:
@@ -109,7 +112,7 @@ def measure_agents_capacity(url: str, slo: SLO, *, settings: AgentsSettings | No
                             start: int | None = None, **overrides: Any) -> AgentsCapacityResult:
     """The capacity in sessions at the settings' turns, and (with `frontier_turns`) at each of
     those; `start`: the first value tried (default: settings.start_sessions, else sessions)."""
-    opts = _settings(settings, overrides)
+    opts = checked_settings(settings, overrides)
     slo = replace(slo, allow_queueing=True)   # sessions past the seats are judged by the service level alone
     kw = {"timeouts": timeouts, "time_scale": time_scale}
     first = start or opts.start_sessions or opts.sessions
@@ -126,8 +129,6 @@ def assert_agents_capacity(result: AgentsCapacityResult, *, source: str | None =
     """Fail the test unless the capacity (and every frontier point) meets `bounds`
     (`capacity_sessions={"min": 8}`); the failure shows the probes."""
     __tracebackhide__ = True
-    from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-    from pytest_glmf.gates.verdict import Check, failed_checks, failure_message
 
     source = source or caller_source()
     bounds = checked_bounds("agents", bounds, "assert_agents_capacity", (), source)
@@ -138,7 +139,5 @@ def assert_agents_capacity(result: AgentsCapacityResult, *, source: str | None =
                      source=source, cause="server") for f in result.frontier if f is not result]
     failed = failed_checks(checks)
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, f"agents capacity{lane_phrase(lane or result.lane)}", result.table()),
                     pytrace=False)

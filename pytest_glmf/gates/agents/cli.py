@@ -47,7 +47,7 @@ def settings_from_flags(p: argparse.ArgumentParser, a: argparse.Namespace, flags
                         spec: GateSpec) -> Any:
     """The gate's settings from the flags given (the rest: defaults), each checked by the spec;
     a bad value is `p.error` naming the flag and what it allows."""
-    from pytest_glmf.gates.agents.api import _settings
+    from pytest_glmf.gates.agents.api import checked_settings
 
     given: dict[str, Any] = {}
     for flag, key in flags.items():
@@ -55,11 +55,11 @@ def settings_from_flags(p: argparse.ArgumentParser, a: argparse.Namespace, flags
         if value is None:
             continue
         try:
-            _settings(None, {key: value}, spec)
+            checked_settings(None, {key: value}, spec)
         except ConfigError as exc:
             p.error(str(exc).replace(f"settings.{key}", flag, 1))
         given[key] = value
-    return _settings(None, given, spec)
+    return checked_settings(None, given, spec)
 
 
 def parse_bounds(p: argparse.ArgumentParser, a: argparse.Namespace, spec: GateSpec,

@@ -19,9 +19,29 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, overload
 
 from pytest_glmf.gates.curve.records import RequestRecord, per_user_tok_s, percentile, ttft_s
+
+
+class SummaryNumber:
+    """A result's number from its `summary` dict as a declared, typed attribute
+    (`result.ttft_p95_s`); None when the summary does not have it (e.g. no turn completed)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, result: None, owner: type) -> SummaryNumber: ...
+
+    @overload
+    def __get__(self, result: object, owner: type | None = None) -> float | None: ...
+
+    def __get__(self, result: Any, owner: type | None = None) -> SummaryNumber | float | None:
+        if result is None:
+            return self
+        value: float | None = result.summary.get(self.name)
+        return value
 
 
 @dataclass

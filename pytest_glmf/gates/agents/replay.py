@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.agents.api import _settings, result_flags
+import pytest
+
+from pytest_glmf.gates.agents.api import checked_settings, result_flags
 from pytest_glmf.gates.agents.spec import REPLAY, ReplaySettings
 from pytest_glmf.gates.agents.traces import PACKAGED, ReplayResult, Trace, load_trace, replay_trace
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
@@ -57,7 +59,7 @@ def measure_replay(url: str, trace: Trace | str | Path | None = None, *, setting
     `seconds`, `speedup`, ...), checked like a thresholds file's (ConfigError naming the key).
     `time_scale`: the simulator's (numbers in recipe units); `timeouts`: a lane's, for what the
     settings leave unset."""
-    opts = _settings(settings, overrides, REPLAY)
+    opts = checked_settings(settings, overrides, REPLAY)
     if isinstance(trace, Trace):
         picked = trace
     else:
@@ -112,6 +114,4 @@ def assert_replay(result: ReplayResult, *, source: str | None = None, lane: Any 
     bounds = checked_bounds(REPLAY, bounds, "assert_replay", (), source)
     failed = failed_checks(replay_checks(result, bounds, source))
     if failed:
-        import pytest
-
         pytest.fail(replay_failure(failed, result, lane), pytrace=False)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.capacity.spec import build_slo
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting, settings_keys
 
 METRICS = [
@@ -131,8 +132,6 @@ def replay_parts(value: Any, where: str) -> tuple[ReplaySettings, dict[str, dict
 
 
 def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
-    from pytest_glmf.gates.capacity.spec import build_slo
-
     build_slo(value, where)
 
 

@@ -31,12 +31,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.agents.records import SummaryNumber
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
+from pytest_glmf.gates.bounds import lane_phrase
 from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.endpoints import Target
 from pytest_glmf.gates.curve.records import (
@@ -49,6 +52,7 @@ from pytest_glmf.gates.curve.records import (
 from pytest_glmf.gates.curve.runner import Progress
 from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
 from pytest_glmf.gates.curve.workload import count_tokens
+from pytest_glmf.gates.verdict import fmt, render_table
 
 MOONCAKE_BLOCK_TOKENS = 512
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
@@ -88,7 +92,6 @@ def _resolve(path: str | Path) -> Path:
     p = Path(path)
     if p.is_file() or str(path) not in PACKAGED:
         return p
-    from importlib import resources
 
     return Path(str(resources.files("pytest_glmf.data").joinpath("traces", str(path))))
 
@@ -232,17 +235,21 @@ class ReplayResult:
     def valid(self) -> bool:
         return not self.flags
 
-    def __getattr__(self, name: str) -> Any:
-        # result.ttft_p95_s, result.failed_requests ...: the summary's numbers
-        summary = self.__dict__.get("summary")
-        if summary is not None and name in summary:
-            return summary[name]
-        raise AttributeError(name)
+    # the summary's numbers (result.ttft_p95_s ...)
+    requests = SummaryNumber()
+    failed_requests = SummaryNumber()
+    wall_s = SummaryNumber()
+    send_lateness_p50_s = SummaryNumber()
+    send_lateness_p99_s = SummaryNumber()
+    send_lateness_max_s = SummaryNumber()
+    ttft_p50_s = SummaryNumber()
+    ttft_p95_s = SummaryNumber()
+    per_user_tok_s = SummaryNumber()
+    output_tokens_exact_pct = SummaryNumber()
+    prompt_tokens_error_p50_pct = SummaryNumber()
+    prompt_tokens_error_p95_pct = SummaryNumber()
 
     def table(self) -> str:
-        from pytest_glmf.gates.bounds import lane_phrase
-        from pytest_glmf.gates.verdict import fmt, render_table
-
         s = self.summary
         rows = [[k, fmt(s.get(k))] for k in TABLE_KEYS]
         unit = f", simulator time scale {s['time_scale']:g}: recipe units" if s.get("time_scale", 1.0) != 1.0 else ""
@@ -280,7 +287,7 @@ def replay_summary(trace: Trace, records: Sequence[RequestRecord], scale: float)
             "send_lateness_p50_s": percentile(late, 50), "send_lateness_p99_s": percentile(late, 99),
             "send_lateness_max_s": max(late, default=None),
             "ttft_p50_s": _div(percentile(ttfts, 50), scale), "ttft_p95_s": _div(percentile(ttfts, 95), scale),
-            "per_user_tok_s": None if not speeds else percentile(speeds, 50) * scale,
+            "per_user_tok_s": None if not speeds else (percentile(speeds, 50) or 0.0) * scale,
             "output_tokens_exact_pct": 100.0 * sum(exact) / len(exact) if exact else None,
             "prompt_tokens_error_p50_pct": percentile(errs, 50), "prompt_tokens_error_p95_pct": percentile(errs, 95)}
 

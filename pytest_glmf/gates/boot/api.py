@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pytest
+
 from pytest_glmf.gates.boot.checks import kv_pool_dtype_mismatch
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.boot.told import BOOT_LOG, source_of
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.verdict import (
     Check,
     checks_from_bounds,
@@ -62,8 +64,6 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
     fixture (named in the failure, with its --kv-cache-dtype)."""
     __tracebackhide__ = True
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("boot", bounds, "assert_boot", ("kv_pool_dtypes",), source)
     expected = bounds.pop("kv_pool_dtypes", None)
@@ -82,15 +82,11 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
             messages.append(f"KV pool dtypes{lane_phrase(lane)} differ from the thresholds\n"
                             + render_table(rows, ["metric", "measured", "expected", "note"]))
     if messages:
-        import pytest
-
         pytest.fail("\n\n".join(messages), pytrace=False)
 
 
 def _dtypes(expected: Any) -> list[str]:
     if isinstance(expected, str) or not isinstance(expected, Iterable):
-        import pytest
-
         pytest.fail(f"assert_boot(): kv_pool_dtypes must be a list of dtype names, e.g. [fp8_e4m3, bfloat16]; "
                     f"got {expected!r}", pytrace=False)
     return list(expected)
@@ -104,8 +100,6 @@ def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | 
     __tracebackhide__ = True
     values = sorted({users} if isinstance(users, int) else set(users))
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     seats = facts.max_running_requests
     checks = [Check("seats", seats, {"min": u}, where=f"@ {u} users") for u in values]
@@ -113,8 +107,6 @@ def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | 
     failed = [[f"seats < users @ {c.bound['min']} users", fmt(seats), f">= {c.bound['min']}", f"{hint} ({source})"]
               for c in failed_checks(checks)]
     if failed:
-        import pytest
-
         name = getattr(lane, "name", lane)
         pytest.fail(f"{f'lane {name!r}' if name else 'the server'}: {len(failed)} curve row(s) would "
                     "queue behind the seat cap\n" + render_table(failed, ["metric", "measured", "expected", "note"]),
@@ -127,8 +119,6 @@ def assert_boot_log_clean(facts: BootFacts, *, lane: Any = None, log_path: Any =
     __tracebackhide__ = True
     note_evaluated()
     if facts.problems:
-        import pytest
-
         rows = [[str(i + 1), p] for i, p in enumerate(facts.problems)]
         where = f"\n(boot log: {log_path})" if log_path is not None else ""
         pytest.fail(f"the boot log{lane_phrase(lane)} reports {len(rows)} problem(s)\n"

@@ -1,6 +1,6 @@
 """BootFacts (the boot gate's contract, docs/architecture.md section 5) and the line helpers both engines' parsers share.
 
-Per-rank lines (SGLang `[ts TP3]`, vLLM `(Worker_TP1 pid=..)`) are copies of one fact: `_find` takes
+Per-rank lines (SGLang `[ts TP3]`, vLLM `(Worker_TP1 pid=..)`) are copies of one fact: `find_line` takes
 a fact from the primary rank (TP0 / DP0 / rank=0 / no rank) when it printed one, else from the
 first rank that did.
 """
@@ -49,11 +49,11 @@ _VLLM_PREFIX = re.compile(
     r"\s+(?:\[[^\]]*\]|\S+\])\s?")
 _VLLM_PROC_ONLY = re.compile(r"^\((?P<proc>[^)]*pid=\d+[^)]*)\)\s+")
 # `docker logs --timestamps` puts an RFC 3339 stamp before the engine's own prefix.
-_DOCKER_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
+DOCKER_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s")
 
 
 @dataclass
-class _Line:
+class LogLine:
     no: int            # 1-based line number in the text
     rank: str          # "" when the line names no rank
     primary: bool      # TP0 / DP0 / rank=0 / no rank
@@ -69,12 +69,12 @@ def _rank_is_primary(rank: str) -> bool:
     return "Worker" not in rank
 
 
-def _lines(text: str) -> list[_Line]:
+def log_lines(text: str) -> list[LogLine]:
     out = []
     for no, raw in enumerate(text.splitlines(), start=1):
         if raw.startswith("# source:"):
             continue  # provenance header of the saved excerpts, not engine output
-        raw = _DOCKER_TS.sub("", raw, count=1)
+        raw = DOCKER_TS.sub("", raw, count=1)
         rank, msg = "", raw
         if m := _SGL_PREFIX.match(raw):
             rank, msg = (m.group("rank") or "").strip(), raw[m.end():]
@@ -82,11 +82,11 @@ def _lines(text: str) -> list[_Line]:
             rank, msg = (m.group("proc") or "").strip(), raw[m.end():]
         elif m := _VLLM_PROC_ONLY.match(raw):
             rank, msg = m.group("proc").strip(), raw[m.end():]
-        out.append(_Line(no, rank, _rank_is_primary(rank), msg.strip()))
+        out.append(LogLine(no, rank, _rank_is_primary(rank), msg.strip()))
     return out
 
 
-def _find(lines: list[_Line], pattern: re.Pattern[str]) -> tuple[_Line, re.Match[str]] | None:
+def find_line(lines: list[LogLine], pattern: re.Pattern[str]) -> tuple[LogLine, re.Match[str]] | None:
     """First match on the primary rank, else the first match anywhere."""
     first = None
     for line in lines:
@@ -97,11 +97,11 @@ def _find(lines: list[_Line], pattern: re.Pattern[str]) -> tuple[_Line, re.Match
     return first
 
 
-def _int(s: str) -> int:
+def parse_int(s: str) -> int:
     return int(s.replace(",", ""))
 
 
-def _dtype(s: str | None) -> str | None:
+def torch_dtype_name(s: str | None) -> str | None:
     return None if s is None else s.strip().removeprefix("torch.")
 
 

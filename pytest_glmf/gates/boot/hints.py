@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pytest_glmf.config.lanes import build_server_argv
+
 MAMBA_ADVICE = ("increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size "
                 "with --mamba-ssm-dtype bfloat16")
 KV_ADVICE = "raise --mem-fraction-static or lower --context-length"
@@ -40,7 +42,6 @@ def lane_argv(lane: Any) -> list[str]:
     for a lane name or None."""
     if not hasattr(lane, "extra"):
         return []
-    from pytest_glmf.config.lanes import build_server_argv
 
     try:
         return [str(a) for a in build_server_argv(lane)]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from pytest_glmf.gates.boot.facts import _DOCKER_TS, BootFacts, _Line, _lines
-from pytest_glmf.gates.boot.sglang import _SGL_READY, _parse_sglang
-from pytest_glmf.gates.boot.vllm import _VLLM_READY, _parse_vllm
+from pytest_glmf.gates.boot.facts import DOCKER_TS, BootFacts, LogLine, log_lines
+from pytest_glmf.gates.boot.sglang import SGL_READY, parse_sglang
+from pytest_glmf.gates.boot.vllm import VLLM_READY, parse_vllm
 
 __all__ = ["BootFacts", "engine_version", "parse_boot_log"]
 
@@ -40,7 +40,7 @@ def _engine(text: str) -> str | None:
     for raw in text.splitlines():
         if raw.startswith("# source:"):
             continue
-        raw = _DOCKER_TS.sub("", raw, count=1)
+        raw = DOCKER_TS.sub("", raw, count=1)
         sgl += bool(_SGL_MARKS.search(raw))
         vllm += bool(_VLLM_MARKS.search(raw))
     if sgl == vllm:
@@ -85,7 +85,7 @@ _PROBLEM_CHARS = 240
 _FATAL_REPORT_LINES = 200  # a fatal line's traceback ends within this many lines
 
 
-def _problems(lines: list[_Line], ready_no: int | None) -> list[str]:
+def _problems(lines: list[LogLine], ready_no: int | None) -> list[str]:
     """Fatal lines anywhere; other exception lines only during boot or in a fatal line's traceback.
     (After the ready line, a request the server rejected logs a traceback too; that is no failure.)"""
     seen: set[str] = set()
@@ -119,15 +119,15 @@ def _problems(lines: list[_Line], ready_no: int | None) -> list[str]:
 
 def parse_boot_log(text: str) -> BootFacts:
     """Facts a boot log states, null where it does not say (see the module docstring)."""
-    lines = _lines(text)
+    lines = log_lines(text)
     facts = BootFacts(engine=_engine(text))
     ready = None
     if facts.engine == "vllm":
-        _parse_vllm(lines, facts)
-        ready = next((ln for ln in lines if _VLLM_READY.search(ln.msg)), None)
+        parse_vllm(lines, facts)
+        ready = next((ln for ln in lines if VLLM_READY.search(ln.msg)), None)
     elif facts.engine == "sglang":
-        _parse_sglang(lines, facts)
-        ready = next((ln for ln in lines if _SGL_READY.search(ln.msg)), None)
+        parse_sglang(lines, facts)
+        ready = next((ln for ln in lines if SGL_READY.search(ln.msg)), None)
     facts.ready = ready is not None
     facts.problems = _problems(lines, ready.no if ready else None)
     return facts

@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from pytest_glmf.engine import logformats as lf
-from pytest_glmf.gates.boot.facts import BootFacts, _dtype, _find, _int, _Line
+from pytest_glmf.gates.boot.facts import BootFacts, LogLine, find_line, parse_int, torch_dtype_name
 from pytest_glmf.gates.boot.hints import advice_for
 
 # The summary line: the pool size (`full_` is the hybrid-SWA spelling) with the seats or the context
@@ -60,7 +60,7 @@ _SGL_CG_BS = re.compile(r"Capture (?:decode )?cuda graph bs \[([\d,\s]*)\]|"
                         r"Capture (?:target )?(?:decode|verify) CUDA graph end\. bs=\[([\d,\s]*)\]")
 _SGL_ARCH = re.compile(r"Load weight end\..*?\btype=(\w+)")
 _SGL_ADVICE = re.compile(r"To raise it: (?P<advice>.+?)\.?\s*$")
-_SGL_READY = re.compile(r"The server is fired up and ready to roll|Decode batch(?: \[\d+\])?[.,]|"
+SGL_READY = re.compile(r"The server is fired up and ready to roll|Decode batch(?: \[\d+\])?[.,]|"
                         r"\"POST /v1/(?:chat/)?completions HTTP/[\d.]+\" 200")
 _MAMBA_SIZE = re.compile(r"max_mamba_cache_size[=:]\s*(\d+)")
 _SLOTS = re.compile(r"(\d+) (?:state )?slots per request")
@@ -77,13 +77,13 @@ def _kind(why: str) -> str:
     return "max_running_requests" if "max_running_requests" in why else "unknown"
 
 
-def _sgl_kv_pools(lines: list[_Line]) -> list[dict[str, Any]]:
+def _sgl_kv_pools(lines: list[LogLine]) -> list[dict[str, Any]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     primary_rank = None
     dtype_hint = None
     for line in lines:
         if m := _SGL_KV_DTYPE.search(line.msg):
-            dtype_hint = _dtype(m.group(1))
+            dtype_hint = torch_dtype_name(m.group(1))
         m = _SGL_KV.search(line.msg)
         if not m:
             continue
@@ -92,8 +92,8 @@ def _sgl_kv_pools(lines: list[_Line]) -> list[dict[str, Any]]:
         dtype = re.search(r"dtype:\s*([\w.]+)", rest)
         sizes = [float(s) for s in _SIZE_GB.findall(rest)]
         groups.setdefault(line.rank, []).append({
-            "tokens": _int(tokens.group(1)) if tokens else None,
-            "dtype": _dtype(dtype.group(1)) if dtype else dtype_hint,
+            "tokens": parse_int(tokens.group(1)) if tokens else None,
+            "dtype": torch_dtype_name(dtype.group(1)) if dtype else dtype_hint,
             "size_gb": round(sum(sizes), 2) if sizes else None,
         })
         if line.primary and primary_rank is None:
@@ -103,8 +103,8 @@ def _sgl_kv_pools(lines: list[_Line]) -> list[dict[str, Any]]:
     return groups[primary_rank if primary_rank is not None else next(iter(groups))]
 
 
-def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
-    summary = _find(lines, _SGL_SUMMARY)
+def parse_sglang(lines: list[LogLine], facts: BootFacts) -> None:
+    summary = find_line(lines, _SGL_SUMMARY)
     if summary:
         line, m = summary
         kv = dict(re.findall(r"(\w+)=(-?\d+)\b", line.msg))
@@ -114,11 +114,11 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
 
     for line in lines:  # the server_args dump: requested values only
         if _SGL_ARGS_DUMP.search(line.msg):
-            if (m := _SGL_ARGS_REQUESTED.search(line.msg)) and m.group(1) != "None":
-                facts.requested_max_running_requests = int(m.group(1))
+            if (dump := _SGL_ARGS_REQUESTED.search(line.msg)) and dump.group(1) != "None":
+                facts.requested_max_running_requests = int(dump.group(1))
                 break
 
-    if mamba := _find(lines, _SGL_MAMBA):
+    if mamba := find_line(lines, _SGL_MAMBA):
         facts.max_mamba_cache_size = int(mamba[1].group(1) or mamba[1].group(2))
 
     _sgl_cap(lines, facts)
@@ -137,40 +137,40 @@ def _parse_sglang(lines: list[_Line], facts: BootFacts) -> None:
     sizes = [p["size_gb"] for p in facts.kv_pools if p["size_gb"] is not None]
     facts.kv_cache_memory_gib = round(sum(sizes), 2) if sizes else None
 
-    if bs := _find(lines, _SGL_CG_BS):
+    if bs := find_line(lines, _SGL_CG_BS):
         facts.cuda_graph_bs = [int(x) for x in re.findall(r"\d+", bs[1].group(1) or bs[1].group(2))]
 
 
-def _kv_pool_layout(lines: list[_Line], pools: list[dict[str, Any]]) -> str | None:
+def _kv_pool_layout(lines: list[LogLine], pools: list[dict[str, Any]]) -> str | None:
     """How the pool lines map to pools (engine/logformats.py LAYOUT_*): on a DSA model one line is
     0.5.23's combined pool, two are the nightly's MLA + indexer pools."""
     if not pools:
         return None
-    arch = _find(lines, _SGL_ARCH)   # the first `Load weight end` is the target model's
+    arch = find_line(lines, _SGL_ARCH)   # the first `Load weight end` is the target model's
     if arch is None or arch[1].group(1) not in lf.DSA_ARCHITECTURES:
         return lf.LAYOUT_PLAIN
     return lf.LAYOUT_ONE_POOL if len(pools) == 1 else lf.LAYOUT_TWO_POOLS
 
 
-def _sgl_cap(lines: list[_Line], facts: BootFacts) -> None:
+def _sgl_cap(lines: list[LogLine], facts: BootFacts) -> None:
     """The cap's reason (and the cap, when no summary line), from whichever cap line this version prints."""
     requested = None
     advice = None
-    if cap := _find(lines, _SGL_CAP):
+    if cap := find_line(lines, _SGL_CAP):
         m = cap[1]
         n, why, detail = int(m.group("n")), m.group("why").strip(), m.group("detail") or ""
         if given := _SGL_ADVICE.search(cap[0].msg):
             advice = given.group("advice")   # the engine's own words (0.5.23)
-    elif red := _find(lines, _SGL_REDUCED):
+    elif red := find_line(lines, _SGL_REDUCED):
         m = red[1]
         n, detail, requested = int(m.group("n")), m.group("rest"), int(m.group("req"))
         bound = re.search(r"bound by (\w+)", detail) or re.search(r"due to (?:the )?([^.;]+)", detail)
         why = bound.group(1).strip() if bound else ""
-    elif bnd := _find(lines, _SGL_BOUND):
+    elif bnd := find_line(lines, _SGL_BOUND):
         m = bnd[1]
         n, detail = int(m.group("n")), m.group("rest")
         why = detail.split(" ", 1)[0]
-    elif post := _find(lines, _SGL_POST_CAPTURE):
+    elif post := find_line(lines, _SGL_POST_CAPTURE):
         # the KV pool shrank after CUDA-graph capture, and the cap with it
         n, detail, why = int(post[1].group(2)), "", f"post-capture KV sizing (from {post[1].group(1)})"
     else:

@@ -6,11 +6,11 @@ not give says where it came from ("1024 (/server_info)").
 from __future__ import annotations
 
 from pytest_glmf.gates.boot.parse import BootFacts
+from pytest_glmf.gates.verdict import fmt, render_table
 
 
 def render_facts(facts: BootFacts, version: str | None = None) -> str:
     """The readable key | value table of `glmf bootlog FILE`."""
-    from pytest_glmf.gates.verdict import fmt, render_table
 
     d = facts.to_dict()
     rows: list[list[str]] = [["engine", fmt(d["engine"])]]

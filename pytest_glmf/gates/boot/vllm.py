@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_glmf.engine.logformats import LAYOUT_PLAIN
-from pytest_glmf.gates.boot.facts import BootFacts, _dtype, _find, _int, _Line
+from pytest_glmf.gates.boot.facts import BootFacts, LogLine, find_line, parse_int, torch_dtype_name
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ _VLLM_KVTOK, _VLLM_KVTOK_V0, _VLLM_BLOCKS, _VLLM_CONC = (
 _VLLM_MEM = [_L["kv_cache_memory"], _L["kv_cache_memory_cpu"], _L["kv_cache_memory_v0"],
              _L["kv_cache_memory_v0_profiling"]]
 _VLLM_CTX = [_L["context_auto_fit"], _L["context"], _L["context_config"], _L["context_v0"]]   # first found wins
-_VLLM_NONDEFAULT, _VLLM_CONFIG, _VLLM_READY, _VLLM_OVERRIDE = (
+_VLLM_NONDEFAULT, _VLLM_CONFIG, VLLM_READY, _VLLM_OVERRIDE = (
     _L["non_default_args"], _L["engine_config"], _L["ready"], _L["active_seqs_override"])
 
 
@@ -93,32 +93,32 @@ def _dict_int(text: str, key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
-    nondefault = _find(lines, _VLLM_NONDEFAULT)
+def parse_vllm(lines: list[LogLine], facts: BootFacts) -> None:
+    nondefault = find_line(lines, _VLLM_NONDEFAULT)
     args = nondefault[1].group(1) if nondefault else ""
     facts.requested_max_running_requests = _dict_int(args, "max_num_seqs")
-    override = _find(lines, _VLLM_OVERRIDE)
-    config = _find(lines, _VLLM_CONFIG)
+    override = find_line(lines, _VLLM_OVERRIDE)
+    config = find_line(lines, _VLLM_CONFIG)
     config_msg = config[0].msg if config else ""
 
     device = None
-    if kv := _find(lines, _VLLM_KVTOK):
-        facts.kv_tokens, device = _int(kv[1].group("tok")), kv[1].group("dev")
-    elif kv0 := _find(lines, _VLLM_KVTOK_V0):
+    if kv := find_line(lines, _VLLM_KVTOK):
+        facts.kv_tokens, device = parse_int(kv[1].group("tok")), kv[1].group("dev")
+    elif kv0 := find_line(lines, _VLLM_KVTOK_V0):
         facts.kv_tokens = int(kv0[1].group(1))
     if device is None and ("device_config=cpu" in config_msg
                            or any("cpu_worker.py" in ln.msg or "CPU KV cache" in ln.msg for ln in lines)):
         device = "CPU"
 
-    if conc := _find(lines, _VLLM_CONC):
-        facts.max_concurrency = {"tokens_per_request": _int(conc[1].group("len")),
+    if conc := find_line(lines, _VLLM_CONC):
+        facts.max_concurrency = {"tokens_per_request": parse_int(conc[1].group("len")),
                                  "factor": float(conc[1].group("x"))}
     for pattern in _VLLM_MEM:
-        if mem := _find(lines, pattern):
+        if mem := find_line(lines, pattern):
             facts.kv_cache_memory_gib = float(mem[1].group(1))
             break
     for pattern in _VLLM_CTX:
-        if ctx := _find(lines, pattern):
+        if ctx := find_line(lines, pattern):
             facts.context_len = int(ctx[1].group(1))
             break
     if facts.context_len is None and facts.max_concurrency:
@@ -131,14 +131,14 @@ def _parse_vllm(lines: list[_Line], facts: BootFacts) -> None:
         dtype = kv_dtype.group(1) if kv_dtype else None
         if dtype == "auto":  # auto: the KV cache uses the model's dtype
             dtype = model_dtype.group(1) if model_dtype else None
-        facts.kv_pools = [{"tokens": facts.kv_tokens, "dtype": _dtype(dtype),
+        facts.kv_pools = [{"tokens": facts.kv_tokens, "dtype": torch_dtype_name(dtype),
                            "size_gb": facts.kv_cache_memory_gib}]
         facts.kv_pool_layout = LAYOUT_PLAIN
 
     if m := re.search(r"'cudagraph_capture_sizes': \[([\d,\s]*)\]", config_msg):
         facts.cuda_graph_bs = sorted(int(x) for x in re.findall(r"\d+", m.group(1)))
 
-    blocks = _find(lines, _VLLM_BLOCKS)
+    blocks = find_line(lines, _VLLM_BLOCKS)
     booted = (facts.kv_tokens is not None or facts.max_concurrency is not None
               or facts.kv_cache_memory_gib is not None or blocks or nondefault or config or override)
     if booted:

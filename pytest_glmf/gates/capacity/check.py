@@ -1,9 +1,11 @@
 """The capacity verdict: a result against the thresholds file's bounds, failing with one table
-(STYLE.md) whose note says what stopped the search and which knob moves it."""
+(docs/style.md) whose note says what stopped the search and which knob moves it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import pytest
 
 from pytest_glmf.gates.capacity.measure import CapacityResult, RateResult
 from pytest_glmf.gates.capacity.spec import SPEC
@@ -42,8 +44,6 @@ def assert_capacity(result: CapacityResult | RateResult, bounds: Mapping[str, An
     __tracebackhide__ = True
     failed = failed_checks(capacity_checks(result, bounds, source=source))   # counted: something verified
     if failed:
-        import pytest
-
         report = rate_report(result) if isinstance(result, RateResult) else capacity_report(result)
         head = f"{title}: " if title else ""
         pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}\n\n{report}", pytrace=False)

@@ -57,10 +57,11 @@ def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, r
     if result.stopped_by != "slo":
         return None
     probes = near_probes(result)
-    if not probes or all(p.x <= result.value for p in probes):
+    value = result.value
+    if value is None or not probes or all(p.x <= value for p in probes):
         return None
     if result.boundary == "cliff" and result.first_fail is not None:
-        return [float(result.value), float(result.first_fail.x - 1 if integer else result.first_fail.x)]
+        return [float(value), float(result.first_fail.x - 1 if integer else result.first_fail.x)]
     xs = [p.x for p in probes]
     rng = random.Random(seed)
     values = []

@@ -94,11 +94,6 @@ def samples(records: Sequence[RequestRecord], time_scale: float = 1.0) -> list[S
     return out
 
 
-def run_numbers(records: Sequence[RequestRecord], slo: SLO, time_scale: float = 1.0) -> dict[str, float | None]:
-    """The service level's numbers of one run, in the modelled GPU's units."""
-    return sample_numbers(samples(records, time_scale), slo)
-
-
 def sample_numbers(requests: Sequence[Sample], slo: SLO) -> dict[str, float | None]:
     """The service level's numbers of one run's requests (the bootstrap calls this on resamples)."""
     speeds = [s for s, _ in requests]
@@ -137,7 +132,7 @@ def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, w
     per_run = [sample_numbers(s, slo) for s in per_samples]
 
     def med(key: str) -> float | None:
-        return median([n[key] for n in per_run if n[key] is not None])
+        return median([v for n in per_run if (v := n[key]) is not None])
 
     server = [r.get("server") or {} for r in runs]
     probe = Probe(

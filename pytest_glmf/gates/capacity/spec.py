@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting
 
 
@@ -64,8 +65,6 @@ class FrontierSettings:
     runs: int | None = setting(None, min=1, doc="measured runs per probe (None: settings.runs)")
 
     def __post_init__(self) -> None:
-        from pytest_glmf.config.yamlfile import ConfigError
-
         bad = [c for c in self.contexts if c < 1]
         if bad:
             raise ConfigError(f"capacity settings.frontier.contexts: prompt tokens per user must be >= 1, got {bad[0]}")
@@ -126,7 +125,6 @@ METRICS = [
 
 def build_slo(data: Any, where: str) -> SLO:
     """The `slo:` mapping as an SLO; at least one of per_user_tok_s and ttft_s is required."""
-    from pytest_glmf.config.yamlfile import ConfigError
 
     slo = build_settings(SLO, data, where)
     if slo.per_user_tok_s is None and slo.ttft_s is None:

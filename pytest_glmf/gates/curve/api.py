@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.bounds import checked_bounds, lane_phrase
+from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
 from pytest_glmf.gates.curve.records import knee
@@ -196,8 +198,6 @@ def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, la
     rows = curve.rows if hasattr(curve, "rows") else [curve]
     lane = lane if lane is not None else getattr(curve, "lane", None)
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("curve", bounds, "assert_curve", ("allow_queueing",), source)
     messages = []
@@ -209,6 +209,4 @@ def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, la
         if failed:
             messages.append(failure_message(failed, title, f"the row:\n{row.table()}"))
     if messages:
-        import pytest
-
         pytest.fail("\n\n".join(messages), pytrace=False)

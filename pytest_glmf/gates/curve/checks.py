@@ -100,16 +100,17 @@ def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max
     merged_frac = merged_events / token_events if token_events else 0.0
     late = lag_p99 is not None and lag_p99 > lag_p99_max_s
     notes = []
+    lag_p99_ms = (lag_p99 or 0.0) * 1e3
     why = ""
     if late and stall_max_s is not None and stall_max_s > lag_p99_max_s and cpu_frac is not None and cpu_frac < 0.5:
         why = f" (process stalled up to {stall_max_s * 1e3:.0f} ms at {cpu_frac * 100:.0f} % CPU: other load on this machine)"
     if stamps == "kernel":
         if late and merged_frac > MERGED_MAX_FRAC:
-            notes.append(f"client event-loop lag p99 {lag_p99 * 1e3:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why} and "
+            notes.append(f"client event-loop lag p99 {lag_p99_ms:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why} and "
                          f"{merged_frac * 100:.1f} % of token events shared a socket read with a later one "
                          f"(> {MERGED_MAX_FRAC * 100:g} %): their timestamps can be late")
     elif late:
-        notes.append(f"client event-loop lag p99 {lag_p99 * 1e3:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why}")
+        notes.append(f"client event-loop lag p99 {lag_p99_ms:.1f} ms > {lag_p99_max_s * 1e3:g} ms{why}")
     if cpu_frac is not None and cpu_frac > cpu_max_frac:
         notes.append(f"client CPU {cpu_frac * 100:.0f} % of a core > {cpu_max_frac * 100:.0f} %")
     return {"stamps": stamps, "lag_p50_s": percentile(lags_s, 50), "lag_p99_s": lag_p99,
@@ -164,8 +165,8 @@ def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_
             whole["notes"].append(f"client CPU {cpu_cores:.2f} cores of the {cores} its {n} workers run on "
                                   f"> {cpu_max_frac * 100:.0f} %")
         whole["send_late_p99_s"] = percentile([x for s in shards for x in send_lateness_s(s.records)], 99)
-        firsts = [min((r.t_send_s for r in s.records if r.t_due_s is None), default=None) for s in shards]
-        firsts = [f for f in firsts if f is not None and not math.isnan(f)]
+        starts = [min((r.t_send_s for r in s.records if r.t_due_s is None), default=None) for s in shards]
+        firsts = [f for f in starts if f is not None and not math.isnan(f)]
         whole["start_skew_s"] = max(firsts) - min(firsts) if len(firsts) == n else None
     whole["client_bound"] = bool(whole["notes"])
     whole["workers"] = n

@@ -13,7 +13,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa: F401  (parse_metrics: re-exported)
+from pytest_glmf.engine.serverconfig import read_server_config
+from pytest_glmf.gates.boot.told import complete_facts_dict, told_facts
 from pytest_glmf.gates.curve import http as load_http
 
 if TYPE_CHECKING:
@@ -92,10 +95,6 @@ class Endpoints:
     def of_user(self, user: int) -> int:
         return user % len(self.targets)
 
-    def streams_per_endpoint(self, users: int) -> list[int]:
-        k = len(self.targets)
-        return [users // k + (1 if i < users % k else 0) for i in range(k)]
-
     async def metrics_each(self) -> list[dict[str, float] | None]:
         return [await t.metrics() for t in self.targets]
 
@@ -173,9 +172,6 @@ def server_word(base_url: str) -> "ServerConfig":
     """What a server says of itself, for a shell command against a URL (no launched lane, maybe no
     boot log): SGLang's /server_info, else vLLM's dev-mode /server_info, and /v1/models
     (engine/serverconfig.py); a server that tells nothing gives an empty config."""
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.serverconfig import read_server_config
-
     with Client(base_url, Timeouts(connect_s=3.0, first_token_s=10.0, between_tokens_s=10.0)) as client:
         cfg = read_server_config(client, "sglang")
         if not cfg.says("speculative_algorithm"):   # no SGLang /server_info: vLLM's (dev mode), if any
@@ -186,8 +182,6 @@ def server_word(base_url: str) -> "ServerConfig":
 def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
     """What a server says of itself that the row checks use, in the boot facts' keys, with its
     one-line summary; a server that tells nothing gives ({}, "not told")."""
-    from pytest_glmf.gates.boot.told import told_facts
-
     cfg = server_word(base_url)
     return told_facts(cfg), cfg.summary()
 
@@ -197,8 +191,6 @@ def shell_facts(url: str, boot_facts: dict[str, Any] | None) -> tuple[dict[str, 
     server says of itself (gates/boot/told.py, the one home of that rule: the log wins where it
     says something, `sources` says where each number came from). Returns (facts or None, the
     server's one-line summary)."""
-    from pytest_glmf.gates.boot.told import complete_facts_dict, told_facts
-
     cfg = server_word(url)
     if not told_facts(cfg) and not boot_facts:
         return None, cfg.summary()

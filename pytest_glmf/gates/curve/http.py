@@ -69,14 +69,14 @@ class StreamProtocol(asyncio.Protocol):
         self._plain: int | None = None   # expected total length of a Content-Length response
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send(self, request: bytes) -> None:
         self.t_send_s = perf()
-        self.transport.write(request)  # type: ignore[union-attr]
+        self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:
         self._on_data(perf(), data)

@@ -167,7 +167,7 @@ def chunk_token_count(rec: RequestRecord) -> int:
 
 # -- statistics ------------------------------------------------------------------------------------
 
-def percentile(values: Sequence[float], q: float) -> float | None:
+def percentile(values: Sequence[float | None], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default), None for no data."""
     xs = sorted(v for v in values if v is not None and not math.isnan(v))
     if not xs:
@@ -281,7 +281,7 @@ def combine_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def knee(rows: Sequence[dict[str, Any]], min_gain_pct: float = 5.0) -> dict[str, Any]:
     """Was aggregate tok/s still climbing at the last row? Climbing = the last row's aggregate beats
     the previous row's by more than `min_gain_pct` and by more than both rows' spreads."""
-    pts = [(r["users"], r.get("aggregate_tok_s"), r.get("spread_pct") or 0.0) for r in rows
+    pts = [(r["users"], float(r["aggregate_tok_s"]), r.get("spread_pct") or 0.0) for r in rows
            if r.get("aggregate_tok_s")]
     pts.sort()
     if len(pts) < 2:

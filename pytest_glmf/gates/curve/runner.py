@@ -195,13 +195,14 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
         await asyncio.gather(*probes, return_exceptions=True)
     after = await endpoints.metrics_each()
     records = merge_records(s.records for s in shards)
-    per_endpoint = []
+    per_endpoint: list[dict[str, Any]] = []
     for e, (b, a) in enumerate(zip(before, after)):
         gen = (pick(a, GEN_TOKENS), pick(b, GEN_TOKENS)) if a is not None and b is not None else (None, None)
         per_endpoint.append({"url": endpoints.targets[e].url, "streams": sum(1 for s in streams if s.endpoint == e),
-                             "metrics_delta": int(gen[0] - gen[1]) if None not in gen else None})
-    deltas = [p["metrics_delta"] for p in per_endpoint]
-    delta = sum(deltas) if all(d is not None for d in deltas) else None   # type: ignore[misc]
+                             "metrics_delta": int(gen[0] - gen[1]) if gen[0] is not None and gen[1] is not None
+                             else None})
+    deltas = [p["metrics_delta"] for p in per_endpoint if p["metrics_delta"] is not None]
+    delta = sum(deltas) if len(deltas) == len(per_endpoint) else None
     running = [s[1] for s in samples if s[1] is not None]
     queued = [s[2] for s in samples if s[2] is not None]
     server: dict[str, Any] = {"metrics_delta": delta, "max_running": int(max(running)) if running else None,

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from pytest_glmf.data import read_text as read_data_file
 
 
@@ -20,7 +22,6 @@ def load_prompt_variants(ref: str | Path | None = None) -> list[str]:
 def count_tokens(base_url: str, text: str, model: str | None = None, timeout_s: float = 10.0) -> int | None:
     """The server's own token count of `text` (SGLang and vLLM `/tokenize`); None when the server
     has no tokenize endpoint."""
-    import httpx
 
     body: dict[str, Any] = {"prompt": text, "add_special_tokens": False}
     if model:

@@ -7,9 +7,9 @@
     chat_answer(messages, max_tokens) -> a greedy /v1/chat/completions response with logprobs
         (the reasoning-model and greedy-agreement checks, answers.py)
 
-Token ids go over the wire, never re-tokenized text (anchors.md 3.4), and every response's
+Token ids go over the wire, never re-tokenized text (docs/engines.md, sections 3 and 4), and every response's
 prompt-token count is checked against what was sent (a silent re-tokenization or truncation
-would otherwise compare different texts; tenstorrent#4179 in anchors.md 6.2).
+would otherwise compare different texts, the prompt-length drift seen downstream in tenstorrent#4179).
 
 Wire shapes:
 - SGLang (docs/engines.md 3): `/generate` with `input_ids`, `return_logprob`, `logprob_start_len`,
@@ -161,7 +161,8 @@ class SGLangAdapter(_Base):
         # (its predicting logits are not computed; scheduler `[None] + input_token_logprobs[:-1]`),
         # so starting at len(prompt) would lose the first output token's logprob.
         start = max(len(prompt_ids) - 1, 0)
-        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": self._score_new_tokens, "temperature": 0},
+        body: dict[str, Any] = {"input_ids": ids,
+                                "sampling_params": {"max_new_tokens": self._score_new_tokens, "temperature": 0},
                 "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": k,
                 "return_text_in_logprobs": False}
         try:

@@ -33,7 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.bounds import checked_bounds
+import pytest
+
+from pytest_glmf.engine.client import Timeouts
+from pytest_glmf.gates.bounds import caller_source, checked_bounds
+from pytest_glmf.gates.drift.adapters import make_adapter
 from pytest_glmf.gates.drift.prompts import load_chat_prompts
 from pytest_glmf.gates.drift.reference import (
     DriftFileError,
@@ -137,9 +141,6 @@ def load_drift_reference(path: str | Path, *, prompt_file: str | Path | None = N
 
 
 def _adapter(url: str, engine: str | None, timeouts: Mapping[str, float] | None) -> Any:
-    from pytest_glmf.engine.client import Timeouts
-    from pytest_glmf.gates.drift.adapters import make_adapter
-
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
     return make_adapter(url, timeouts=Timeouts(**known) if known else None, hint=engine)
 
@@ -225,6 +226,7 @@ def compare_drift(result: DriftResult, other: str | Path | Mapping[str, Any]) ->
             other = json.loads(Path(other).read_text())
         except OSError as exc:
             raise DriftFileError(f"{source}: {exc.strerror or exc}") from None
+    assert isinstance(other, Mapping)
     return compare(result.reference, [dict(other), result.candidate], sources=[source, "this session"])
 
 
@@ -240,8 +242,6 @@ def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: An
     was not measured fails, saying which setting measures it."""
     __tracebackhide__ = True
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     bounds = checked_bounds("drift", bounds, "assert_drift", (), source)
     stats = result.stats
@@ -268,8 +268,6 @@ def assert_drift(result: DriftResult, *, source: str | None = None, **bounds: An
             c.where += f" ({noise[2:]})"
     failed = failed_checks(checks)
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, f"drift of {result.label} against the oracle\n{result.table()}\n"),
                     pytrace=False)
 
@@ -286,8 +284,6 @@ def assert_drift_self_check(result: DriftResult) -> None:
                          str(sc["self_argmax_changes"]), str(sc["n_tokens"])])
     note_evaluated()
     if rows:
-        import pytest
-
         pytest.fail("instrument self-check: the same tokens scored twice differ (noise floor, shown next to every "
                     "drift number; nothing subtracted)\n"
                     + render_table(rows, ["server", "max |dlogp|", "mean |dlogp|", "top-1 changes", "tokens"])
@@ -300,8 +296,6 @@ def assert_drift_not_worse_than(comparison: Mapping[str, Any], *, margin: float 
     oracle than a: the whole paired 95 % CI of the gap mean |dlogp|(b) - (a) lies above `margin`."""
     __tracebackhide__ = True
     if source is None:
-        from pytest_glmf.gates.bounds import caller_source
-
         source = caller_source()
     pair = comparison["pair"]
     check = Check("mean_abs_dlogp", pair["gap_ci95"][0], {"max": margin},
@@ -310,7 +304,5 @@ def assert_drift_not_worse_than(comparison: Mapping[str, Any], *, margin: float 
                   source=source, hint=f"{pair['b']} is significantly further from the oracle than {pair['a']}")
     failed = failed_checks([check])
     if failed:
-        import pytest
-
         pytest.fail(failure_message(failed, f"{pair['b']} not worse than {pair['a']}\n{drift_table(dict(comparison))}\n"),
                     pytrace=False)

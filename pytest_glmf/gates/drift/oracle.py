@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pytest_glmf.config.lanes import LaneConfig, load_lanes, select_lane
 from pytest_glmf.gates.drift.api import make_drift_reference
-
-if TYPE_CHECKING:
-    from pytest_glmf.config.lanes import LaneConfig
+from pytest_glmf.gates.drift.reference import sim_template
+from pytest_glmf.launch import launch_lane
 
 
 def _engine_fault(spec: str) -> bool:
@@ -49,8 +49,6 @@ def reference_from_lane(lane: "LaneConfig", results_dir: str | Path, session_id:
     """Launch `lane`, make a drift reference on it (`make_drift_reference`'s keyword arguments:
     prompts, prompt_file, max_tokens, k), stop it whatever happens. Its boot log and server log go
     to `results_dir`."""
-    from pytest_glmf.gates.drift.reference import sim_template
-    from pytest_glmf.launch import launch_lane
 
     server = launch_lane(lane, Path(results_dir), f"{session_id}-drift-oracle")
     try:
@@ -65,7 +63,6 @@ def resolve_oracle_lane(oracle_lane: "str | LaneConfig | None", lane: "LaneConfi
                         lanes_file: str | Path | None = None) -> "LaneConfig":
     """The lane to launch as `lane`'s oracle: a LaneConfig, a lane name of `lanes_file` (None: the
     built-in lanes), or, nothing given, a simulator lane's own oracle. ValueError when there is none."""
-    from pytest_glmf.config.lanes import LaneConfig, load_lanes, select_lane
 
     if isinstance(oracle_lane, LaneConfig):
         return oracle_lane

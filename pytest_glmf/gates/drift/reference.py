@@ -36,6 +36,7 @@ from pytest_glmf.gates.drift.stats import (
     self_check,
     self_check_mode,
 )
+from pytest_glmf.sim.tokenizer import apply_chat_template
 
 SCHEMA = 1
 REFERENCE_KIND = "glmf-drift-reference"
@@ -131,7 +132,6 @@ def pick_template(adapter: DriftAdapter, fallback: Template | None) -> Template 
 
 def sim_template() -> Template:
     """The built-in simulator's chat template, in-process (the same code its server runs)."""
-    from pytest_glmf.sim.tokenizer import apply_chat_template
 
     def template(messages: list[dict[str, Any]]) -> list[int]:
         return apply_chat_template(messages)

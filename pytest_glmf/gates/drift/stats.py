@@ -20,7 +20,7 @@ Definitions (one place, so every report means the same thing):
   processing inequality); nothing is renormalised.
 - Means are token-weighted (every scored token counts once, like the recipe's 0.136); the 95 %
   CI resamples PROMPTS with replacement (tokens within a prompt are correlated, so resampling
-  tokens gives intervals that are too narrow, anchors.md 3.1) and recomputes the token-weighted
+  tokens gives intervals that are too narrow) and recomputes the token-weighted
   mean of the resample (a cluster bootstrap, percentile method, seeded).
 - Pair statistics (A, B scored against the same reference): per-prompt wins on mean |dlogp|,
   gap = mean|dlogp|(B) - mean|dlogp|(A) (positive: A is closer) with a paired bootstrap CI over
@@ -33,13 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 KL_TRUNCATION = ("tail-bucket: oracle top-k tokens with a known candidate logprob + one bucket for "
                  "the remaining mass on each side; a lower bound of the full-vocabulary KL")
-PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD: Final = "linear"
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 20260911        # the recipe's date: any fixed seed works, this one is documented
 

@@ -66,7 +66,7 @@ def render_table(results: dict[str, Any]) -> str:
     head = [f"quant (vs {oracle})", "mean |dlogp|", "ci95 (prompts)", "median", "p95", "argmax != ref",
             "kl top-k", "self-check", "floor", "excess (ci95)"]
     lines = [_table(rows, head)]
-    n = next(iter(cands.values()), {})
+    n: dict[str, Any] = next(iter(cands.values()), {})
     mode = results.get("self_check_mode") or n.get("self_check_mode")
     judged = {"exact": "exact mode: the floor is 0, nothing is subtracted",
               "floor": "floor mode: judged on the drift above the floor (excess = mean |dlogp| - floor)",

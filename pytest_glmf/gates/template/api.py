@@ -20,11 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.httperror import request_failure
+from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
 from pytest_glmf.gates.template.compare import Difference, around, first_difference
 from pytest_glmf.gates.template.conversations import Conversation, conversations_hash, load_conversations
 from pytest_glmf.gates.template.reference import check_reference, load_reference
+from pytest_glmf.gates.template.served import TemplateError, served_prompt_ids, token_pieces
 from pytest_glmf.gates.template.spec import DEFAULT_BOUNDS, DEFAULTS
 from pytest_glmf.gates.template.table import difference_table, render_summary
 from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message
@@ -82,12 +89,6 @@ def measure_template(url: str, reference: Mapping[str, Any] | str | Path,
                      model: str | None = None, timeouts: Mapping[str, float] | None = None) -> TemplateResult:
     """Render every conversation on the server at `url` (`served_ids`: tokenize | chat) and compare
     its prompt ids with `reference` (a dict or a file from `glmf template reference`)."""
-    import httpx
-
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.httperror import request_failure
-    from pytest_glmf.engine.introspect import served_model
-    from pytest_glmf.gates.template.served import TemplateError, served_prompt_ids, token_pieces
 
     ref = load_reference(reference) if isinstance(reference, (str, Path)) else dict(reference)
     check_reference(ref, "template reference")
@@ -131,7 +132,6 @@ def assert_template(result: TemplateResult, *, source: str | None = None, lane: 
     exactly as the reference, none refused. The failure is the gate's table, then one row per
     differing conversation with the text of both sides around the first differing token."""
     __tracebackhide__ = True
-    import pytest
 
     lane = lane if lane is not None else result.lane
     bounds, source = bounds_or_default("template", bounds, "assert_template", DEFAULT_BOUNDS, DEFAULT_SOURCE,

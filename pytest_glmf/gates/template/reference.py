@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.template.conversations import Conversation, conversations_hash, load_conversations
+from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
+from pytest_glmf.sim.openai_api import chat_prompt_ids
+from pytest_glmf.sim.tokenizer import token_text
 
 SCHEMA = 1
 KIND = "glmf-template-reference"
@@ -43,9 +48,6 @@ def record_reference(url: str, conversations: list[Conversation] | str | Path | 
                      served_ids: str = "tokenize", model: str | None = None,
                      timeouts: dict[str, float] | None = None) -> dict[str, Any]:
     """The reference as the server at `url` (the known-good image) renders the conversations."""
-    from pytest_glmf.engine.client import Client, Timeouts
-    from pytest_glmf.engine.introspect import served_model
-    from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
 
     convs = _conversations(conversations)
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
@@ -86,8 +88,6 @@ def simulator_reference(conversations: list[Conversation] | str | Path | None = 
                         tool_call_parser: str | None = None) -> dict[str, Any]:
     """The reference as the built-in simulator's own template renders the conversations (its
     assistant tool calls in the markup of `tool_call_parser`, as `glmf sim` renders them)."""
-    from pytest_glmf.sim.openai_api import chat_prompt_ids
-    from pytest_glmf.sim.tokenizer import token_text
 
     convs = _conversations(conversations)
     rendered = {}

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
 from pytest_glmf.gates.tools.harness import (
     DEFAULT_MAX_TOKENS,
@@ -91,7 +94,6 @@ def measure_tools(url: str, scenarios: str | Path | Sequence[Scenario] | None = 
     parsed. `tool_choice`: auto | required | named; `strict` adds "strict": true to every
     function. `timeouts`: a lane's `timeouts` mapping; `max_tokens` per answer (a call it cuts is
     reported as CUT_BY_MAX_TOKENS, not as a leak)."""
-    from pytest_glmf.engine.client import Client, Timeouts
 
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -118,8 +120,7 @@ def assert_tools(result: ToolsResult, *, source: str | None = None, lane: Any = 
     checks = checks_from_bounds("tools", summary, bounds, where=f"@ {users} user(s)", source=source, hints=hints)
     if result.failed_requests:
         checks.append(Check("failed requests", result.failed_requests, {"max": 0}, where=f"@ {users} user(s)",
-                            hint=next(iter(result.request_errors)), cause=request_error_cause(summary)))
-    import pytest
+                            hint=next(iter(result.request_errors)), cause=request_error_cause(summary) or "server"))
 
     if not result.turns:
         pytest.fail(f"no tool turn applies under tool_choice={result.tool_choice}", pytrace=False)

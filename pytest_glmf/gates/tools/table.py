@@ -11,7 +11,7 @@ def failure_table(summary: dict[str, Any]) -> str:
     """One row per bad turn: the turn, what was expected, what came back, what is wrong. Turns
     whose requests failed the same way are one row (every request of a run answered with the
     same error page is one line, not one per turn)."""
-    rows: list[list[str]] = []
+    rows: list[list[Any]] = []
     same_error: dict[str, list[Any]] = {}
     for r in summary["results"]:
         if r["ok"]:

@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import docker
+import docker.errors
+import httpx
+from docker.utils import parse_repository_tag
+
 from pytest_glmf.launch import cleanup, readiness
 from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.docker.logs import LogStreamer
@@ -30,18 +35,18 @@ from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one im
     LABEL_PID_START,
     LABEL_SESSION,
     OWNER,
-    _flag_value,
-    _pid_start,
     container_name,
     container_spec,
     device_requests,
+    flag_value,
+    pid_start,
     server_argv,
     session_labels,
 )
 from pytest_glmf.launch.process import boot_error, log_path_for
+from pytest_glmf.results.redact import Redactor
 
 if TYPE_CHECKING:
-    import docker
     from docker.models.containers import Container
 
     from pytest_glmf.config.lanes import LaneConfig
@@ -56,13 +61,16 @@ def _owner_alive(labels: dict[str, str]) -> bool:
         return True          # another machine's session: we cannot tell, so never touch it
     try:
         pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    try:
         os.kill(pid, 0)
-    except (ValueError, ProcessLookupError):
+    except ProcessLookupError:
         return False
     except PermissionError:
         pass                 # exists, owned by someone else
     start = labels.get(LABEL_PID_START)
-    return not start or _pid_start(pid) == start
+    return not start or pid_start(pid) == start
 
 
 def cleanup_stale(client: "docker.DockerClient", current_session: str | None = None) -> list[str]:
@@ -70,7 +78,6 @@ def cleanup_stale(client: "docker.DockerClient", current_session: str | None = N
     it died without teardown (SIGKILL, OOM killer, a lost terminal). Returns their names, for the
     session to say so. Containers of live sessions, of this session and of other hosts (whose
     processes we cannot see) are left alone."""
-    import docker.errors
 
     removed = []
     for container in client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"}):
@@ -96,8 +103,6 @@ def _host_port(container: "Container", port: int) -> int | None:
 
 
 def _remove(container: "Container", stop_timeout_s: float) -> None:
-    import docker.errors
-
     try:
         container.stop(timeout=int(stop_timeout_s))
     except docker.errors.APIError:
@@ -110,7 +115,6 @@ def _remove(container: "Container", stop_timeout_s: float) -> None:
 
 def _created_by(client: "docker.DockerClient", spec: dict[str, Any]) -> "Container | None":
     """The container `spec` created, if the engine made it before we got its answer."""
-    import docker.errors
 
     try:
         container = client.containers.get(spec["name"])
@@ -153,8 +157,6 @@ class DockerLauncher:
 
     def client(self) -> "docker.DockerClient":
         if self._client is None:
-            import docker
-
             where = os.environ.get("DOCKER_HOST", "(unset: default socket)")
             hint = "Start one (CI: .ci/docker-engine up) or point DOCKER_HOST at it."
             problem = local_socket_problem()
@@ -209,9 +211,6 @@ class DockerLauncher:
             forget()
 
     def _create(self, client: "docker.DockerClient", spec: dict[str, Any], lane: "LaneConfig") -> "Container":
-        import docker.errors
-        from docker.utils import parse_repository_tag
-
         try:
             return client.containers.create(**spec)
         except docker.errors.ImageNotFound:
@@ -230,9 +229,6 @@ class DockerLauncher:
 
     def _boot(self, client: "docker.DockerClient", container: "Container", spec: dict[str, Any],
               lane: "LaneConfig", results_dir: Path, session_id: str) -> Server:
-        import docker.errors
-        import httpx
-
         argv = spec["command"]
         log_path = log_path_for(results_dir, session_id, lane)
         try:
@@ -247,8 +243,6 @@ class DockerLauncher:
                                  argv, None) from exc
             raise boot_error(lane, self.name, f"the engine refused to start container {container.name}: "
                              f"{text}", argv, None) from exc
-
-        from pytest_glmf.results.redact import Redactor
 
         streamer = LogStreamer(container, log_path, watch=readiness.ready_line(lane.engine),
                                redactor=Redactor.from_environment(lane.env, argv))
@@ -311,7 +305,7 @@ class DockerLauncher:
         image = container.image
         # A revision the lane pins (SGLang's --revision) beats whatever the directory says.
         lane_revision = (getattr(lane, "model_revision", None) or getattr(lane, "revision", None)
-                         or _flag_value(spec["command"], "--revision"))
+                         or flag_value(spec["command"], "--revision"))
 
         def model(path: str | None, revision: str | None) -> dict[str, Any] | None:
             if not path:

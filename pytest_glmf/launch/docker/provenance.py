@@ -71,7 +71,7 @@ def _hub_revision(model_dir: Path) -> tuple[str, str] | None:
 
 
 def weight_files(model_dir: Path) -> list[Path]:
-    found = []
+    found: list[Path] = []
     for root, dirs, files in os.walk(model_dir, followlinks=True):
         dirs[:] = [d for d in dirs if d not in (".git", ".cache")]
         found.extend(Path(root) / f for f in files if f.endswith(WEIGHT_SUFFIXES))

@@ -13,6 +13,9 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from docker.types import DeviceRequest
+
+from pytest_glmf.config.lanes import build_server_argv
 from pytest_glmf.launch.base import BootError
 
 if TYPE_CHECKING:
@@ -31,7 +34,6 @@ DEFAULT_CONTAINER_PORT = 30000      # SGLang's default port
 def device_requests(gpus: str | int | list[str] | None) -> list[dict[str, Any]]:
     """`gpus` as docker's --gpus: "all", a count (int or digits), or device ids (list, "0,2",
     "device=0,2"). None/0/"" requests nothing."""
-    from docker.types import DeviceRequest
 
     if gpus is None or gpus == "" or gpus == 0:
         return []
@@ -51,7 +53,7 @@ def device_requests(gpus: str | int | list[str] | None) -> list[dict[str, Any]]:
     return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])] if ids else []
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
+def flag_value(argv: list[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
@@ -75,17 +77,16 @@ def _set_flag(argv: list[str], flag: str, value: str) -> list[str]:
 def server_argv(lane: "LaneConfig") -> tuple[list[str], int]:
     """(argv inside the container, container port), through `config.build_server_argv` (which
     also expands `{port}` in a lane's explicit `command`)."""
-    from pytest_glmf.config.lanes import build_server_argv
 
     port = lane.port
     if port is None and lane.command and not any("{port}" in arg for arg in lane.command):
-        written = _flag_value(list(lane.command), "--port")   # a command with its port spelled out
+        written = flag_value(list(lane.command), "--port")   # a command with its port spelled out
         port = int(written) if written and written.isdigit() else None
     port = port or DEFAULT_CONTAINER_PORT
     argv = list(build_server_argv(dataclasses.replace(lane, port=port)))
     # Loopback inside the container is unreachable through a published port; the container's
     # own network namespace is private, and the publish itself is bound to the host's 127.0.0.1.
-    if _flag_value(argv, "--host") in ("127.0.0.1", "localhost"):
+    if flag_value(argv, "--host") in ("127.0.0.1", "localhost"):
         argv = _set_flag(argv, "--host", "0.0.0.0")
     return argv, port
 
@@ -94,7 +95,7 @@ def container_name(lane_name: str, session_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"glmf-{lane_name}-{session_id}")[:120]
 
 
-def _pid_start(pid: int) -> str:
+def pid_start(pid: int) -> str:
     # Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (Linux only).
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -106,7 +107,7 @@ def _pid_start(pid: int) -> str:
 def session_labels(lane_name: str, session_id: str) -> dict[str, str]:
     pid = os.getpid()
     return {LABEL_OWNER: OWNER, LABEL_SESSION: session_id, LABEL_LANE: lane_name,
-            LABEL_HOST: socket.gethostname(), LABEL_PID: str(pid), LABEL_PID_START: _pid_start(pid)}
+            LABEL_HOST: socket.gethostname(), LABEL_PID: str(pid), LABEL_PID_START: pid_start(pid)}
 
 
 def container_spec(lane: "LaneConfig", session_id: str = "spec") -> dict[str, Any]:

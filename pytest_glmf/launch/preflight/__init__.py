@@ -24,7 +24,9 @@ import difflib
 import os
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.config.lanes import build_server_argv
 from pytest_glmf.launch.base import BootError
+from pytest_glmf.launch.docker.spec import server_argv
 from pytest_glmf.launch.preflight import runner
 from pytest_glmf.launch.preflight.result import Preflight
 from pytest_glmf.launch.preflight.sources import entry_point, flag_sources
@@ -88,10 +90,7 @@ def problem_line(lane: "LaneConfig", result: Preflight, argv: list[str]) -> str:
 def argv_for(lane: "LaneConfig") -> list[str]:
     """The command line the lane's launcher would run (docker: inside the container)."""
     if lane.launcher == "docker":
-        from pytest_glmf.launch.docker.spec import server_argv
-
         return server_argv(lane)[0]
-    from pytest_glmf.config.lanes import build_server_argv
 
     return build_server_argv(lane)
 

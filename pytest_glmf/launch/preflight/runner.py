@@ -18,6 +18,11 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import docker.errors
+from docker.utils import parse_repository_tag
+
+from pytest_glmf.launch import cleanup
+from pytest_glmf.launch.docker import DockerLauncher, container_spec
 from pytest_glmf.launch.preflight.result import Preflight
 
 if TYPE_CHECKING:
@@ -121,11 +126,6 @@ def with_executable(lane: "LaneConfig", interpreter: str, flags: list[str]) -> P
 # -- a docker lane: the image's own interpreter, in a throwaway container ------------------------------
 
 def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Preflight:
-    import docker.errors
-
-    from pytest_glmf.launch import cleanup
-    from pytest_glmf.launch.docker import DockerLauncher, container_spec
-
     where = f"image {lane.image}"
     launcher = DockerLauncher()
     try:
@@ -168,8 +168,6 @@ def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Prefligh
 
 def _run_once(client: Any, spec: dict[str, Any], cleanup: Any) -> tuple[str, str, int | None]:
     """Create, start, wait for and remove one probe container; (stdout, stderr, exit code)."""
-    import docker.errors
-    from docker.utils import parse_repository_tag
 
     try:
         container = client.containers.create(**spec)
@@ -193,8 +191,6 @@ def _run_once(client: Any, spec: dict[str, Any], cleanup: Any) -> tuple[str, str
 
 
 def _remove(container: Any) -> None:
-    import docker.errors
-
     try:
         container.remove(force=True)
     except docker.errors.NotFound:

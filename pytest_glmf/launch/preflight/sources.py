@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_glmf.config.lanes import SGLANG_CUDA_GRAPH_MAX_BS_FLAG
+
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
 
@@ -42,7 +44,6 @@ def flag_sources(lane: "LaneConfig", argv: list[str]) -> dict[str, str]:
     """flag -> the lane key it came from ("extra", "maxbs", "command", ...)."""
     if lane.command:
         return {tok.split("=", 1)[0]: "command" for tok in argv if tok.startswith("-")}
-    from pytest_glmf.config.lanes import SGLANG_CUDA_GRAPH_MAX_BS_FLAG
 
     out = dict(BUILT.get(lane.engine, {}))
     graph_flag = lane.cuda_graph_max_bs_flag or (SGLANG_CUDA_GRAPH_MAX_BS_FLAG if lane.engine == "sglang" else None)

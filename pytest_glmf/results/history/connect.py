@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_glmf.results.history.postgres import PostgresStore
+from pytest_glmf.results.history.sqlite import SqliteStore
 from pytest_glmf.results.history.store import Location, SqlStore
 
 
@@ -11,13 +13,10 @@ def open_store(location: Location, *, create: bool = True) -> SqlStore | None:
     """Connect and migrate. With create=False a SQLite file that does not exist yet is None (a
     reader must not create an empty store as a side effect)."""
     if location.kind == "postgresql":
-        from pytest_glmf.results.history.postgres import PostgresStore
-
         store: SqlStore = PostgresStore(location)
     else:
         if not create and not Path(location.target).exists():
             return None
-        from pytest_glmf.results.history.sqlite import SqliteStore
 
         store = SqliteStore(location)
     try:

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_glmf.gates.registry import GATES, metric_directions
 from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.results import plotting
 from pytest_glmf.results.baseline import median_baseline
-from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey
+from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey, run_row
 from pytest_glmf.results.history.store import Run, SqlStore
 
 MetricId = tuple[str, str, str]   # (gate, key, metric)
@@ -57,7 +59,6 @@ def metric_series(store: SqlStore, key: LaneKey, last: int) -> dict[MetricId, li
 def runs_beside(store: SqlStore, doc: dict[str, Any], k: int) -> list[tuple[Run, dict[MetricId, float]]]:
     """The last K stored runs on the same lane key as a result document (itself left out), oldest
     first, each with its metrics: what `glmf report --history K` shows beside that run."""
-    from pytest_glmf.results.history.schema import run_row
 
     row = run_row(doc)
     key = LaneKey(row["lane"], row["gpu"], row["model_revision"], row["engine"])
@@ -89,7 +90,6 @@ def runs_table(runs: Sequence[Run]) -> str:
 
 def parse_metric(name: str) -> tuple[str, str]:
     """`curve.per_user_tok_s` -> ("curve", "per_user_tok_s"); raises ValueError naming known metrics."""
-    from pytest_glmf.gates.registry import GATES, metric_directions
 
     gate, _, metric = name.partition(".")
     if metric not in metric_directions(gate):
@@ -139,7 +139,6 @@ def plot_trend(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[s
                out: str | Path) -> Path:
     """PNG: the metric per run, one line per lane and key (results/plotting.py: x labels the runs'
     start times and images; failed and incomplete runs hollow)."""
-    from pytest_glmf.results import plotting
 
     return plotting.plot_trend(gate, metric, trends, out)
 

@@ -245,7 +245,8 @@ class SqlStore:
     def runs(self, *, lane: str | None = None, key: schema.LaneKey | None = None,
              verdicts: Sequence[str] | None = None, limit: int | None = None) -> list[Run]:
         """Stored runs, newest first (by session start), optionally one lane / one lane key."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if key is not None:
             where.append("lane = ? AND gpu = ? AND model_revision = ? AND engine = ?")
             args += [key.lane, key.gpu, key.model_revision, key.engine]

@@ -132,6 +132,8 @@ def test_glmf_drift_launches_an_oracle_lane_of_the_lanes_file(pytester, toys):
             drift = glmf_drift(oracle_lane="original", prompts=3, max_tokens=4, k=3)
             assert drift is glmf_drift(oracle_lane="original", prompts=3, max_tokens=4, k=3)   # measured once
             assert drift.label == "mine" and drift.n_prompts == 3 and drift.mean_abs_dlogp > 0
+            other = glmf_drift(oracle_lane="original", prompts=3, max_tokens=4, k=3, label="other")
+            assert other is not drift and other.label == "other"   # judged apart, on the same reference
             assert_drift(drift, mean_abs_dlogp={"max": 10})
 
         def test_unknown_lane(glmf_drift):
@@ -144,10 +146,12 @@ def test_glmf_drift_launches_an_oracle_lane_of_the_lanes_file(pytester, toys):
                                 "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
-        "glmf_drift() at test_user.py:10: *unknown lane 'orignal'*original*",
+        "glmf_drift() at test_user.py:12: *unknown lane 'orignal'*original*",
         "glmf_drift(): one oracle at a time, got reference and oracle_url",
     ])
     ref = json.loads((pytester.path / "results" / "drift" / "mine-reference.json").read_text())
     assert ref["provenance"]["oracle_lane"] == "original" and ref["prompt_set"]["n"] == 3
+    # another label is judged on the reference already made: the oracle lane ran once
+    assert not (pytester.path / "results" / "drift" / "other-reference.json").exists()
     doc = json.loads((pytester.path / "results" / "mine-latest.json").read_text())
     assert doc["gates"]["drift"]["mine"]["prompts"] == 3
