@@ -106,7 +106,7 @@ def _section_problems(spec: Any, where: str, section: Any) -> list[tuple[tuple[s
         return []
     except ConfigError as whole:
         first = whole
-    found = []
+    found: list[tuple[tuple[str, ...], ConfigError]] = []
     for key, value in section.items():
         try:
             spec.check_section(where, {key: value})

@@ -96,7 +96,7 @@ def _scalars(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _curve(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {f"users={r['users']}": row_record(r) for r in data["rows"] if isinstance(r, Mapping) and "users" in r}
+    return {f"users={r['users']}": row_record(dict(r)) for r in data["rows"] if isinstance(r, Mapping) and "users" in r}
 
 
 def _capacity(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -277,7 +277,7 @@ def cli(argv: list[str]) -> int:
     base = None
     if args.baseline:
         try:
-            base = load_baseline(args.baseline, doc.get("schema"))
+            base = load_baseline(args.baseline, doc.get("schema", 1))
         except BaselineError as exc:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2

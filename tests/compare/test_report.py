@@ -139,15 +139,15 @@ def test_the_lanes_picture_labels_from_the_metric_definitions_and_marks_shared_p
     pytest.importorskip("matplotlib")
     from unittest import mock
 
-    from pytest_glmf.compare.report import plot_lanes
+    from pytest_glmf.compare import report
     from pytest_glmf.results import plotting
 
     a, b = doc("a", 128, [(8, 700, 90), (48, 2400, 50), (96, 3800, 40)]), doc("b", 128, [(8, 600, 80), (48, 2200, 45)])
     a["gates"]["curve"]["users=96"]["shared_prefix"] = True
     a["provenance"].update(image="sglang:new", started_at="2026-12-02T13:34:51+00:00")
     a["exitstatus"] = 0
-    with mock.patch.object(plotting, "save_png", lambda fig, out: fig):
-        fig = plot_lanes([a, b], tmp_path / "x.png")
+    with mock.patch.object(report, "save_png", lambda fig, out: fig):
+        fig = report.plot_lanes([a, b], tmp_path / "x.png")
     tok, ttft = fig.get_axes()
     assert tok.get_ylabel() == "per-user decode rate (tok/s)" and ttft.get_ylabel() == "TTFT p95 (s)"
     assert tok.get_title() == ("Lanes compared: a (image sglang:new, 2026-12-02 13:34, passed); "
