@@ -27,6 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
     "thresholds": ("pytest_glmf.cli", "validate a thresholds file"),
+    "upgrade": ("pytest_glmf.upgrade.cli", "what a new engine version (image or vllm==X) changes for your lanes, "
+                                           "before a GPU boots"),
     "init": ("pytest_glmf.starter", "write the example lanes, test file, CI workflows and thresholds into a directory"),
 }
 

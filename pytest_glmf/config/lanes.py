@@ -29,6 +29,7 @@ ENGINES = ("sglang", "vllm")
 # there (exit 2). A lane for an older image sets cuda_graph_max_bs_flag: --cuda-graph-max-bs.
 SGLANG_CUDA_GRAPH_MAX_BS_FLAG = "--cuda-graph-max-bs-decode"
 LAUNCHERS = ("docker", "process", "sim", "attach")
+PREFLIGHT_MODES = ("auto", "required", "off")
 TIMEOUT_KEYS = ("connect_s", "first_token_s", "between_tokens_s", "gate_s")
 
 
@@ -66,6 +67,8 @@ class LaneConfig:
     timeouts: dict[str, float] = field(default_factory=dict)  # connect_s, first_token_s, between_tokens_s, gate_s
     source: str = "<built-in>"             # file the lane came from, for error messages
     executable: str = "python3"            # process: interpreter that runs `-m sglang.launch_server` / vLLM
+    preflight: str = "auto"                # docker/process: auto (a probe that cannot run does not block the
+    #                                        boot), required (it fails the lane's tests), off (not run)
     origin: str | None = None              # derived lanes (config/derive.py): "slots: --max-mamba-cache-size=38"
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,6 +249,7 @@ _LANE_KEYS: dict[str, Callable[[Any], Any]] = {
     "sim_args": _argv,
     "timeouts": _timeouts,
     "executable": _str,
+    "preflight": _choice(PREFLIGHT_MODES),
 }
 assert set(_LANE_KEYS) == {f.name for f in fields(LaneConfig)} - {"name", "source", "origin"}
 
@@ -260,7 +264,7 @@ def lane_from_mapping(name: str, raw: Any, source: str = "<built-in>", base_dir:
     for key, v in raw.items():   # ${VAR} was expanded when the file was read
         if key not in _LANE_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r}; allowed: {_allowed(_LANE_KEYS)}")
-        if v is None and key in ("engine", "launcher", "cuda_graph_max_bs_flag", "executable",
+        if v is None and key in ("engine", "launcher", "cuda_graph_max_bs_flag", "executable", "preflight",
                                  "boot_timeout_s", "time_scale"):
             raise ConfigError(f"{where}: {key}: must not be empty")
         try:
@@ -301,6 +305,9 @@ def check_lane(lane: LaneConfig) -> None:
     if lane.launcher == "process" and not (lane.command or lane.model):
         raise ConfigError(f"{where}: launcher process needs command (an argv list) or model "
                           "(to build the engine command line)")
+    if lane.preflight == "required" and lane.launcher not in ("docker", "process"):
+        raise ConfigError(f"{where}: preflight: required needs launcher docker or process (this lane uses launcher "
+                          f"{lane.launcher}, which runs no engine command line); remove it or use auto")
     if lane.draft and not lane.spec:
         raise ConfigError(f"{where}: draft is set but spec is none; set spec (e.g. dflash, eagle3) or remove draft")
 

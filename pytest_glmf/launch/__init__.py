@@ -38,6 +38,8 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     server = get_launcher(lane.launcher).start(lane, results_dir, session_id)
     if checked is not None:
         server.provenance["preflight"] = checked.to_dict()
+        if checked.status == "not run":   # loud in the result file too, not only a status
+            server.provenance["preflight"]["line"] = preflight.not_run_line(lane, checked)
     check_identity(server)
     record_server_config(server)
     record_at_launch(server, checked.options if checked is not None and checked.options else sim_flags(lane))

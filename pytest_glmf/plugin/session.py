@@ -315,10 +315,12 @@ class GlmfSession:
 
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
+        from pytest_glmf.launch.preflight import header_line
+
         if self.several:
             return [f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
                     f"lanes_file={s.lanes_file or 'built-in'} thresholds={s.thresholds_file or 'built-in thresholds.yaml'} "
-                    f"results={s.results_dir}"]
+                    f"results={s.results_dir}", *filter(None, (header_line(x) for x in s.lanes))]
         where = (f"url={lane.url}" if lane.launcher == "attach"
                  else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
@@ -331,7 +333,7 @@ class GlmfSession:
                 f"results={s.results_dir}")
         doc = self.baseline_doc()
         warning = bookkeeping.baseline_warning(s, doc) if doc is not None else None
-        return [x for x in (line, warning, s.history.header() if s.history else None) if x]
+        return [x for x in (line, header_line(lane), warning, s.history.header() if s.history else None) if x]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:

@@ -12,7 +12,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.launch.sim import sim_argv
 
 LANE_KEYS = ("boot_log, boot_logs, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, executable, "
-             "extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, spec, "
+             "extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, preflight, shm_size, sim_args, spec, "
              "time_scale, timeouts, url, urls, volumes")
 
 

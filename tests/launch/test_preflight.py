@@ -132,3 +132,113 @@ def test_a_rejected_lane_fails_the_session_before_any_server_starts(pytester: py
         "rejects the command line: --cuda-graph-max-bs (lane key cuda_graph_max_bs_flag) is ambiguous, it could be "
         "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"])
     assert not list((pytester.path / "glmf-results").glob("*-server.log"))   # no server was started
+
+
+# A vLLM laid out like a release that moved `make_arg_parser` again (0.32: entrypoints/launchers/cli_args.py,
+# 0.33: entrypoints/common/cli_args.py; here a third place no list of module paths would know): the probe
+# follows what `vllm serve` uses (vllm/entrypoints/cli/serve.py, ServeSubcommand.subparser_init).
+FAKE_VLLM = {
+    "vllm/__init__.py": "",
+    "vllm/entrypoints/__init__.py": "",
+    "vllm/entrypoints/cli/__init__.py": "",
+    "vllm/entrypoints/nowhere_known/__init__.py": "",
+    "vllm/entrypoints/nowhere_known/cli_args.py": '''
+def make_arg_parser(parser):
+    parser.add_argument("model_tag", nargs="?")
+    parser.add_argument("--model"); parser.add_argument("--host"); parser.add_argument("--port", type=int)
+    parser.add_argument("--kv-cache-dtype", choices=["auto", "fp8_e4m3"])
+    parser.add_argument("--gpu-memory-utilization", type=float); parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--max-num-seqs", type=int)
+    parser.add_argument("--mamba-cache-mode", choices=["align", "none"], help="deprecated. It has no effect")
+    return parser
+''',
+    "vllm/entrypoints/cli/serve.py": '''
+from vllm.entrypoints.nowhere_known.cli_args import make_arg_parser
+
+class ServeSubcommand:
+    name = "serve"
+    def subparser_init(self, subparsers):
+        return make_arg_parser(subparsers.add_parser(self.name, usage="vllm serve [model_tag] [options]"))
+
+def cmd_init():
+    return [ServeSubcommand()]
+''',
+}
+
+
+@pytest.fixture
+def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name, text in FAKE_VLLM.items():
+        (tmp_path / "site" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "site" / name).write_text(text)
+    monkeypatch.setenv("GLMF_PREFLIGHT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "site"
+
+
+def test_vllms_parser_is_found_where_its_serve_command_takes_it(fake_vllm: Path) -> None:
+    lane = lane_for(fake_vllm, engine="vllm", extra=["--max-num-seqs", "8"])
+    ok = preflight.check(lane, build_server_argv(lane))
+    assert (ok.status, ok.engine, ok.problems) == ("ok", "vllm", []), ok
+    assert "--max-num-seqs" in ok.options
+    bad = replace(lane, extra=["--max-num-seq", "8", "--mamba-cache-mode", "all"])
+    with pytest.raises(PreflightError) as info:
+        preflight.check(bad, build_server_argv(bad))
+    assert "--mamba-cache-mode (lane key extra) is rejected: invalid choice: 'all'" in str(info.value)
+
+
+def test_the_probe_names_the_parser_it_used(fake_vllm: Path) -> None:
+    import json
+    import subprocess
+
+    from pytest_glmf.launch.preflight.runner import PROBE_SOURCE, parse_answer
+
+    out = subprocess.run([sys.executable, "-c", PROBE_SOURCE, "vllm", "[]", "--describe"], capture_output=True,
+                         text=True, env={"PYTHONPATH": str(fake_vllm)}, timeout=60).stdout
+    answer = parse_answer(out)
+    assert answer is not None, out
+    assert answer["parser"] == ("vllm.entrypoints.cli.serve.ServeSubcommand.subparser_init -> "
+                                "vllm.entrypoints.nowhere_known.cli_args.make_arg_parser")
+    deprecated = [a["flags"] for a in answer["actions"] if a["deprecated"]]
+    assert deprecated == [["--mamba-cache-mode"]], json.dumps(answer["actions"])
+
+
+def test_a_vllm_without_its_serve_module_is_a_loud_not_run(fake_vllm: Path) -> None:
+    (fake_vllm / "vllm/entrypoints/cli/serve.py").write_text("import vllm.entrypoints.gone_module\n")
+    lane = lane_for(fake_vllm, engine="vllm")
+    result = preflight.check(lane, build_server_argv(lane))
+    assert result.status == "not run" and "No module named 'vllm.entrypoints.gone_module'" in (result.why or "")
+    line = preflight.header_line(lane)
+    assert line is not None and line.startswith("glmf: preflight NOT RUN for lane 'daily' (lanes.yaml, executable ")
+    assert line.endswith("the boot goes ahead unchecked (set preflight: required to fail instead)")
+    with pytest.raises(PreflightError, match=r"^preflight NOT RUN .*the lane requires it \(preflight: required\)$"):
+        preflight.check(replace(lane, preflight="required"), build_server_argv(lane))
+    assert preflight.header_line(replace(lane, preflight="off")) is None
+
+
+def test_the_preflight_key_is_validated(tmp_path: Path) -> None:
+    from pytest_glmf.config.lanes import load_lanes
+    from pytest_glmf.config.yamlfile import ConfigError
+
+    bad = tmp_path / "lanes.yaml"
+    bad.write_text("lanes:\n  a:\n    launcher: process\n    model: /m\n    preflight: always\n")
+    with pytest.raises(ConfigError, match=r"lane 'a': preflight: expected one of auto, required, off, got 'always'"):
+        load_lanes(bad)
+    bad.write_text("lanes:\n  a:\n    launcher: sim\n    preflight: required\n")
+    with pytest.raises(ConfigError, match=r"preflight: required needs launcher docker or process \(this lane uses "
+                                          r"launcher sim"):
+        load_lanes(bad)
+
+
+def test_a_required_preflight_that_cannot_run_is_in_the_header_and_fails_the_tests(pytester: pytest.Pytester,
+                                                                                   fake_sglang: Path) -> None:
+    lanes = pytester.makefile(".yaml", lanes=(
+        "lanes:\n  daily:\n    launcher: process\n    model: /m\n    maxbs: 16\n    preflight: required\n"
+        "    executable: /nonexistent/python3\n    boot_timeout_s: 5\n"))
+    result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "daily", "-k", "test_boot",
+                                           "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([
+        f"glmf: preflight NOT RUN for lane 'daily' ({lanes}, executable /nonexistent/python3): /nonexistent/python3 "
+        "not found on this machine; the lane requires it (preflight: required)"])
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*PreflightError: preflight NOT RUN for lane 'daily'*"])
+    assert not list((pytester.path / "glmf-results").glob("*-server.log"))

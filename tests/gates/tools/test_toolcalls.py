@@ -58,7 +58,12 @@ def glm47(name: str, args: dict[str, Any]) -> str:
 
 
 class ToolStub:
-    """modes: good | leak | empty_args | bad_schema | call_always | stream_mismatch | lazy_parallel."""
+    """modes: good | leak | empty_args | bad_schema | call_always | stream_mismatch | lazy_parallel |
+    cut_vllm032 | cut_vllm033 (max_tokens cuts every call: its arguments end early and the answer spends
+    the whole budget; finish_reason as each release sets it: vLLM 0.32 says `tool_calls` non-streamed
+    whenever its parser found a call (chat_completion/serving.py `is_finish_reason_tool_calls`) and
+    `length` streamed (it rewrites only `stop`); vLLM 0.33 says `length` both ways (vllm#58228,
+    serve/utils/tool_calls_utils.py `resolve_finish_reason`))."""
 
     def __init__(self, mode: str = "good"):
         self.mode = mode
@@ -85,11 +90,18 @@ class ToolStub:
                     stub.bodies.append(body)
                 content, calls = stub.answer(body, streamed=bool(body.get("stream")))
                 finish = "tool_calls" if calls else "stop"
+                usage = {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}
+                if calls and stub.mode.startswith("cut_"):
+                    calls = [(n, a[:9]) for n, a in calls]       # the budget ran out inside the arguments
+                    usage = {"prompt_tokens": 50, "completion_tokens": body["max_tokens"],
+                             "total_tokens": 50 + body["max_tokens"]}
+                    finish = "tool_calls" if stub.mode == "cut_vllm032" and not body.get("stream") else "length"
                 if not body.get("stream"):
                     msg = {"role": "assistant", "content": content or None,
                            "tool_calls": [{"id": f"call_{i}", "type": "function",
                                            "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)] or None}
-                    out = json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": finish}]}).encode()
+                    out = json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                                      "usage": usage}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(out)))
@@ -308,6 +320,32 @@ def test_a_call_cut_by_max_tokens_is_reported_as_cut_not_as_a_leak():
     summary = summarize([turn], {})
     assert (summary["cut_calls"], summary["leaks"], summary["text_answers"]) == (1, 0, 0)
     assert failure_hint({**summary, "results": []}).startswith("max_tokens cut the tool call in 1 turn(s)")
+
+
+@pytest.mark.parametrize("release", ["vllm032", "vllm033"])
+def test_a_cut_call_is_counted_as_cut_under_either_releases_finish_reason(tool_stub, release):
+    """vLLM 0.32 says `tool_calls` for a call max_tokens cut (non-streamed), 0.33 says `length`: both are
+    cut calls, not bad arguments, and the hint says to raise max_tokens."""
+    summary = run(tool_stub(f"cut_{release}").url, max_tokens=64)
+    wanting = [s for s in SCENARIOS if s.expect]
+    assert (summary["cut_calls"], summary["parsed"]) == (len(wanting), len(SCENARIOS) - len(wanting)), summary
+    problems = [p for r in summary["results"] for p in r["problems"]]
+    assert not [p for p in problems if "BAD_ARGS" in p or "finish_reason 'length'" in p], problems
+    if release == "vllm032":
+        assert any("(64 of 64 tokens, finish_reason=tool_calls, as vLLM 0.32 reports a cut call)" in p for p in problems)
+    assert failure_hint(summary).startswith(f"max_tokens cut the tool call in {len(wanting)} turn(s)")
+
+
+def test_a_finished_call_within_the_budget_is_not_cut():
+    s = next(x for x in SCENARIOS if x.id == "weather_single")
+    done = ToolAnswer("non-stream", "tool_calls", calls=[{"name": "get_weather", "arguments": '{"city": "Paris"}'}],
+                      completion_tokens=20)
+    assert check_answer(s, done, "auto", max_tokens=64) == []
+    assert check_answer(s, done, "auto") == []            # no budget given: nothing to compare with
+    spent = ToolAnswer("non-stream", "tool_calls", calls=[{"name": "get_weather", "arguments": '{"city": "Par'}],
+                       completion_tokens=64)
+    (problem,) = check_answer(s, spent, "auto", max_tokens=64)
+    assert problem.startswith("non-stream: CUT_BY_MAX_TOKENS")
 
 
 def test_stream_assembly_by_index_and_finish_count():
