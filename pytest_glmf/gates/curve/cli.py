@@ -38,7 +38,7 @@ def cli(argv: list[str] | None = None) -> int:
                    "the measured cost per token event needs, capped by the cores)")
     p.add_argument("--arrival", choices=ARRIVALS, default="uniform",
                    help="open loop (--rate): uniform spacing or a seeded Poisson process at the total rate")
-    p.add_argument("--model", help="model name to send (default: 'default')")
+    p.add_argument("--model", help="model name to send (default: the server's first model, as glmf capacity)")
     p.add_argument("--path", default=DEFAULTS.path)
     p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
     p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,

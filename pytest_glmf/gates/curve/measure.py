@@ -67,7 +67,8 @@ def curve_result(base_url: str | Sequence[str], rows: list[dict[str, Any]], work
                  settings: CurveSettings) -> dict[str, Any]:
     """run_curve's answer for `rows` (all of them, or those finished before a Ctrl-C)."""
     return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
-            "workload": {"max_tokens": workload.max_tokens, "path": workload.path, "prompts": len(workload.prompts),
+            "workload": {"model": workload.model, "max_tokens": workload.max_tokens, "path": workload.path,
+                         "prompts": len(workload.prompts),
                          "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}
 
 

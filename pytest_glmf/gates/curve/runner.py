@@ -342,7 +342,10 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
                            "spread_max_pct": settings.spread_max_pct,
                            "flush_endpoint": flushed if settings.flush_cache else "off",
                            "max_tokens": workload.max_tokens, "workers": workers, "workers_plan": plan,
-                           "urls": endpoints.urls}
+                           "urls": endpoints.urls,
+                           # what was sent, so two rows are known to measure the same workload (compare/)
+                           "shared_prefix": workload.shared_prefix, "rate_per_s": settings.rate_per_s,
+                           "arrival": settings.arrival if settings.rate_per_s else "closed", "path": workload.path}
     observed = {"max_running": _max(r["server"]["max_running"] for r in per_run),
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
     row["seat"] = seat_check(users, facts, observed, decode_steps=workload.max_tokens)

@@ -20,13 +20,20 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
 METRICS = [
-    Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate"),
-    Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)"),
-    Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time"),
-    Metric("ttft_p50_s", "lower", "s", doc="time to first token, median"),
-    Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile"),
-    Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile"),
-    Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers"),
+    Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate",
+           label="per-user decode rate"),
+    Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)",
+           label="slowest users' decode rate (p5)"),
+    Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time",
+           label="aggregate output"),
+    Metric("ttft_p50_s", "lower", "s", doc="time to first token, median",
+           label="TTFT p50"),
+    Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile",
+           label="TTFT p95"),
+    Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile",
+           label="inter-token latency p95"),
+    Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers",
+           label="run-to-run spread"),
 ]
 
 
@@ -40,7 +47,7 @@ class CurveRowSettings:
     rate_per_s: float | None = setting(None, above=0, doc="open loop: requests arrive at this rate, not all at once")
     spread_max_pct: float = setting(5.0, min=0, doc="a row whose runs spread more than this is flagged")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
-    model: str | None = setting(None, doc="model name sent with each request (None: 'default')")
+    model: str | None = setting(None, doc="model name sent with each request (None: the server's first model, /v1/models)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     prompt_file: str | None = setting(None, doc="a briefing with '## ' sections: a path or a packaged fixture "
                                                  "name (None: the recipe's briefing.md)")
