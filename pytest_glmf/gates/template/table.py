@@ -33,9 +33,6 @@ def render_summary(summary: dict[str, Any]) -> str:
             f"prompt ids (served via {summary['served_ids']}; reference: {summary['reference_source']})")
     if summary["failed_requests"]:
         head += f"; {summary['failed_requests']} not rendered"
-    default = summary.get("skip_special_tokens_default")
-    if default:
-        head += f"; default skip_special_tokens {default['value']} ({default['from']})"
     if not summary["differences"] and not summary["errors"] and not summary.get("default_changes"):
         return head
     return head + "\n" + difference_table(summary)
