@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_upgrade_cli import lanes_file, printed, releases  # noqa: F401  (the fixture; tests/upgrade is on sys.path)
 
 from pytest_glmf.cli import main
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.upgrade import base
 from pytest_glmf.upgrade.base import ensure_base, requirements
 from pytest_glmf.upgrade.cli import cache_dir
-
-from test_upgrade_cli import lanes_file, printed, releases  # noqa: F401  (the fixture; tests/upgrade is on sys.path)
 
 
 class FakeBuilder:
