@@ -167,7 +167,7 @@ def truth_server_rows(peer: Peer | None) -> list[str]:
     with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts, _Session(ts.url, settings, slo) as session:
         t0 = time.perf_counter()
         r = session.capacity(settings)
-        ci = "-" if not r.ci95 else f"{int(r.ci95[0])}-{int(r.ci95[1])}"
+        ci = "-" if not r.boundary_ci95 else f"{int(r.boundary_ci95[0])}-{int(r.boundary_ci95[1])}"
         rows.append(f"| truth server (truth 22) | glmf guided | {abs(r.users - 22)} / {r.users - 22:+d} | - | - | "
                     f"{ci} | {len(r.probes)} | {r.search.requests:,} (wall {time.perf_counter() - t0:.0f} s) |")
         if peer:

@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # subcommand -> (module with `cli(argv) -> int`, one-line help)
@@ -31,6 +32,26 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                                            "before a GPU boots"),
     "init": ("pytest_glmf.starter", "write the example lanes, test file, CI workflows and thresholds into a directory"),
 }
+
+
+# Ctrl-C in a command: one line (never a traceback), exit 130 like a shell; a long command's finished
+# work goes to its --json, marked as a pytest session's result file is (`incomplete` says why).
+INTERRUPTED = "interrupted (Ctrl-C / SIGINT) before the end"
+INTERRUPTED_EXIT = 130
+
+
+def interrupted(command: str, json_path: Path | None = None, doc: dict[str, Any] | None = None,
+                finished: str = "") -> int:
+    """A long command's answer to KeyboardInterrupt: what finished (`doc`, described by `finished`,
+    e.g. "2 of 4 rows") written to `json_path` with `incomplete`, and one line on stderr saying so."""
+    line = f"glmf {command}: {INTERRUPTED}"
+    if json_path is not None and doc is not None:
+        json_path.write_text(json.dumps({**doc, "incomplete": [INTERRUPTED]}, indent=1, default=str))
+        line += f"; {finished or 'what finished'} written to {json_path}, marked incomplete"
+    elif finished:
+        line += f"; {finished} finished (--json FILE keeps them)"
+    print(line, file=sys.stderr, flush=True)
+    return INTERRUPTED_EXIT
 
 
 def usage() -> str:
@@ -72,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         print(f"glmf {sub}: not available in this build ({module_name}.cli is missing)", file=sys.stderr)
         return 2
-    result = func(rest)
+    try:
+        result = func(rest)
+    except KeyboardInterrupt:   # a command without finished work to keep: the one line
+        return interrupted(sub)
     return int(result or 0)
 
 

@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
+import pytest
 
 from pytest_glmf.cli import SUBCOMMANDS, main
 
@@ -80,3 +86,93 @@ def test_every_subcommand_answers_help(capsys) -> None:
             code = exc.code
         assert code == 0, sub
         assert "usage:" in capsys.readouterr().out, sub
+
+
+# ---------------------------------------------------------------------------- Ctrl-C (issue 33, item 6)
+
+
+@pytest.fixture(scope="module")
+def sim_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The simulator, as a user's own server, at 1/20 of the recipe's time."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([str(Path(sys.executable).parent / "glmf"), "sim", "--port", str(port),
+                                   "--time-scale", "0.05"], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, log.read_text()[-2000:]
+            try:
+                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the simulator did not answer within 60 s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def ctrl_c_after(args: list[str], line_starts: str, cwd: Path) -> tuple[int, str, str]:
+    """Run `glmf ARGS`, send SIGINT (what Ctrl-C sends) once stderr has a line starting with
+    `line_starts`; its exit status, stdout and stderr."""
+    err: list[str] = []
+    with subprocess.Popen([str(Path(sys.executable).parent / "glmf"), *args], cwd=cwd, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith(line_starts):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            proc.kill()
+            pytest.fail(f"glmf {args[0]} ended before printing {line_starts!r}:\n{''.join(err)}")
+        out, rest = proc.communicate(timeout=60)
+    return proc.returncode, out, "".join(err) + rest
+
+
+def test_ctrl_c_on_glmf_curve_is_one_line_and_keeps_the_finished_rows(sim_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "curve.json"
+    code, printed, err = ctrl_c_after(["curve", "--url", sim_url, "--users", "1,2,48", "--runs", "2", "--no-warmup",
+                                       "--client-retries", "0", "--max-tokens", "32", "--json", str(out)],
+                                      "curve users=2 run 1/2", tmp_path)
+    assert code == 130 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (f"glmf curve: interrupted (Ctrl-C / SIGINT) before the end; 1 of 3 rows written "
+                                    f"to {out}, marked incomplete")
+    assert printed.splitlines()[0].startswith("users | aggregate tok/s")    # the finished rows' table
+    doc = json.loads(out.read_text())
+    assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"]
+    assert [row["users"] for row in doc["rows"]] == [1] and doc["rows"][0]["per_run"][0]["records"]
+
+
+def test_ctrl_c_on_glmf_capacity_is_one_line_and_keeps_the_probes(sim_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.json"
+    code, _, err = ctrl_c_after(["capacity", "--url", sim_url, "--slo", "per_user_tok_s=50,ttft_s=1", "--runs", "1",
+                                 "--max-tokens", "32", "--start", "2", "--time-scale", "0.05", "--json", str(out)],
+                                "capacity users=2: meets the service level", tmp_path)
+    assert code == 130 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (f"glmf capacity: interrupted (Ctrl-C / SIGINT) before the end; no finished "
+                                    f"search; 1 probe(s) written to {out}, marked incomplete")
+    doc = json.loads(out.read_text())
+    assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"] and doc["slo"]
+    assert any(line.startswith("capacity users=2: meets the service level") for line in doc["progress"])
+
+
+def test_ctrl_c_on_any_other_glmf_command_is_one_line(monkeypatch, capsys) -> None:
+    import pytest_glmf.gates.tools.cli as tools_cli
+
+    def interrupted_cli(argv: list[str]) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tools_cli, "cli", interrupted_cli)
+    assert main(["tools", "--url", "http://127.0.0.1:9"]) == 130
+    assert capsys.readouterr().err == "glmf tools: interrupted (Ctrl-C / SIGINT) before the end\n"

@@ -203,9 +203,32 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _run_env() -> dict[str, str]:
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the README's commands run: a fresh clone as a user has it after `./run demo` or
+    `./run tests` (the real `./run`, pyproject.toml and examples/, and a .venv that is this
+    interpreter's, stamped as installed), with the venv NOT on PATH: a bare `pytest` or `glmf` there
+    is the system's, as on the user's machine, so the README must say `./run pytest`/`./run glmf`."""
+    d = tmp_path_factory.mktemp("clone")
+    for name in ("run", "pyproject.toml"):
+        shutil.copy2(ROOT / name, d / name)
+    shutil.copytree(ROOT / "examples", d / "examples")
+    (d / "tests").mkdir()   # pyproject.toml's testpaths (the project's own tests are not what the README runs)
+    venv_bin = d / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    for tool in ("python", "pytest", "glmf", "ruff"):
+        (venv_bin / tool).symlink_to(BIN / tool if tool != "python" else Path(sys.executable))
+    stamp = subprocess.run(["sha256sum", "pyproject.toml"], cwd=d, capture_output=True, text=True, check=True)
+    (d / ".venv" / ".glmf-install-stamp").write_text(stamp.stdout.split()[0] + "\n")
+    return d
+
+
+def _run_env(venv_on_path: bool = True) -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != BIN.resolve()]
+    env["PATH"] = os.pathsep.join([str(BIN), *path] if venv_on_path else path)
+    if not venv_on_path:
+        env.pop("VIRTUAL_ENV", None)
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     env["NO_MKDOCS_2_WARNING"] = "1"
@@ -262,16 +285,18 @@ def _users_server(where: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("block", RUNS, ids=[b.id for b in RUNS])
-def test_shell_block_runs(block: Block, scratch: Path) -> None:
+def test_shell_block_runs(block: Block, scratch: Path, clone: Path) -> None:
     want_exit = 0
     m = re.search(r"exit=(\d+)", block.arg)
     if m:
         want_exit = int(m.group(1))
-    env = _run_env()
+    readme = block.page == ROOT / "README.md"   # a clone's first page: run in the clone, as written
+    where = clone if readme else scratch
+    env = _run_env(venv_on_path=not readme)
     with contextlib.ExitStack() as stack:
         if "server" in block.arg.split():
-            env["MY_SERVER"] = stack.enter_context(_users_server(scratch))
-        proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=scratch, env=env,
+            env["MY_SERVER"] = stack.enter_context(_users_server(where))
+        proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=where, env=env,
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr
     assert proc.returncode == want_exit, (f"{block.id}: exited {proc.returncode}, the page says {want_exit}\n"

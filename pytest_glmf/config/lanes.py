@@ -38,7 +38,7 @@ class LaneConfig:
     name: str
     engine: str = "sglang"                 # sglang | vllm
     launcher: str = "sim"                  # docker | process | sim | attach
-    image: str | None = None               # docker
+    image: str | None = None               # docker: what is started; attach: what the server runs (recorded)
     model: str | None = None               # --model-path / vllm --model
     draft: str | None = None               # --speculative-draft-model-path
     spec: str | None = None                # --speculative-algorithm (None/"none": autoregressive)
@@ -187,12 +187,20 @@ def _flag(v: Any) -> str:
     return v
 
 
+def server_root(url: str) -> str:
+    """A server's base URL as the plugin uses it: no trailing slash and no trailing `/v1` (what
+    OpenAI clients are given: the plugin adds `/v1/...` itself, and asks `/health` and
+    `/server_info` at the root), so `http://h:30000/v1` means `http://h:30000`."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 def _url(v: Any) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str) or not v.startswith(("http://", "https://")):
         raise TypeError("an http:// or https:// URL")
-    return v.rstrip("/")
+    return server_root(v)
 
 
 def _urls(v: Any) -> list[str]:
@@ -201,7 +209,7 @@ def _urls(v: Any) -> list[str]:
     if not isinstance(v, list) or not v or not all(isinstance(u, str) and u.startswith(("http://", "https://"))
                                                     for u in v):
         raise TypeError("a non-empty list of http:// or https:// URLs")
-    return [u.rstrip("/") for u in v]
+    return [server_root(u) for u in v]
 
 
 def _paths(v: Any) -> list[str]:
@@ -299,9 +307,6 @@ def check_lane(lane: LaneConfig) -> None:
     if lane.urls and lane.boot_logs and len(lane.boot_logs) != len(lane.urls):
         raise ConfigError(f"{where}: boot_logs has {len(lane.boot_logs)} entries for {len(lane.urls)} urls; "
                           "give one boot log per url, in the same order")
-    if lane.launcher == "attach" and lane.image:
-        raise ConfigError(f"{where}: image is not used by launcher attach (nothing is started); "
-                          "remove image or use launcher: docker")
     if lane.launcher == "process" and not (lane.command or lane.model):
         raise ConfigError(f"{where}: launcher process needs command (an argv list) or model "
                           "(to build the engine command line)")
@@ -364,13 +369,15 @@ def select_lane(lanes: Mapping[str, LaneConfig], name: str, source: str) -> Lane
 
 def apply_overrides(lane: LaneConfig, *, url: str | None = None, image: str | None = None) -> LaneConfig:
     """`--glmf-url` turns any lane into an attach lane (thresholds still come from the lane's name);
-    `--glmf-image` replaces a docker lane's image."""
+    `--glmf-image` replaces a docker lane's image, or records an attach lane's (the image the
+    attached server runs: provenance, history and reports tell images apart by it)."""
     if url is not None:   # one server or a router: a lane's replica urls give way to it (boot_logs stay)
-        lane = replace(lane, launcher="attach", url=url.rstrip("/"), urls=[], image=None)
+        lane = replace(lane, launcher="attach", url=server_root(url), urls=[], image=None)
     if image is not None:
-        if lane.launcher != "docker":
-            raise ConfigError(f"--glmf-image needs a lane with launcher docker; lane {lane.name!r} "
-                              f"({lane.source}) uses launcher {lane.launcher}")
+        if lane.launcher not in ("docker", "attach"):
+            raise ConfigError(f"--glmf-image needs a lane with launcher docker (the image started) or attach "
+                              f"(the image the server runs, recorded); lane {lane.name!r} ({lane.source}) "
+                              f"uses launcher {lane.launcher}")
         lane = replace(lane, image=image)
     if lane.launcher == "attach" and not (lane.url or lane.urls):
         raise ConfigError(f"{lane.source}: lane {lane.name!r}: launcher attach needs url or urls "

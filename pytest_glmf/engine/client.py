@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from pytest_glmf.config.lanes import server_root
 from pytest_glmf.engine.httperror import SSEError, status_message
 
 __all__ = ["DONE", "SSEError", "Client", "Timeouts", "iter_sse", "parse_sse_line"]
@@ -65,7 +66,7 @@ class Client:
     """Synchronous JSON/SSE client for one server."""
 
     def __init__(self, base_url: str, timeouts: Timeouts | None = None, api_key: str | None = None):
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.timeouts = timeouts or Timeouts()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.base_url, timeout=self.timeouts.httpx(), headers=headers)

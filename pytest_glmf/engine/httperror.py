@@ -78,6 +78,8 @@ def request_failure(exc: BaseException) -> tuple[str, str] | None:
         return "server", f"the server dropped the connection mid-response ({exc})"
     if isinstance(exc, httpx.TransportError):
         return "network", f"the request could not reach the server ({type(exc).__name__}: {exc})"
+    if isinstance(exc, ConnectionError):   # the load generator's own sockets (asyncio streams)
+        return "network", f"the request could not reach the server ({type(exc).__name__}: {exc})"
     if isinstance(exc, SSEError):
         return "server", f"the server sent a malformed event stream ({exc})"
     return None

@@ -34,7 +34,8 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
 
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    checked = preflight.check(lane, preflight.argv_for(lane)) if lane.launcher in ("docker", "process") else None
+    checked = preflight.check(lane, preflight.argv_for(lane)) if lane.launcher in ("docker", "process", "sim") \
+        else None
     server = get_launcher(lane.launcher).start(lane, results_dir, session_id)
     if checked is not None:
         server.provenance["preflight"] = checked.to_dict()
@@ -42,7 +43,8 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
             server.provenance["preflight"]["line"] = preflight.not_run_line(lane, checked)
     check_identity(server)
     record_server_config(server)
-    record_at_launch(server, checked.options if checked is not None and checked.options else sim_flags(lane))
+    engine_flags = checked.options if checked is not None and checked.engine != "sim" else None
+    record_at_launch(server, engine_flags or sim_flags(lane))
     return server
 
 
@@ -82,6 +84,10 @@ def server_from_dict(data: dict) -> Server:
     # A worker cannot poll the controller's child, but a process on this host it can see: a
     # crashed server is then "gone" for the worker too (a zombie until the controller reaps it).
     alive = (lambda: _pid_running(int(pid))) if pid and data["launcher"] in ("process", "sim") else None
+    if data["launcher"] == "attach" and not data.get("replicas"):   # its port, as the owner watches it
+        from pytest_glmf.launch.attach import answering
+
+        alive = answering(data["base_url"])
     return Server(base_url=data["base_url"], engine=data["engine"], lane=LaneConfig(**data["lane"]),
                   boot_log_path=Path(data["boot_log_path"]) if data["boot_log_path"] else None,
                   provenance=provenance, launcher=data["launcher"], _alive=alive,

@@ -95,7 +95,8 @@ class Server:
         return list(dict.fromkeys(r.base_url for r in self.replicas)) or [self.base_url]
 
     def is_alive(self) -> bool:
-        """False once the server process/container is known to be gone (attach: always True)."""
+        """False once the server process/container is known to be gone (attach: once its port
+        refuses connections; several attached replicas: always True)."""
         return True if self._alive is None else self._alive()
 
     def stop(self) -> None:

@@ -1,8 +1,8 @@
 """What the plugin says when the server misbehaves mid-session, and the per-gate time limit.
 
 The plugin's hooks stay thin; the sentences live here:
-  * `gone_message`: the server process/container is gone -> one sentence (lane, when, exit code)
-    and the tail of its log; the test that noticed fails with it, later tests skip with a reason.
+  * `gone_message`: the server process/container is gone (an attached server: stopped answering)
+    -> one sentence (lane, when, exit code) and the tail of its log; the test that noticed fails with it, later tests skip with a reason.
   * `broken_request_message`: a request failed at the protocol level (connection dropped, stream
     cut, malformed SSE, HTTP 5xx, timeout) while the server lives -> one sentence naming the cause,
     where in the test it happened, and the log tail. No retry happens anywhere: one broken request
@@ -36,7 +36,7 @@ class GateTimeout(Exception):
 def log_tail(server: "Server", n: int = LOG_TAIL_LINES) -> str:
     path = server.boot_log_path
     if path is None:
-        return "(no server log: the server was attached, not launched)"
+        return "(no server log: the server was attached without one; boot_log: FILE in the lane shows its last lines here)"
     try:
         lines = Path(path).read_text(errors="replace").splitlines()[-n:]
     except OSError as exc:
@@ -66,7 +66,9 @@ def gone_message(server: "Server", when: str) -> str | None:
     """None while the server lives; else 'lane X: the server exited ... <when>' + log tail."""
     if server.is_alive():
         return None
-    return f"lane {server.lane.name!r}: the server {exit_description(server)} {when}.\n{log_tail(server)}"
+    what = (f"stopped answering (nothing accepts connections at {server.base_url} any more)"
+            if server.launcher == "attach" else exit_description(server))
+    return f"lane {server.lane.name!r}: the server {what} {when}.\n{log_tail(server)}"
 
 
 def _broken_cause(exc: BaseException) -> str | None:

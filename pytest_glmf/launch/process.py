@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -90,19 +91,37 @@ def boot_problems(text: str) -> list[str]:
         return []
 
 
+# argparse's last word before exit 2: "PROG: error: MESSAGE" after a "usage: PROG ..." dump
+_ARGPARSE_ERROR = re.compile(r"^(?P<prog>\S[^:]*): error: (?P<message>.+)$")
+
+
+def argparse_refusal(text: str) -> str | None:
+    """The line an engine's argument parser ended the boot with (the usage dump before it is
+    noise: the real error used to be the 40th line of the tail), None when it did not."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or not any(ln.startswith("usage:") for ln in lines):
+        return None
+    m = _ARGPARSE_ERROR.match(lines[-1])
+    return f"{m['prog']}: error: {m['message']}" if m else None
+
+
 def boot_error(lane: LaneConfig, launcher: str, what: str, argv: list[str] | None, log_path: Path | None) -> BootError:
+    text = log_path.read_text(errors="replace") if log_path is not None and log_path.exists() else ""
+    refused = argparse_refusal(text)
+    if refused is not None:   # one line says it: the parser's own words, not its usage dump
+        what = f"{what}: its argument parser refused the command line ({refused})"
     lines = [f"lane {lane.name!r} ({launcher} launcher): {what}"]
     if argv:
         lines.append("command: " + " ".join(Redactor.from_environment(lane.env, argv).argv(argv)))
     if log_path is not None:
         lines.append(f"boot log: {log_path}")
-        text = log_path.read_text(errors="replace") if log_path.exists() else ""
         problems = boot_problems(text)
         if problems:
             lines.append("problems found in the boot log:")
             lines += [f"  - {p}" for p in problems]
-        tail = log_tail_lines(log_path)
-        lines.append(f"last {len(tail)} log lines:" if tail else "the boot log is empty")
+        tail = [] if refused is not None else log_tail_lines(log_path)
+        if refused is None:
+            lines.append(f"last {len(tail)} log lines:" if tail else "the boot log is empty")
         lines += [f"  | {line}" for line in tail]
     return BootError("\n".join(lines))
 

@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[KNOWN_LANES] = verified.known_lanes(settings)
+    verified.required_gates(config)   # a misspelt gate is an error also before a lane is chosen
     if settings.lane is not None:
         verified.Verification.register(config, GlmfSession.start(config, settings, thresholds))
 

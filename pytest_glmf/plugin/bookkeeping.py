@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.plugin import history
+from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
 from pytest_glmf.results.ledger import cause_of
@@ -127,6 +128,9 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
     extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus,
                              "failed_tests": list(state.extra.get("failed_tests", []))}
+    verification = state.config.pluginmanager.get_plugin(VERIFICATION) if state.config is not None else None
+    if verification is not None:   # which gates verified something, and why the others did not
+        extra["verified"] = verification.gates_of(state.lane.name)
     compared = history.compared_with(state)
     if compared is not None:
         extra["compared_with"] = compared
@@ -170,10 +174,13 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
             write_html(state)
         except Exception as exc:  # noqa: BLE001 - a page that cannot be rendered must not cost the session its results
             state.extra["html_error"] = f"glmf: the HTML report was NOT written: {type(exc).__name__}: {exc}"
-    if state.settings.update_baseline:
-        update_baseline(state, exitstatus)
+    blessed = update_baseline(state, exitstatus) if state.settings.update_baseline else True
     status = history.store_session(state)
-    return status if status is not None and exitstatus == pytest.ExitCode.OK else None
+    if exitstatus != pytest.ExitCode.OK:
+        return None
+    if not blessed:   # asked to bless and nothing was: CI must not read that as done
+        return pytest.ExitCode.TESTS_FAILED
+    return status
 
 
 def write_html(state: "GlmfSession") -> None:
@@ -231,17 +238,25 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         pytest.fail("\n\n".join(messages), pytrace=False)
 
 
-def update_baseline(state: "GlmfSession", exitstatus: int) -> None:
-    """--glmf-update-baseline: bless this run, only when it is whole and every test passed."""
+def update_baseline(state: "GlmfSession", exitstatus: int) -> bool:
+    """--glmf-update-baseline: bless this run, only when it is whole and every test passed, into
+    the baseline path (its folders made). Whether it was blessed; the note says so either way."""
 
     out = state.extra.get("result_file")
-    target = state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json"
+    target = Path(state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json")
     if exitstatus != pytest.ExitCode.OK or out is None:
-        why = "no results were recorded" if out is None else f"the session did not pass (exit {int(exitstatus)})"
+        why = ("the session recorded no results (no gate measured anything), so there is nothing to bless"
+               if out is None else f"the session did not pass (exit {int(exitstatus)})")
         state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
-        return
-    shutil.copyfile(out, target)
+        return False
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, target)
+    except OSError as exc:
+        state.extra["baseline_note"] = f"glmf: baseline NOT updated: cannot write {target}: {exc.strerror or exc}"
+        return False
     state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
+    return True
 
 
 def baseline_warning(settings: "Settings", doc: dict[str, Any]) -> str | None:
@@ -273,6 +288,8 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
 
     out = state.extra.get("result_file")
     if out is None:
+        if "baseline_note" in state.extra:
+            terminalreporter.write_line(state.extra["baseline_note"], red=True)
         for line in history.summary_lines(state):
             terminalreporter.write_line(line)
         return

@@ -47,7 +47,7 @@ def before_test(item: pytest.Item, state: "GlmfSession") -> None:
     item.user_properties.append(("glmf_test", state.lane.name))
     state.get_recorder().capture = []   # what this test records (also in its fixtures)
     if state.gone is not None:
-        pytest.skip(f"glmf: {state.gone.splitlines()[0]}; not run")
+        pytest.skip(f"glmf: {state.gone.splitlines()[0].rstrip('.')}; not run")
     fail_if_gone(item, state, "after the previous test and before this one")
 
 

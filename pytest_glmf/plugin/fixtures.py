@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 USERS_MARKER = ("glmf_users(*users): measure this test's curve at each users value, one test per value "
                 "(ids users=N); the glmf_users fixture holds the value and glmf_curve() uses it")
-# Speed (curve, acceptance) and exact numerics (drift) must not share the server with other tests.
-SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents", "glmf_replay")
+# Speed (curve, acceptance, capacity) and exact numerics (drift) must not share the server with other tests.
+SERIAL_FIXTURES = ("glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents", "glmf_replay", "glmf_capacity")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,6 +101,8 @@ def _fail_unless_measured(call: Callable[[], Any], fixture: str, source: str | N
     __tracebackhide__ = True
     try:
         return call()
+    except ConnectionError:   # the server's, not a setting's: the plugin names it (plugin/faults.py)
+        raise
     except (ConfigError, OSError, ValueError, KeyError, RuntimeError) as exc:
         message = _setup_error(fixture, source, exc)
     pytest.fail(message, pytrace=False)   # outside the except: no "During handling..." echo

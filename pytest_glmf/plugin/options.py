@@ -23,7 +23,8 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
     "url": ("URL", "Attach to a server already running at URL instead of launching the lane", None),
     "boot_log": ("FILE", "Boot log of the attached server (--glmf-url or a lane with launcher attach): the boot "
                  "gate and the seat checks read it", None),
-    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade", None),
+    "image": ("IMAGE", "Override the lane's container image (docker lanes), e.g. to gate an upgrade; attach lanes: record "
+              "the image the server runs", None),
     "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
     "baseline": ("FILE", "Result file of a known-good run to compare this session against, or history[:K]: the "
                  "median of the last K (default 5) passing runs in the history store on the same lane, GPU, model "

@@ -321,7 +321,7 @@ class GlmfSession:
             return [f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
                     f"lanes_file={s.lanes_file or 'built-in'} thresholds={s.thresholds_file or 'built-in thresholds.yaml'} "
                     f"results={s.results_dir}", *filter(None, (header_line(x) for x in s.lanes))]
-        where = (f"url={lane.url}" if lane.launcher == "attach"
+        where = (f"url={lane.url}" + (f" image={lane.image}" if lane.image else "") if lane.launcher == "attach"
                  else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
         if self.thresholds is not None and not self.thresholds.has_lane(lane.name):

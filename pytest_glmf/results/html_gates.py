@@ -207,7 +207,9 @@ def capacity_charts(entries: Mapping[str, Any]) -> list[str]:
         m = re.fullmatch(r"frontier@(\d+)", str(key))
         if not (m and isinstance(e, Mapping) and is_number(e.get("users"))):
             continue
-        ci: list[Any] = e["ci95"] if isinstance(e.get("ci95"), list) and len(e["ci95"]) == 2 else [None, None]
+        # the boundary's interval (named so since issue 33; older result files call it ci95)
+        found = e.get("boundary_ci95", e.get("ci95"))
+        ci: list[Any] = found if isinstance(found, list) and len(found) == 2 else [None, None]
         points.append(svg.Point(int(m.group(1)), e["users"], ci[0], ci[1], note=f"stopped by {e.get('stopped_by')}"))
         if is_number(e.get("kv_bound_users")):
             kv.append(svg.Point(int(m.group(1)), e["kv_bound_users"]))
@@ -217,7 +219,7 @@ def capacity_charts(entries: Mapping[str, Any]) -> list[str]:
     if kv:
         series.append(svg.Series("users the KV pool holds", kv, dashed=True))
     return [svg.line_chart(svg.Chart("Capacity frontier: users against context per user", "concurrent users",
-                                     "context per user (tokens)", series, bars_legend="bars: the 95 % interval"))]
+                                     "context per user (tokens)", series, bars_legend="bars: the boundary's 95 % interval"))]
 
 
 DRIFT_QUANTILES = (("median", "median_abs_dlogp"), ("mean", "mean_abs_dlogp"), ("p90", "p90_abs_dlogp"),

@@ -2,12 +2,15 @@
 
 `test_capacity`: the largest number of concurrent users for which the lane's service level
 (`capacity.slo`) holds, searched (each probe where a fit of the probes so far puts the boundary, bracket and bisect
-where it cannot be trusted, to the stated resolution; a 95 % interval beside it) with the curve's
+where it cannot be trusted, to the stated resolution; beside it the boundary the probes put between the
+last pass and the first failure, with its 95 % interval) with the curve's
 discipline: one discarded warm pass per probed shape, `runs` measured runs, the client's
 self-check. It never probes beyond the seats and the KV pool of the boot log (unless the service
 level allows queueing) and says which bound stopped it and the flag that raises it. Fails when
 the capacity misses `capacity.users`; the failure shows the last passing and the first failing
-probe with their numbers.
+probe with their numbers. It fails without an answer too, saying why: nothing met the service
+level, or the search was undecided (a probe the client could not measure even with as many client
+processes as the cores allow: `capacity.settings.workers`, or a quieter machine).
 
 `test_capacity_frontier` (with `capacity.settings.frontier.contexts`): the same search at each
 context length per user, a table and a PNG (results directory) of users at the service level
@@ -26,11 +29,10 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.capacity.check import assert_capacity
-from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult
+from pytest_glmf.gates.capacity import FrontierResult, assert_capacity
 from pytest_glmf.gates.capacity.plot import plot_frontier
 from pytest_glmf.gates.capacity.slo import INVALID
-from pytest_glmf.gates.capacity.table import capacity_report, frontier_rows, frontier_table, rate_report
+from pytest_glmf.gates.capacity.table import capacity_report, frontier_table, rate_report
 from pytest_glmf.plugin.progress import live_progress
 
 pytestmark = [pytest.mark.glmf_gate("capacity"), pytest.mark.glmf_serial]
@@ -52,30 +54,13 @@ def _say(request: pytest.FixtureRequest, text: str) -> None:
             say(line)
 
 
-def record(glmf_results, key: str, result: CapacityResult, **extra: Any) -> dict[str, Any]:
-    """The result as a baseline entry: `users` compares like any metric, its spread the 95 %
-    interval's width, at least the search's resolution (a change within either is not a regression)."""
-    value = result.users
-    spread = result.spread_pct()
-    data = {"users": value, "stopped_by": result.stopped_by, "workload": result.workload,
-            "slo": result.slo.to_dict(), "time_scale": result.time_scale,
-            "spread_by_metric_pct": {"users": spread} if spread is not None else {},
-            "ci95": result.ci95, "cost": result.search.cost(),
-            "bound": vars(result.search.bound), "probes": len(result.probes), "requests": result.search.requests,
-            "wall_s": round(result.wall_s, 1), "search": result.search.to_dict(), **extra}
-    glmf_results.record("capacity", key, data)
-    return data
-
-
-def test_capacity(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, record_property, request):
+def test_capacity(glmf_capacity, glmf_lane, glmf_thresholds, record_property, request):
     _section(glmf_lane, glmf_thresholds)
     source = glmf_thresholds.source(glmf_lane.name, "capacity")
     bounds = glmf_thresholds.bounds(glmf_lane.name, "capacity")
     start = (bounds.get("users") or {}).get("min")
     result = glmf_capacity.measure(**({"start_users": int(start)} if start and not glmf_capacity.settings.start_users
                                       else {}))
-    w = result.workload
-    record(glmf_results, f"users@{w['prompt_tokens'] or 'file'}+{w['max_tokens']}", result)
     record_property("capacity.users", result.users)
     record_property("capacity.stopped_by", result.stopped_by)
     _say(request, capacity_report(result))
@@ -85,6 +70,8 @@ def test_capacity(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, recor
 def _frontier_problems(frontier: FrontierResult) -> list[str]:
     problems = []
     for p in frontier.points:
+        if p.undecided:
+            problems.append(f"{p.workload['prompt_tokens']:,} tokens: undecided: {p.undecided}")
         for probe in (p.last_pass, p.first_fail):
             bad = [m.text() for m in (probe.misses if probe else []) if m.what in INVALID]
             if probe is not None and bad:
@@ -106,9 +93,6 @@ def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_resul
     frontier = glmf_capacity.frontier(**({"start_users": int(start)} if start and not glmf_capacity.settings.start_users
                                          else {}))
     facts = glmf_capacity.facts
-    for point, row in zip(frontier.points, frontier_rows(frontier, facts)):
-        record(glmf_results, f"frontier@{row['context_tokens']}", point,
-               **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")})
     text = (f"capacity frontier of lane {glmf_lane.name!r}: {frontier.slo.describe()} "
             f"({frontier.wall_s:.0f} s)\n{frontier_table(frontier, facts)}")
     try:
@@ -123,20 +107,12 @@ def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_resul
         pytest.fail("capacity frontier not measured cleanly:\n" + "\n".join(problems) + "\n\n" + text, pytrace=False)
 
 
-def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, record_property, request):
+def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, record_property, request):
     _section(glmf_lane, glmf_thresholds)
     bounds = glmf_thresholds.bounds(glmf_lane.name, "capacity")
     if "rate_per_s" not in bounds:
         pytest.skip(f"no capacity.rate_per_s bound for lane {glmf_lane.name!r}")
     result = glmf_capacity.rate()
-    glmf_results.record("capacity", "rate", {"rate_per_s": result.rate_per_s, "stopped_by": result.stopped_by,
-                                             "probes": len(result.search.probes),
-                                             "requests": result.search.requests,
-                                             "wall_s": round(result.search.wall_s, 1),
-                                             "spread_by_metric_pct": ({"rate_per_s": result.spread_pct()}
-                                                                      if result.spread_pct() is not None else {}),
-                                             "ci95": result.ci95, "cost": result.search.cost(),
-                                             "search": result.search.to_dict()})
     record_property("capacity.rate_per_s", result.rate_per_s)
     _say(request, rate_report(result))
     assert_capacity(result, bounds, source=glmf_thresholds.source(glmf_lane.name, "capacity"),

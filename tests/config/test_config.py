@@ -138,8 +138,6 @@ def test_command_gets_the_port(tmp_path: Path) -> None:
      "\"--cuda-graph-max-bs-decode\", got 'cuda-graph-max-bs'"),
     ("  x: {launcher: sim, url: 'http://127.0.0.1:1'}",
      "lane 'x': url is only for launcher attach (this lane uses launcher sim); remove url or set launcher: attach"),
-    ("  x: {launcher: attach, url: 'http://h:1', image: 'sglang:1'}",
-     "lane 'x': image is not used by launcher attach (nothing is started); remove image or use launcher: docker"),
     ("  x: {launcher: process}",
      "lane 'x': launcher process needs command (an argv list) or model (to build the engine command line)"),
     ("  x: {launcher: attach, url: 'localhost:1'}",

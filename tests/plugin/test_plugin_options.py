@@ -121,8 +121,8 @@ def test_url_without_lane_gives_an_attach_lane(pytester: pytest.Pytester) -> Non
 
 def test_image_needs_a_docker_lane(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--glmf-lane", "batch", "--glmf-image", "lmsysorg/sglang:new")
-    result.stderr.fnmatch_lines(["ERROR: --glmf-image needs a lane with launcher docker; lane 'batch' "
-                                 "(<built-in>) uses launcher sim"])
+    result.stderr.fnmatch_lines(["ERROR: --glmf-image needs a lane with launcher docker (the image started) or "
+                                 "attach (the image the server runs, recorded); lane 'batch' (<built-in>) uses launcher sim"])
 
 
 def test_image_must_be_an_image_reference(pytester: pytest.Pytester) -> None:

@@ -45,12 +45,31 @@ def ledger_classes(results) -> list[tuple[str, str]]:
     return [tuple(part.strip() for part in line.split("|")[2:4]) for line in ledger.read(results)]
 
 
+MODELS_ONLY_SERVER = """
+import http.server, json, sys
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if not self.path.startswith("/v1/models"):
+            return super().do_GET()
+        body = json.dumps({"object": "list", "data": [{"id": "default", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
 @pytest.fixture
 def web_server(pytester: pytest.Pytester):
-    """A plain web server on the port (`python -m http.server`): it answers GET with a listing or
-    404 (so it passes the attach check) and every POST with an HTML 501 page."""
+    """A web server (`python -m http.server`'s handler) that lists a model at /v1/models, so it
+    passes the attach check (a plain file server is refused there: tests/launch/test_attach_urls.py),
+    and answers every POST with an HTML 501 page."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+    proc = subprocess.Popen([sys.executable, "-c", MODELS_ONLY_SERVER, str(port)],
                             cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -183,18 +202,19 @@ def test_the_tool_gate_hint_names_the_cause_of_the_unparsed_turns() -> None:
 
 
 THRESHOLDS = ("lanes:\n  truth:\n    curve:\n      settings: {{max_tokens: 8, runs: 1, warmup: false, "
-              "lag_p99_max_s: 1.0, cpu_max_frac: {cpu}}}\n      rows:\n        - {{users: 1{bound}}}\n")
+              "client_retries: 0, client_error_max_pct: {err}}}\n      rows:\n        - {{users: 1{bound}}}\n")
 
 
-@pytest.mark.parametrize("cpu, bound, cause", [
-    ("0.000001", "", "client-bound"),                          # any client CPU at all marks the run
-    ("1.0", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane's numbers missed the bar
+@pytest.mark.parametrize("err, bound, cause", [
+    # every other chunk written with the next (pair_every 2): timestamps that can be off at all mark the run
+    ("0.000001", "", "client-bound"),
+    ("1.0e+9", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane's numbers missed the bar
 ], ids=["client-bound", "missed-bound"])
-def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, cpu, bound, cause) -> None:
+def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, err, bound, cause) -> None:
     results = pytester.path / "r"
     log = pytester.makefile(".log", boot=BOOT_LOG)
-    th = pytester.makefile(".yaml", th=THRESHOLDS.format(cpu=cpu, bound=bound))
-    with TruthServer(ttft_ms=5, itl_ms=2, seats=8) as ts:
+    th = pytester.makefile(".yaml", th=THRESHOLDS.format(err=err, bound=bound))
+    with TruthServer(ttft_ms=5, itl_ms=2, seats=8, pair_every=2) as ts:
         lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}', "
                                                  f"boot_log: {log.name}}}\n")
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",

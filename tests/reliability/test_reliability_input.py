@@ -8,7 +8,7 @@ import pytest
 
 USES_LANE = "def test_x(glmf_server): pass\n"
 ALLOWED_KEYS = ("boot_log, boot_logs, boot_timeout_s, command, ctx, cuda_graph_max_bs_flag, draft, engine, env, "
-                "executable, extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, shm_size, sim_args, "
+                "executable, extra, gpus, image, ipc_mode, kv, launcher, maxbs, mem, model, port, preflight, shm_size, sim_args, "
                 "spec, time_scale, timeouts, url, urls, volumes")
 
 # (id, lanes file, lane to select, extra options, expected line; {lanes}/{dir} are filled in)
@@ -24,15 +24,12 @@ LANES_CASES = [
     ("url-and-image", "lanes:\n  a: {launcher: docker, image: 'x/y:1', url: 'http://127.0.0.1:1'}\n", "a", [],
      "ERROR: {lanes}: lane 'a': url is only for launcher attach (this lane uses launcher docker); "
      "remove url or set launcher: attach"),
-    ("attach-with-image", "lanes:\n  a: {launcher: attach, image: 'x/y:1', url: 'http://127.0.0.1:1'}\n", "a", [],
-     "ERROR: {lanes}: lane 'a': image is not used by launcher attach (nothing is started); "
-     "remove image or use launcher: docker"),
     ("missing-model-dir", "lanes:\n  a: {launcher: docker, image: 'x/y:1', volumes: {/nonexistent/GLM: /models/GLM}}\n",
      "a", [], "ERROR: {lanes}: lane 'a': volumes: /nonexistent/GLM does not exist on this machine "
               "(the Docker engine is local); fix the path or mount the model there"),
-    ("image-on-attach-lane", "lanes:\n  a: {launcher: attach, url: 'http://127.0.0.1:1'}\n", "a",
-     ["--glmf-image", "x/y:2"], "ERROR: --glmf-image needs a lane with launcher docker; lane 'a' ({lanes}) "
-                                "uses launcher attach"),
+    ("image-on-process-lane", "lanes:\n  a: {launcher: process, command: [x]}\n", "a",
+     ["--glmf-image", "x/y:2"], "ERROR: --glmf-image needs a lane with launcher docker (the image started) or "
+                                "attach (the image the server runs, recorded); lane 'a' ({lanes}) uses launcher process"),
     ("bad-timeout-key", "lanes:\n  a: {launcher: sim, timeouts: {first_token: 5}}\n", "a", [],
      "ERROR: {lanes}: lane 'a': timeouts: expected a mapping with keys connect_s, first_token_s, "
      "between_tokens_s, gate_s, got {{'first_token': 5}}"),

@@ -32,7 +32,7 @@ def test_an_attach_run_whose_gates_all_skip_fails_with_the_reason(pytester, trut
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(skipped=4)
     why = (f"4 test(s): 4 skipped; first skip: no boot log for lane 'batch' (attached to {truth.url}); "
-           "set boot_log: FILE in the lane to gate boot facts")
+           "give it with --glmf-boot-log FILE or boot_log: FILE in the lane")
     result.stdout.fnmatch_lines([NO_CHECK.format(lane="batch", why=why),
                                  "*= 4 skipped, * deselected, 1 unverified session in *"])
 

@@ -122,3 +122,27 @@ def test_a_clean_session_that_recorded_nothing_is_not_taken_for_a_killed_one(pyt
     again.assert_outcomes(passed=1)
     assert "was killed" not in again.stdout.str()
     assert ledger.read(pytester.path / "r") == [] and not list((pytester.path / "r").glob("*.json"))
+
+
+def test_update_baseline_makes_the_folders_of_a_baseline_path_that_does_not_exist(pytester):
+    base = pytester.path / "baselines" / "nightly" / "truth.json"
+    result = session(pytester, 4.0, "--glmf-baseline", str(base), "--glmf-update-baseline")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0 and "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*= glmf results =*", "Concurrency curve", f"glmf: baseline updated: {base} (from *"])
+    assert set(json.loads(base.read_text())["gates"]["curve"]) == {"users=1", "users=2"}
+
+
+def test_update_baseline_of_a_session_that_recorded_nothing_says_so_and_fails(pytester):
+    lanes = pytester.makefile(".yaml", lanes="lanes:\n  tiny: {launcher: attach, url: 'http://127.0.0.1:9'}\n")
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    base = pytester.path / "new" / "b.json"
+    result = pytester.runpytest_subprocess(
+        "--glmf-lanes", str(lanes), "--glmf-lane", "tiny", "--glmf-results", str(pytester.path / "r"),
+        "--glmf-allow-unverified", "--glmf-baseline", str(base), "--glmf-update-baseline",
+        "-p", "no:cacheprovider", "test_nothing.py")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"glmf: baseline NOT updated: the session recorded no results (no gate measured "
+                                 f"anything), so there is nothing to bless; {base} unchanged"])
+    assert not base.exists()

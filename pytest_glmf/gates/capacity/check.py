@@ -17,6 +17,8 @@ def _why(result: CapacityResult | RateResult) -> str:
     """What held the answer where it is, in one note."""
     s = result.search
     rate = isinstance(result, RateResult)
+    if s.stopped_by == "undecided":
+        return f"undecided: {s.undecided}"
     if s.stopped_by == "slo" and s.first_fail is not None:
         at = f"{s.first_fail.x:.3g}/s" if rate else f"{s.first_fail.users} users"
         return f"at {at}: " + "; ".join(m.text() for m in s.first_fail.misses)
@@ -40,10 +42,16 @@ def capacity_checks(result: CapacityResult | RateResult, bounds: Mapping[str, An
 
 def assert_capacity(result: CapacityResult | RateResult, bounds: Mapping[str, Any], *, source: str = "",
                     title: str = "") -> None:
-    """Fail the calling test when the capacity misses a bound: the verdict table, then the probes."""
+    """Fail the calling test when the capacity misses a bound, or when there is no capacity to
+    judge (the search was undecided, or not even the floor met the service level), whatever the
+    bounds: the verdict table (or why there is no answer), then the probes."""
     __tracebackhide__ = True
     failed = failed_checks(capacity_checks(result, bounds, source=source))   # counted: something verified
-    if failed:
+    value = result.rate_per_s if isinstance(result, RateResult) else result.users
+    if failed or value is None:
         report = rate_report(result) if isinstance(result, RateResult) else capacity_report(result)
         head = f"{title}: " if title else ""
-        pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}\n\n{report}", pytrace=False)
+        if failed:
+            pytest.fail(f"{head}{len(failed)} threshold(s) missed\n{failure_table(failed)}\n\n{report}", pytrace=False)
+        pytest.fail(f"{head}no capacity: {_why(result)}" + (f" ({source})" if source else "") + f"\n\n{report}",
+                    pytrace=False)

@@ -5,9 +5,12 @@
 
 Without --context: one search (the most concurrent users meeting the service level). With
 --context: the frontier, one search per context length, shortest first. With --rate: also the
-open-loop capacity (Poisson arrivals). Each answer comes with its 95 % interval and its cost
-(probes, measured requests, wall time), in the text and the JSON. Exit 0 when every search found an answer from valid
-measurements, 1 otherwise, 2 for bad arguments.
+open-loop capacity (Poisson arrivals). Each answer (the last probe that passed) comes with the
+boundary the probes put beside it and that boundary's 95 % interval, and its cost (probes,
+measured requests, wall time), in the text and the JSON. The client's settings are `glmf curve`'s
+(--workers, --lag-p99-max-ms, --client-retries, --spread-max). Exit 0 when every search found an
+answer from valid measurements, 1 otherwise (no answer: nothing met the service level, or
+undecided: a probe the client could not measure), 2 for bad arguments.
 """
 from __future__ import annotations
 
@@ -74,6 +77,20 @@ def cli(argv: list[str] | None = None) -> int:
                    help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
     p.add_argument("--prompt-file", help="the text prompts are made of (default: the recipe's briefing)")
     p.add_argument("--model", help="model name to send (default: the server's first model)")
+    p.add_argument("--path", default=DEFAULTS.path)
+    p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
+    # the client's settings, as `glmf curve` names them
+    p.add_argument("--workers", type=int, help="client worker processes reading the streams (default: as many as "
+                   "the measured cost per token event needs; a probe still client-bound is measured again with "
+                   "twice as many, up to the cores)")
+    p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,
+                   help="flag probes whose runs spread more than this (%%)")
+    p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
+                   help="client self-check: event-loop lag p99 above this marks a run client-bound (default "
+                        f"{DEFAULTS.lag_p99_max_s * 1e3:g})")
+    p.add_argument("--client-retries", type=int, default=DEFAULTS.client_retries,
+                   help="runs per probe measured again in place of runs the self-check marks (default "
+                        f"{DEFAULTS.client_retries}; 0: never)")
     p.add_argument("--rate", action="store_true", help="also search the open-loop rate (Poisson arrivals)")
     p.add_argument("--rate-requests", type=int, default=DEFAULTS.rate.requests, help="requests per open-loop run")
     p.add_argument("--time-scale", type=float, default=1.0,
@@ -86,8 +103,10 @@ def cli(argv: list[str] | None = None) -> int:
         settings: CapacitySettings = build_settings(CapacitySettings, {
             "prompt_tokens": a.prompt_tokens or None, "max_tokens": a.max_tokens, "runs": a.runs,
             "resolution_pct": a.resolution, "resolution_users": a.resolution_users, "max_users": a.max_users,
-            "shared_prefix": a.shared_prefix, "guided": not a.bisect, "prompt_file": a.prompt_file, "model": a.model, "start_users": a.start,
-            "rate": {"requests": a.rate_requests}}, "glmf capacity")
+            "shared_prefix": a.shared_prefix, "guided": not a.bisect, "prompt_file": a.prompt_file, "model": a.model,
+            "start_users": a.start, "path": a.path, "continuous_usage": a.continuous_usage, "workers": a.workers,
+            "spread_max_pct": a.spread_max, "lag_p99_max_s": a.lag_p99_max_ms / 1e3,
+            "client_retries": a.client_retries, "rate": {"requests": a.rate_requests}}, "glmf capacity")
     except ConfigError as exc:
         p.error(str(exc))
     contexts = _ints(p, "--context", a.context)
@@ -113,7 +132,10 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
     from pytest_glmf.gates.capacity.measure import measure_capacity, measure_frontier, measure_rate_capacity
     from pytest_glmf.gates.capacity.table import capacity_report, frontier_table, rate_report
 
+    said: list[str] = []   # the probes' verdicts so far: what a Ctrl-C keeps of an unfinished search
+
     def say(line: str) -> None:
+        said.append(line)
         print(line, file=sys.stderr, flush=True)
 
     kw: dict[str, Any] = {"facts": facts, "time_scale": a.time_scale, "progress": say}
@@ -150,6 +172,13 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
     except ValueError as exc:      # e.g. no /tokenize for prompt_tokens
         say(f"glmf capacity: {exc}")
         return 2
+    except KeyboardInterrupt:
+        from pytest_glmf.cli import interrupted
+
+        probes = [line for line in said if line.startswith(("capacity users=", "capacity rate="))
+                  and (": meets " in line or ": misses " in line)]   # judged probes, not warm passes
+        return interrupted("capacity", a.json, {**out, "progress": said},
+                           f"{', '.join(k for k in out if k != 'slo') or 'no finished search'}; {len(probes)} probe(s)")
     if a.json:
         a.json.write_text(json.dumps(out, indent=1, default=str))
     return 0 if ok else 1

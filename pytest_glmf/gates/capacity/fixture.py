@@ -1,8 +1,7 @@
 """`glmf_capacity`: the public measurement functions bound to the session's server, its boot facts
 and the lane's `capacity` section. A user's own test reads like the suite:
 
-    from pytest_glmf.gates.capacity.check import assert_capacity
-    from pytest_glmf.gates.capacity.spec import SLO
+    from pytest_glmf.gates.capacity import SLO, assert_capacity
 
     def test_chat_capacity(glmf_capacity):
         result = glmf_capacity.measure(SLO(per_user_tok_s=50, ttft_s=1.0), prompt_tokens=4000)
@@ -11,7 +10,10 @@ and the lane's `capacity` section. A user's own test reads like the suite:
 `measure`, `frontier` and `rate` take a service level (default: the lane's `capacity.slo`) and
 settings overrides by name (default: the lane's `capacity.settings`). A measurement is made once
 per session: asking again with the same arguments returns the same result, and the frontier
-reuses a headline search of the same workload.
+reuses a headline search of the same workload. Every result is recorded in the session's result
+file under `gates.capacity` (`key=`, default `users@PROMPT+OUTPUT`, `frontier@CONTEXT`, `rate`),
+where `--glmf-baseline` compares it. A test using the fixture runs alone (glmf_serial): capacity
+is a speed measurement, and other tests' traffic would be measured with it.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class LaneCapacity:
     source: str = "capacity"                       # where slo and settings came from, for messages
     progress: "Progress | None" = None
     api_key: str | None = None
+    recorder: Any = None                           # the session's results (glmf_results): every result recorded
     _done: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _slo(self, slo: "SLO | None") -> "SLO":
@@ -54,19 +57,27 @@ class LaneCapacity:
         return {"facts": self.facts, "time_scale": self.time_scale, "timeouts": self.timeouts,
                 "progress": self.progress, "api_key": self.api_key}
 
-    def measure(self, slo: "SLO | None" = None, **overrides: Any) -> "CapacityResult":
-        """The most concurrent users meeting the service level (capacity.settings with `overrides`)."""
+    def _record(self, key: str, data: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder.record("capacity", key, data)
+
+    def measure(self, slo: "SLO | None" = None, *, key: str | None = None, **overrides: Any) -> "CapacityResult":
+        """The most concurrent users meeting the service level (capacity.settings with `overrides`),
+        recorded under `key` (default `users@PROMPT+OUTPUT`)."""
         from pytest_glmf.gates.capacity.measure import measure_capacity
 
         slo, settings = self._slo(slo), replace(self.settings, **overrides)
-        key = f"users {slo!r} {settings!r}"
-        if key not in self._done:
-            self._done[key] = measure_capacity(self.base_url, slo, settings, **self._kw())
-        return self._done[key]
+        done = f"users {slo!r} {settings!r}"
+        if done not in self._done:
+            self._done[done] = measure_capacity(self.base_url, slo, settings, **self._kw())
+        result = self._done[done]
+        self._record(key or f"users@{settings.prompt_tokens or 'file'}+{settings.max_tokens}", result.to_record())
+        return result
 
     def frontier(self, slo: "SLO | None" = None, contexts: list[int] | None = None, **overrides: Any) -> "FrontierResult":
         """Capacity at each context length (settings.frontier.contexts unless given)."""
         from pytest_glmf.gates.capacity.measure import frontier_settings, measure_frontier
+        from pytest_glmf.gates.capacity.table import frontier_rows
 
         slo, settings = self._slo(slo), replace(self.settings, **overrides)
         contexts = list(contexts if contexts is not None else settings.frontier.contexts)
@@ -83,7 +94,11 @@ class LaneCapacity:
                 cs = replace(settings, prompt_tokens=point.workload["prompt_tokens"],
                              max_tokens=point.workload["max_tokens"], runs=point.workload["runs"])
                 self._done.setdefault(f"users {slo!r} {cs!r}", point)
-        return self._done[key]
+        frontier = self._done[key]
+        for point, row in zip(frontier.points, frontier_rows(frontier, self.facts)):
+            self._record(f"frontier@{row['context_tokens']}",
+                         {**point.to_record(), **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")}})
+        return frontier
 
     def rate(self, slo: "SLO | None" = None, **overrides: Any) -> "RateResult":
         """The highest Poisson request rate meeting the service level; starts from a users capacity
@@ -95,11 +110,13 @@ class LaneCapacity:
         if key not in self._done:
             users = self._done.get(f"users {slo!r} {settings!r}")
             self._done[key] = measure_rate_capacity(self.base_url, slo, settings, users_capacity=users, **self._kw())
+        self._record("rate", self._done[key].to_record())
         return self._done[key]
 
 
 @pytest.fixture(scope="session")
-def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any, glmf_thresholds: Any) -> LaneCapacity:
+def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any, glmf_thresholds: Any,
+                  glmf_results: Any) -> LaneCapacity:
     """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
@@ -112,4 +129,5 @@ def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any,
     return LaneCapacity(base_url=urls if len(urls) > 1 else urls[0],
                         settings=glmf_thresholds.settings(glmf_lane.name, "capacity"), slo=slo, facts=facts,
                         time_scale=float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0,
-                        timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig))
+                        timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig),
+                        recorder=glmf_results)

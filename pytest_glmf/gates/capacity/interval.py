@@ -1,5 +1,10 @@
-"""The capacity's confidence interval: a bootstrap over the per-request records of the probes
-near the boundary. Pure, seeded.
+"""The boundary and its confidence interval: where the service level's margin crosses zero (the
+model's line between the probes either side of the answer), and a bootstrap over the per-request
+records of the probes near it. Pure, seeded.
+
+This is the boundary's interval, not the answer's: the answer is the last probed value that passed
+(search.py), a measured fact; the boundary is the model's estimate of where, between that pass and
+the first failure, the service level stops holding. Both are reported, each named (table.py).
 
     near:       the NEAR usable probes (margins known) on each side of the answer: at or below the
                 last pass, and above it
@@ -51,9 +56,23 @@ def resampled_margin(probe: Probe, slo: SLO, rng: random.Random) -> float | None
     return margin(per_run, slo)
 
 
+def boundary_estimate(result: SearchResult) -> float | None:
+    """The model's zero of the near probes' measured margins, held between them (None across a
+    cliff, or when the search did not stop on the service level)."""
+    if result.stopped_by != "slo" or result.boundary == "cliff":
+        return None
+    probes = near_probes(result)
+    value = result.value
+    if value is None or not probes or all(p.x <= value for p in probes):
+        return None
+    xs = [p.x for p in probes]
+    root = fit_boundary([(p.x, p.margin) for p in probes if p.margin is not None]).root
+    return None if root is None else min(max(root, min(xs)), max(xs))
+
+
 def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, resamples: int = RESAMPLES,
                       seed: int = SEED, level: float = LEVEL) -> list[float] | None:
-    """[low, high] of the capacity at `level` (module docstring), or None."""
+    """[low, high] of the boundary at `level` (module docstring), or None."""
     if result.stopped_by != "slo":
         return None
     probes = near_probes(result)

@@ -17,13 +17,14 @@ requests per run arriving as a Poisson process of the probed rate.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_glmf.gates.capacity.bounds import kv_users, users_bound
-from pytest_glmf.gates.capacity.interval import capacity_interval
+from pytest_glmf.gates.capacity.interval import boundary_estimate, capacity_interval
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
@@ -39,6 +40,7 @@ from pytest_glmf.gates.curve.runner import (
     run_row,
 )
 from pytest_glmf.gates.curve.spec import CurveRowSettings
+from pytest_glmf.gates.curve.workers import available_cores
 from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 
 SCHEMA = 1
@@ -50,7 +52,8 @@ DEFAULT_START_USERS = 8
 class CapacityResult:
     """The capacity for one workload under one service level, and the evidence."""
 
-    users: int | None                      # the most users that met the service level (None: not even min_users)
+    users: int | None                      # the most users that met the service level (None: not even min_users,
+    #                                        or undecided: a probe the client could not measure)
     slo: SLO
     workload: dict[str, Any]               # prompt_tokens, max_tokens, shared_prefix, path
     search: SearchResult
@@ -79,28 +82,48 @@ class CapacityResult:
         return self.search.wall_s
 
     @property
-    def ci95(self) -> list[float] | None:
-        return self.search.ci95
+    def boundary_x(self) -> float | None:
+        return self.search.boundary_x
+
+    @property
+    def boundary_ci95(self) -> list[float] | None:
+        return self.search.boundary_ci95
+
+    @property
+    def undecided(self) -> str:
+        return self.search.undecided
 
     def bound_of(self, kind: str) -> Bound | None:
         return next((b for b in self.bounds if b.kind == kind), None)
 
     def spread_pct(self) -> float | None:
-        """The answer's uncertainty as a baseline spread: the 95 % interval's width, at least the
-        resolution (a change inside either is not a regression), in % of the answer."""
+        """How far the answer may move between sessions, as a baseline spread (spread_pct_of)."""
         return spread_pct_of(self.search)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "users": self.users, "stopped_by": self.stopped_by, "slo": self.slo.to_dict(),
-                "workload": self.workload, "time_scale": self.time_scale, "search": self.search.to_dict(),
-                "bounds": [vars(b) for b in self.bounds], "ci95": self.ci95, "cost": self.search.cost()}
+        return {"schema": SCHEMA, "users": self.users, "stopped_by": self.stopped_by, "undecided": self.undecided,
+                "slo": self.slo.to_dict(), "workload": self.workload, "time_scale": self.time_scale,
+                "search": self.search.to_dict(), "bounds": [vars(b) for b in self.bounds],
+                "boundary_users": self.boundary_x, "boundary_ci95": self.boundary_ci95, "cost": self.search.cost()}
+
+    def to_record(self) -> dict[str, Any]:
+        """The result file's entry: `users` compares like any metric, with spread_pct as its spread."""
+        spread = self.spread_pct()
+        return {"users": self.users, "stopped_by": self.stopped_by, "undecided": self.undecided,
+                "workload": self.workload, "slo": self.slo.to_dict(), "time_scale": self.time_scale,
+                "spread_by_metric_pct": {"users": spread} if spread is not None else {},
+                "boundary_users": self.boundary_x, "boundary_ci95": self.boundary_ci95, "cost": self.search.cost(),
+                "bound": vars(self.search.bound), "probes": len(self.probes), "requests": self.search.requests,
+                "wall_s": round(self.wall_s, 1), "search": self.search.to_dict()}
 
 
 def spread_pct_of(search: SearchResult) -> float | None:
-    """max(resolution, 95 % interval width) / answer, in %: the spread a baseline comparison allows."""
+    """How far the answer (the last pass) may move between sessions, in % of it: one resolution
+    step (the search stops anywhere within one), or as far as the noise moves the boundary (its 95 %
+    interval's width) when that is wider. A baseline comparison allows this much."""
     if not search.value:
         return None
-    width = (search.ci95[1] - search.ci95[0]) if search.ci95 else 0.0
+    width = (search.boundary_ci95[1] - search.boundary_ci95[0]) if search.boundary_ci95 else 0.0
     return 100.0 * max(search.step, width) / search.value
 
 
@@ -137,16 +160,30 @@ class RateResult:
         return self.search.stopped_by
 
     @property
-    def ci95(self) -> list[float] | None:
-        return self.search.ci95
+    def boundary_ci95(self) -> list[float] | None:
+        return self.search.boundary_ci95
+
+    @property
+    def undecided(self) -> str:
+        return self.search.undecided
 
     def spread_pct(self) -> float | None:
         return spread_pct_of(self.search)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by,
-                "slo": self.slo.to_dict(), "workload": self.workload, "time_scale": self.time_scale,
-                "search": self.search.to_dict(), "ci95": self.ci95, "cost": self.search.cost()}
+                "undecided": self.undecided, "slo": self.slo.to_dict(), "workload": self.workload,
+                "time_scale": self.time_scale, "search": self.search.to_dict(), "boundary_per_s": self.search.boundary_x,
+                "boundary_ci95": self.boundary_ci95, "cost": self.search.cost()}
+
+    def to_record(self) -> dict[str, Any]:
+        spread = self.spread_pct()
+        return {"rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by, "undecided": self.undecided,
+                "probes": len(self.search.probes), "requests": self.search.requests,
+                "wall_s": round(self.search.wall_s, 1),
+                "spread_by_metric_pct": {"rate_per_s": spread} if spread is not None else {},
+                "boundary_per_s": self.search.boundary_x, "boundary_ci95": self.boundary_ci95,
+                "cost": self.search.cost(), "search": self.search.to_dict()}
 
 
 @dataclass
@@ -167,6 +204,7 @@ class _Session:
     model: str | None = field(init=False, default=None)
     prompts: dict[tuple[int, bool], list[str]] = field(init=False, default_factory=dict)
     tags: int = field(init=False, default=0)
+    workers: int | None = field(init=False, default=None)   # raised when a probe was client-bound: kept for the rest
 
     def __enter__(self) -> "_Session":
         self.runner = asyncio.Runner(loop_factory=event_loop_factory())
@@ -203,12 +241,15 @@ class _Session:
                 self.say(f"capacity: {len(fitted)} prompt(s) of {min(counts):,}-{max(counts):,} tokens "
                          f"({time.perf_counter() - t0:.1f} s to fit them with /tokenize)")
         return Workload(prompts=self.prompts[key], max_tokens=settings.max_tokens, path=settings.path,
-                        model=self.model, shared_prefix=settings.shared_prefix, api_key=self.api_key)
+                        model=self.model, shared_prefix=settings.shared_prefix, api_key=self.api_key,
+                        continuous_usage=settings.continuous_usage)
 
     def curve_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> CurveSettings:
         """The curve runner's settings for one probe (the warm pass is the probe's own, shorter)."""
+        workers = max(settings.workers or 0, self.workers or 0) or None
         row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct,
-                               client_retries=settings.client_retries)
+                               client_retries=settings.client_retries, lag_p99_max_s=settings.lag_p99_max_s,
+                               workers=workers)
         return replace(run_settings_for(row, [users], self.timeouts), **kw)
 
     # -- one probe ------------------------------------------------------------------------------
@@ -230,13 +271,22 @@ class _Session:
                open_loop: bool = False) -> Probe:
         t0 = time.perf_counter()
         row = self.runner.run(self._measure(n, self.workload(settings), run_settings, settings, label))
+        # Client-bound: the client, not the server, set the pace. Not a miss: measured again with
+        # twice the client processes while the cores allow (and kept for the probes after it).
+        while row.get("client_bound") and not any(r.get("errors") for r in row.get("per_run", [])):
+            used = int(row.get("workers") or 1)
+            more = min(available_cores(), 2 * used)
+            if more <= used:
+                break
+            self.say(f"capacity {label}: client-bound with {used} client process(es): measured again with {more}")
+            self.workers = more
+            run_settings = replace(run_settings, workers=more)
+            row = self.runner.run(self._measure(n, self.workload(settings), run_settings, settings, label))
         if open_loop:    # n is requests over time here, not concurrent users
             for key in ("seat", "memory"):
                 (row.get(key) or {})["notes"] = []
         probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
-        probe.replaced_runs = row.get("replaced_runs", 0)
-        if probe.replaced_runs:
-            probe.flags.append(f"{probe.replaced_runs} client-bound run(s) measured again")
+        probe.replaced_runs = row.get("replaced_runs", 0)     # the curve's flags say why (checks.describe_flags)
         self._said(label, probe)
         return probe
 
@@ -250,8 +300,18 @@ class _Session:
                                            seed=settings.rate.seed)
         return self._probe(rate, n, run_settings, settings, f"rate={rate:.3g}/s", open_loop=True)
 
+    def _undecided_hint(self, result: SearchResult) -> str:
+        """The setting to change when the client could not keep up (nothing otherwise)."""
+        last = result.probes[-1] if result.probes else None
+        if result.stopped_by != "undecided" or last is None or "client self-check" not in last.unmeasured:
+            return ""
+        return (f"; {last.workers or 1} client process(es) is as many as this machine's {available_cores()} core(s) "
+                "allow: measure from a machine with more cores or less other load (capacity settings.workers, "
+                "glmf capacity --workers)")
+
     def _said(self, label: str, probe: Probe) -> None:
         verdict = "meets the service level" if probe.passed else \
+            f"not measured: {probe.unmeasured}" if probe.unmeasured else \
             "misses " + "; ".join(m.text() for m in probe.misses)
         self.say(f"capacity {label}: {verdict} ({probe.wall_s:.1f} s)")
 
@@ -265,12 +325,17 @@ class _Session:
                                     shared_tokens=shared, max_users=settings.max_users,
                                     allow_queueing=self.slo.allow_queueing)
         first = start or settings.start_users or DEFAULT_START_USERS
-        self.say(f"capacity: {prompt_est:,} prompt + {settings.max_tokens} output tokens per user, "
-                 f"{self.slo.describe()}; at most {bound.value:g} users ({bound.detail}); first probe {first}")
+        # the search's own clamp (search.py): never below the floor, never above the bound
+        first = min(max(first, settings.min_users), math.floor(bound.value))
+        probe_first = f"first probe {first}" if first >= settings.min_users else "nothing to probe"
+        self.say(f"capacity: {workload_text(_workload_dict(settings))} per user, {self.slo.describe()}; "
+                 f"at most {bound.value:g} users ({bound.detail}); {probe_first}")
         result = search(lambda x: self.probe_users(int(x), settings), start=first, floor=settings.min_users,
                         bound=bound, step=users_step(settings.resolution_users, settings.resolution_pct),
                         guided=settings.guided, prior_slope=prior_slope)
-        result.ci95 = capacity_interval(result, self.slo)
+        result.boundary_x = boundary_estimate(result)
+        result.boundary_ci95 = capacity_interval(result, self.slo)
+        result.undecided += self._undecided_hint(result)
         value = None if result.value is None else int(result.value)
         return CapacityResult(users=value, slo=self.slo, workload=_workload_dict(settings), search=result,
                               bounds=bounds, time_scale=self.time_scale)
@@ -284,9 +349,17 @@ class _Session:
                  f"first rate {first:.3g}/s")
         result = search(lambda x: self.probe_rate(x, settings), start=first, floor=min(first, 0.01), bound=bound,
                         step=rate_step(settings.resolution_pct), integer=False, guided=settings.guided)
-        result.ci95 = capacity_interval(result, self.slo, integer=False)
+        result.boundary_x = boundary_estimate(result)
+        result.boundary_ci95 = capacity_interval(result, self.slo, integer=False)
+        result.undecided += self._undecided_hint(result)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)
+
+
+def workload_text(w: Mapping[str, Any]) -> str:
+    """'2,400 prompt + 384 output tokens' (the prompt file's own size when not fitted)."""
+    prompt = "the prompt file's" if w.get("prompt_tokens") is None else f"{w['prompt_tokens']:,}"
+    return f"{prompt} prompt + {w['max_tokens']} output tokens" + (", shared prefix" if w.get("shared_prefix") else "")
 
 
 def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:

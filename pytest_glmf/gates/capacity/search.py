@@ -14,6 +14,10 @@ server, the simulator, or a table in a test.
              bound is reached; down from a failing start the same way until one passes or the
              floor fails too; between a pass L and a failure F, the midpoint
 
+A probe the client could not measure (slo.UNMEASURED: it stayed client-bound with as many client
+processes as the machine allows, or the token counts disagree) is neither a pass nor a miss: the
+search stops there, "undecided", with no answer and the reason (never a "missed" it did not see).
+
 Every search stops by one rule: F - L <= step(L), the stated resolution (`resolution_users` when
 set, else `resolution_pct` of L, at least one user; for rates, that share of L). The answer is L,
 so the true capacity (the largest passing value, if passing is monotone) lies in [L, F): within
@@ -52,7 +56,7 @@ class SearchResult:
     value: float | None               # the capacity: the largest value that passed (None: not even the floor)
     last_pass: Probe | None
     first_fail: Probe | None          # None when the bound (or nothing measurable) ended the search
-    stopped_by: str                   # "slo", "floor" (nothing passed), or the bound's kind
+    stopped_by: str                   # "slo", "floor" (nothing passed), "undecided", or the bound's kind
     bound: Bound
     step: float                       # the resolution at the answer
     probes: list[Probe] = field(default_factory=list)   # in the order measured
@@ -60,7 +64,10 @@ class SearchResult:
     model_probes: int = 0             # probes the model chose (the rest: bracket and bisect)
     boundary: str | None = None       # "smooth" or "cliff" (a drop between L and F; model.py), when the SLO stopped it
     slope: float | None = None        # margin lost per unit x at the boundary (a neighbouring search's prior)
-    ci95: list[float] | None = None   # interval.py: the 95 % interval of the capacity (None: a bound or the floor)
+    boundary_x: float | None = None   # interval.py: where the fitted margin crosses zero (between the last pass
+    #                                   and the first failure; None across a cliff, at a bound or the floor)
+    boundary_ci95: list[float] | None = None   # interval.py: that boundary's 95 % interval (not the answer's)
+    undecided: str = ""               # why the search could not decide (a probe the client could not measure)
 
     @property
     def requests(self) -> int:
@@ -75,7 +82,8 @@ class SearchResult:
         return {"value": self.value, "stopped_by": self.stopped_by, "step": self.step, "wall_s": self.wall_s,
                 "bound": vars(self.bound), "last_pass": self.last_pass.to_dict() if self.last_pass else None,
                 "first_fail": self.first_fail.to_dict() if self.first_fail else None,
-                "probes": [p.to_dict() for p in self.probes], "ci95": self.ci95, "boundary": self.boundary,
+                "probes": [p.to_dict() for p in self.probes], "boundary": self.boundary,
+                "boundary_x": self.boundary_x, "boundary_ci95": self.boundary_ci95, "undecided": self.undecided,
                 "slope": self.slope, "cost": self.cost()}
 
 
@@ -127,6 +135,10 @@ def search(probe: Callable[[float], Probe], *, start: float, floor: float, bound
     while True:
         seen[x] = probe(x)
         order.append(seen[x])
+        if seen[x].unmeasured:     # neither a pass nor a miss: no next probe can be chosen from it
+            result = done(None, lo, hi, "undecided", model_probes)
+            result.undecided = _undecided_why(seen[x], seen.get(lo) if lo is not None else None)
+            return result
         if seen[x].passed:
             lo = x
         else:
@@ -155,6 +167,14 @@ def search(probe: Callable[[float], Probe], *, start: float, floor: float, bound
         else:
             nxt = (lo + hi) // 2 if integer else (lo + hi) / 2
         x = nxt
+
+
+def _undecided_why(probe: Probe, last_pass: Probe | None) -> str:
+    """'at 23 users the client could not measure the server (...)'."""
+    workers = f" with {probe.workers} client process(es)" if probe.workers else ""
+    held = (f"; the service level held at {last_pass.x:.4g}: the capacity is at least that"
+            if last_pass is not None else "")
+    return f"at {probe.x:.4g} the numbers are not the server's{workers} ({probe.unmeasured}){held}"
 
 
 def _points(probes: list[Probe]) -> list[tuple[float, float]]:

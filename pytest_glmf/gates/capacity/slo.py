@@ -9,6 +9,9 @@ level, no request failed and the client's self-check and token counts held (else
 not the server's). On a simulator at time scale s the numbers are converted to the units of the
 GPU it models (tok/s x s, seconds / s) before they are judged.
 
+A probe the client could not measure (its self-check marked the row client-bound, or the token
+counts disagree) is `unmeasured`: not passed, and not a miss either (the search stops undecided).
+
 A probe's `margin` says how far from the service level it is, for the model-guided search
 (search.py) and the interval (interval.py): per bound, the load `allowed speed / measured speed`
 (per_user_tok_s over the p(100 - users_pct) speed) or `measured TTFT / allowed TTFT`, and margin =
@@ -64,6 +67,9 @@ class Probe:
     wall_s: float = 0.0
     replaced_runs: int = 0                      # runs measured again: the client, not the server, set their pace
     margin: float | None = None                 # 1 - load (module docstring); None: not the server's numbers
+    unmeasured: str = ""                        # why these numbers are not the server's (the client could not
+    #                                             keep up, token counts disagree): no verdict either way
+    workers: int | None = None                  # client worker processes that read the streams
     # per measured run, per request: (speed, TTFT) in the modelled GPU's units, for the bootstrap
     samples: list[list["Sample"]] = field(default_factory=list, repr=False)
 
@@ -148,12 +154,17 @@ def judge(x: float, row: Mapping[str, Any], slo: SLO, time_scale: float = 1.0, w
         flags=describe_flags(row), wall_s=wall_s)
     probe.misses = misses(probe, slo, row)
     probe.passed = not probe.misses
+    probe.workers = row.get("workers")
+    probe.unmeasured = "; ".join(m.text() for m in probe.misses if m.what in UNMEASURED)
     if not any(m.what in INVALID for m in probe.misses):
         probe.margin, probe.samples = margin(per_run, slo), per_samples
     return probe
 
 
 INVALID = ("failed requests", "client self-check", "token counts")   # misses that make the numbers not the server's
+# ...of which these say nothing about the server at all: a probe with one is neither a pass nor a miss
+# (failed requests are the server's own verdict)
+UNMEASURED = ("client self-check", "token counts")
 
 
 def misses(probe: Probe, slo: SLO, row: Mapping[str, Any]) -> list[Miss]:

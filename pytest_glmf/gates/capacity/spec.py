@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting
 
 
@@ -108,6 +109,14 @@ class CapacitySettings:
     spread_max_pct: float = setting(5.0, min=0, doc="a probe whose runs spread more than this is flagged")
     client_retries: int = setting(2, min=0, doc="extra runs per probe (at most) to replace runs the client's "
                                                 "self-check marks: their numbers are the client's, not the server's")
+    workers: int | None = setting(None, min=1, doc="client worker processes reading a probe's streams (None: as "
+                                                   "many as the measured CPU per token event needs); a probe still "
+                                                   "client-bound is measured again with twice as many, up to the "
+                                                   "cores, and the search is undecided when that does not help")
+    lag_p99_max_s: float = setting(CURVE_DEFAULTS.lag_p99_max_s, above=0,
+                                   doc="client self-check: event-loop lag p99 above this marks a run client-bound "
+                                       "(the curve's setting of the same name)")
+    continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model)")
     frontier: FrontierSettings = setting(FrontierSettings(), doc="the search at several context lengths")
@@ -140,11 +149,13 @@ def _check_slo(spec: GateSpec, where: str, value: Any) -> None:
 TITLE = "Capacity under the service level"
 # What the gate's numbers mean, one sentence each, printed under its tables by every report
 DEFINITIONS = (
-    "users: the most concurrent users (all sending at once) that met the service level; keys "
-    "users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), or the seats / "
-    "KV pool bound the search may not pass.",
-    "ci95: the answer's 95 % interval, a bootstrap over the records of the probes next to it (users "
-    "within a run, runs within a probe); its width, at least the resolution, is the baseline's spread.",
+    "users: the most concurrent users (all sending at once) that met the service level, the last probe that "
+    "passed; keys users@PROMPT+OUTPUT and frontier@CONTEXT; stopped_by: slo (a failing probe above it), the "
+    "seats / KV pool bound the search may not pass, or undecided (a probe the client could not measure: no "
+    "answer, `undecided` says why).",
+    "boundary_ci95: the 95 % interval of the boundary (where a fit of the probes' margins crosses the service "
+    "level, boundary_users, between the answer and the first failure), a bootstrap over the probes' records "
+    "(users within a run, runs within a probe); the baseline's spread is its width or the resolution, the larger.",
     "kv_bound_users: how many users of that size the KV pool holds; probes, requests (measured), wall_s: "
     "the search's cost.",
 )

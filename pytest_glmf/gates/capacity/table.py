@@ -4,14 +4,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult, kv_bound_users
+from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult, kv_bound_users, workload_text
 from pytest_glmf.gates.capacity.search import SearchResult
 from pytest_glmf.gates.capacity.slo import Probe
 from pytest_glmf.gates.capacity.spec import SLO
 from pytest_glmf.gates.verdict import fmt, render_table
 
 STOPPED = {"slo": "the service level", "seats": "the seats", "kv_pool": "the KV pool",
-           "max_users": "the search's ceiling", "max_rate": "the search's ceiling", "floor": "the floor"}
+           "max_users": "the search's ceiling", "max_rate": "the search's ceiling", "floor": "the floor",
+           "undecided": "a probe the client could not measure"}
 
 
 def _x(probe: Probe | None, rate: bool) -> str:
@@ -24,6 +25,8 @@ def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = 
     """Why the answer is what it is, with the evidence on both sides."""
     lp, ff = search.last_pass, search.first_fail
     cost = cost_text(search)
+    if search.stopped_by == "undecided":
+        return f"{what}: undecided: {search.undecided}; {cost}"
     if search.value is None:
         missed = "; ".join(m.text() for m in ff.misses) if ff else "nothing measured"
         return f"{what}: none: even {_x(ff, rate)} {unit} missed the service level ({missed}); {cost}"
@@ -33,31 +36,29 @@ def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = 
         step = f"{search.step:.3g}/s" if rate else f"{int(search.step)}"
         cliff = (f"; a cliff between {_x(lp, rate)} and {_x(ff, rate)}: the capacity is anywhere between them"
                  if search.boundary == "cliff" else "")
-        return (f"{what}: {value} {unit}{ci_text(search, rate)} (the service level held at {_x(lp, rate)}, "
-                f"{_x(ff, rate)} missed {missed}; resolution {step}{cliff}); {cost}")
+        return (f"{what}: {value} {unit} (the last probe that passed: the service level held at {_x(lp, rate)}, "
+                f"{_x(ff, rate)} missed {missed}; resolution {step}{cliff}){boundary_text(search, rate)}; {cost}")
     b = search.bound
     held = "the service level still held there" if lp is not None else "nothing could be measured below it"
     return f"{what}: {value} {unit}, stopped by {STOPPED.get(b.kind, b.kind)}: {b.text()} ({held}); {cost}"
 
 
-def ci_text(search: SearchResult, rate: bool = False) -> str:
-    """', 95 % CI 45-48' (nothing when the answer is a bound or there is no interval)."""
-    if not search.ci95:
+def boundary_text(search: SearchResult, rate: bool = False) -> str:
+    """'; the boundary (a fit of the probes' margins) at 46.3, 95 % CI 46-48' (nothing when the
+    answer is a bound, or there is no interval). The boundary's, named as such: the answer is the
+    last pass, below it by up to a resolution step."""
+    ci = search.boundary_ci95
+    if not ci:
         return ""
-    lo, hi = search.ci95
-    return f", 95 % CI {lo:.3g}-{hi:.3g}/s" if rate else f", 95 % CI {int(lo)}-{int(hi)}"
+    at = "" if search.boundary_x is None else f" at {search.boundary_x:.3g}" + ("/s" if rate else "")
+    span = f"{ci[0]:.3g}-{ci[1]:.3g}/s" if rate else f"{int(ci[0])}-{int(ci[1])}"
+    return f"; the boundary (a fit of the probes' margins){at}, 95 % CI {span}"
 
 
 def cost_text(search: SearchResult) -> str:
     """'4 probe(s) (3 chosen by the model), 564 requests, 12 s'."""
     model = f" ({search.model_probes} chosen by the model)" if search.model_probes else ""
     return f"{len(search.probes)} probe(s){model}, {search.requests:,} requests, {search.wall_s:.0f} s"
-
-
-def workload_text(w: Mapping[str, Any]) -> str:
-    """'2,400 prompt + 384 output tokens' (the prompt file's own size when not fitted)."""
-    prompt = "the prompt file's" if w.get("prompt_tokens") is None else f"{w['prompt_tokens']:,}"
-    return f"{prompt} prompt + {w['max_tokens']} output tokens" + (", shared prefix" if w.get("shared_prefix") else "")
 
 
 def capacity_sentence(result: CapacityResult) -> str:
@@ -81,7 +82,8 @@ def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *,
         elif search is not None and p is search.first_fail:
             role = " (first fail)"
         meeting = "-" if p.users_meeting_pct is None else f"{p.users_meeting_pct:.0f} %"
-        rows.append([_x(p, rate), ("pass" if p.passed else "FAIL") + role, fmt(p.per_user_tok_s_at_pct), meeting,
+        verdict = "pass" if p.passed else "UNMEASURED" if p.unmeasured else "FAIL"
+        rows.append([_x(p, rate), verdict + role, fmt(p.per_user_tok_s_at_pct), meeting,
                      fmt(p.per_user_tok_s), fmt(p.ttft_s), fmt(p.ttft_p50_s), fmt(p.aggregate_tok_s),
                      "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", fmt(p.margin), str(p.runs),
                      str(p.requests), f"{p.wall_s:.0f}",
@@ -114,7 +116,8 @@ def frontier_rows(frontier: FrontierResult, facts: Mapping[str, Any] | None = No
                     "missed": "; ".join(m.what for m in first.misses) if first is not None else "",
                     "seats": frontier.seats, "kv_bound_users": kv_bound_users(p, facts),
                     "kv_tokens_per_user": (frontier.kv_tokens // p.users) if frontier.kv_tokens and p.users else None,
-                    "ci95": p.ci95, "probes": len(p.probes), "requests": p.search.requests, "wall_s": p.wall_s})
+                    "boundary_ci95": p.boundary_ci95, "undecided": p.undecided, "probes": len(p.probes),
+                    "requests": p.search.requests, "wall_s": p.wall_s})
     return out
 
 
@@ -125,11 +128,11 @@ def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = N
         why = STOPPED.get(r["stopped_by"], r["stopped_by"])
         if r["stopped_by"] == "slo" and r["missed_at"] is not None:
             why = f"{r['missed']} at {r['missed_at']}"
-        ci = "-" if not r["ci95"] else f"{int(r['ci95'][0])}-{int(r['ci95'][1])}"
+        ci = "-" if not r["boundary_ci95"] else f"{int(r['boundary_ci95'][0])}-{int(r['boundary_ci95'][1])}"
         body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]), ci, why,
                      "-" if r["kv_bound_users"] is None else str(r["kv_bound_users"]),
                      "-" if r["seats"] is None else str(r["seats"]),
                      "-" if r["kv_tokens_per_user"] is None else f"{r['kv_tokens_per_user']:,}",
                      str(r["probes"]), f"{r['requests']:,}", f"{r['wall_s']:.0f}"])
-    return render_table(body, ["context tokens/user", "users at SLO", "95 % CI", "stopped by", "KV pool bound (users)",
+    return render_table(body, ["context tokens/user", "users at SLO", "boundary 95 % CI", "stopped by", "KV pool bound (users)",
                                "seats", "KV tokens/user at capacity", "probes", "requests", "wall s"])

@@ -13,7 +13,7 @@ checks: checks.py.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.curve.records import knee
@@ -44,6 +44,7 @@ def run_settings_for(settings: CurveRowSettings, users: Sequence[int],
     return CurveSettings(users=list(users), runs=settings.runs, warmup=settings.warmup, rate_per_s=settings.rate_per_s,
                          spread_max_pct=settings.spread_max_pct, lag_p99_max_s=settings.lag_p99_max_s,
                          cpu_max_frac=settings.cpu_max_frac, workers=settings.workers, arrival=settings.arrival,
+                         client_error_max_pct=settings.client_error_max_pct,
                          client_retries=settings.client_retries,
                          **kw)
 
@@ -51,13 +52,20 @@ def run_settings_for(settings: CurveRowSettings, users: Sequence[int],
 def run_curve(base_url: str | Sequence[str], users: Sequence[int], *, max_tokens: int = DEFAULTS.max_tokens, runs: int = DEFAULTS.runs,
               facts: Mapping[str, Any] | None = None, prompts: list[str] | None = None,
               progress: Progress | None = None, workload: Workload | None = None,
-              settings: CurveSettings | None = None, **settings_kw: Any) -> dict[str, Any]:
+              settings: CurveSettings | None = None, on_row: Callable[[dict[str, Any]], None] | None = None,
+              **settings_kw: Any) -> dict[str, Any]:
     """Run the curve and return {"schema", "rows", "knee", "definitions"}. `facts` are the boot facts
     (BootFacts.to_dict(), or endpoints.replica_facts of several): seats and KV pool for the row
     checks. `base_url`: one server or router, or a list of replicas' URLs."""
     workload = workload or Workload(prompts=prompts or load_prompt_variants(), max_tokens=max_tokens)
     settings = settings or CurveSettings(users=list(users), runs=runs, **settings_kw)
-    rows = run_rows(base_url, workload, settings, facts, progress)
+    rows = run_rows(base_url, workload, settings, facts, progress, on_row)
+    return curve_result(base_url, rows, workload, settings)
+
+
+def curve_result(base_url: str | Sequence[str], rows: list[dict[str, Any]], workload: Workload,
+                 settings: CurveSettings) -> dict[str, Any]:
+    """run_curve's answer for `rows` (all of them, or those finished before a Ctrl-C)."""
     return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
             "workload": {"max_tokens": workload.max_tokens, "path": workload.path, "prompts": len(workload.prompts),
                          "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}

@@ -51,10 +51,14 @@ class CurveRowSettings:
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
     between_tokens_timeout_s: float | None = setting(None, above=0,
                                                      doc="None: the lane's timeouts.between_tokens_s")
-    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check: event-loop lag p99 above this marks a "
-                                                       "run client-bound (the client, not the server, set the pace)")
-    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check: CPU share of the one core the "
-                                                            "event loop runs on above this marks a run client-bound")
+    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check, information only: event-loop lag p99 "
+                                                       "above this is named beside the error bound it explains "
+                                                       "(and open-loop sends later than this mark a run)")
+    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check, information only: the client's "
+                                                            "CPU share of its cores above this is named")
+    client_error_max_pct: float | None = setting(None, above=0, doc="client self-check: a run is client-bound "
+                                                 "when its timestamps can move TTFT, per-user tok/s or ITL by more "
+                                                 "than this % (None: spread_max_pct, the precision the row claims)")
     workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
                                                    "many as the measured CPU per token event needs, capped by the "
                                                    "cores; each worker is self-checked)")

@@ -10,7 +10,10 @@ point does):
   (`python3 -m sglang.launch_server ...`), the lane's volumes and environment, no network, no GPU,
   removed afterwards (`docker run --rm` through the SDK);
 - process lanes: the interpreter the command line names, on this machine;
-- other lanes (sim, attach) and command lines that do not start a known entry point are not checked.
+- sim lanes, and process lanes whose command runs the simulator (`python -m pytest_glmf.sim`,
+  `glmf sim`): the simulator's own parser, in this process (a typo there used to end as the 40th
+  line of an argparse usage dump, once per test);
+- attach lanes and command lines that do not start a known entry point are not checked.
 
 Verdicts are cached per engine environment (image id, or interpreter path + file stamp + engine
 version), probe version and flags under ~/.cache/pytest-glmf/preflight (GLMF_PREFLIGHT_CACHE).
@@ -33,13 +36,15 @@ from pytest_glmf.launch.docker.spec import server_argv
 from pytest_glmf.launch.preflight import runner
 from pytest_glmf.launch.preflight.result import Preflight
 from pytest_glmf.launch.preflight.sources import entry_point, flag_sources
+from pytest_glmf.launch.sim import sim_argv
 
 __all__ = ["Preflight", "PreflightError", "argv_for", "check", "header_line", "not_run_line", "problem_line", "run_preflight"]
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
 
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "sim": "glmf sim"}
+SIM_MODULE = "pytest_glmf.sim"
 
 
 class PreflightError(BootError):
@@ -72,6 +77,9 @@ def run_preflight(lane: "LaneConfig", argv: list[str]) -> Preflight:
 
 
 def _run(lane: "LaneConfig", argv: list[str]) -> Preflight:
+    sim = simulator_flags(argv)
+    if sim is not None:
+        return runner.in_simulator(sim)
     entry = entry_point(lane.engine, argv)
     if entry is None:
         return Preflight("not run", why="the command line does not start a known engine entry point")
@@ -81,6 +89,15 @@ def _run(lane: "LaneConfig", argv: list[str]) -> Preflight:
     if lane.launcher == "process":
         return runner.with_executable(lane, interpreter, flags)
     return Preflight("not run", why=f"launcher {lane.launcher} runs no engine command line")
+
+
+def simulator_flags(argv: list[str]) -> list[str] | None:
+    """The simulator's flags when argv runs the built-in simulator, else None."""
+    if len(argv) >= 3 and argv[1] == "-m" and argv[2] == SIM_MODULE:
+        return list(argv[3:])
+    if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "glmf" and argv[1] == "sim":
+        return list(argv[2:])
+    return None
 
 
 def problem_line(lane: "LaneConfig", result: Preflight, argv: list[str]) -> str:
@@ -138,6 +155,8 @@ def argv_for(lane: "LaneConfig") -> list[str]:
     """The command line the lane's launcher would run (docker: inside the container)."""
     if lane.launcher == "docker":
         return server_argv(lane)[0]
+    if lane.launcher == "sim":
+        return sim_argv(lane)
 
     return build_server_argv(lane)
 

@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 from docker.utils import parse_repository_tag
 
+from pytest_glmf import __version__
 from pytest_glmf.launch import cleanup
 from pytest_glmf.launch.docker import DockerLauncher, container_spec
+from pytest_glmf.launch.preflight.probe import abbreviations, parse_all
 from pytest_glmf.launch.preflight.result import Preflight
+from pytest_glmf.sim.args import build_parser
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -122,6 +125,19 @@ def with_executable(lane: "LaneConfig", interpreter: str, flags: list[str]) -> P
                          where=where)
     _store(key, answer)
     return verdict(answer, where, False, round(time.monotonic() - t0, 2))
+
+
+# -- the built-in simulator (sim lanes, and process lanes that run it): its own parser, here ----------
+
+
+def in_simulator(flags: list[str]) -> Preflight:
+    """The simulator's own parser (sim/args.py) on `flags`, in this process: it is this package."""
+    t0 = time.monotonic()
+    parser = build_parser()
+    options = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
+    answer = {"engine": "sim", "version": __version__, "options": options,
+              "problems": parse_all(parser, flags), "abbreviations": abbreviations(parser, flags)}
+    return verdict(answer, "the built-in simulator", False, round(time.monotonic() - t0, 2))
 
 
 # -- a docker lane: the image's own interpreter, in a throwaway container ------------------------------

@@ -12,31 +12,58 @@ from pytest_glmf.testing.truth_server import TruthServer
 
 @pytest.fixture(scope="module")
 def truth():
-    # per-user speed 1000 / (20 + 0.8 (running - 1)) tok/s: 27.17 at 22 users, 26.60 at 23
-    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts:
+    # per-user speed 1000 / (20 + 8 (running - 1)) tok/s: 19.23 at 5 users, 16.67 at 6 (7 % either side of
+    # 17.9: a busy machine's late sends do not move the answer; test_capacity_truth.py)
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=8) as ts:
         yield ts
+
+
+SLO_ARGS = ["--slo", "per_user_tok_s=17.9,ttft_s=1.0", "--prompt-tokens", "0", "--max-tokens", "40", "--runs", "2",
+            "--resolution-users", "1", "--start", "5", "--lag-p99-max-ms", "20"]   # sized to 20 tok/s streams
 
 
 def test_capacity_from_a_shell(truth, tmp_path, capsys):
     out = tmp_path / "cap.json"
-    code = main(["capacity", "--url", truth.url, "--slo", "per_user_tok_s=26.88,ttft_s=1.0", "--prompt-tokens", "0",
-                 "--max-tokens", "60", "--runs", "2", "--resolution-users", "1", "--start", "22", "--json", str(out)])
+    code = main(["capacity", "--url", truth.url, *SLO_ARGS, "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0
-    assert printed.out.splitlines()[0] == (
-        "capacity at >= 26.88 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
-        "(the prompt file's prompt + 60 output tokens): 22 users, 95 % CI 22-22 (the service level held at 22, 23 "
-        f"missed per-user tok/s: 0 % of users >= 26.88 (p5 {printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; "
-        "resolution 1); 2 probe(s) (1 chosen by the model), 90 requests, "
-        f"{printed.out.split('90 requests, ')[1].split(' s')[0]} s")
-    assert "capacity users=22: warm pass (discarded)" in printed.err        # progress on stderr
     doc = json.loads(out.read_text())
-    assert doc["capacity"]["users"] == 22 and doc["capacity"]["search"]["first_fail"]["x"] == 23
-    # the interval and the cost beside the answer (the existing keys stay)
-    assert doc["capacity"]["ci95"] == [22, 22] and doc["capacity"]["search"]["ci95"] == [22, 22]
-    assert doc["capacity"]["cost"] == {"probes": 2, "model_probes": 1, "requests": 2 * 22 + 2 * 23,
-                                       "wall_s": doc["capacity"]["search"]["wall_s"]}
-    assert doc["capacity"]["search"]["boundary"] == "smooth"
+    cap = doc["capacity"]
+    # one quantity per name: the answer (the last pass), then the boundary and ITS interval, which
+    # holds the answer (issue 33: "44 users, 95 % CI 46-48" is gone)
+    assert printed.out.splitlines()[0] == (
+        "capacity at >= 17.9 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
+        "(the prompt file's prompt + 40 output tokens): 5 users (the last probe that passed: the service level held "
+        "at 5, 6 missed per-user tok/s: 0 % of users >= 17.9 (p5 "
+        f"{printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; resolution 1); the boundary (a fit of the "
+        f"probes' margins) at {cap['boundary_users']:.3g}, 95 % CI 5-5; 2 probe(s) (1 chosen by the model), "
+        f"22 requests, {printed.out.split('22 requests, ')[1].split(' s')[0]} s")
+    assert "capacity users=5: warm pass (discarded)" in printed.err        # progress on stderr
+    # the header names the workload as the verdict does, and the first value it really probes
+    assert ("capacity: the prompt file's prompt + 40 output tokens per user, >= 17.9 tok/s for 95 % of users, "
+            "TTFT p95 <= 1 s, no queueing past the seats and KV pool; at most 1024 users") in printed.err
+    assert "; first probe 5" in printed.err
+    assert cap["users"] == 5 and cap["search"]["first_fail"]["x"] == 6 and cap["undecided"] == ""
+    assert cap["boundary_ci95"] == [5, 5] == cap["search"]["boundary_ci95"] and 5 <= cap["boundary_users"] < 6
+    assert "ci95" not in cap      # no unnamed interval left to misread as the answer's
+    assert cap["cost"] == {"probes": 2, "model_probes": 1, "requests": 2 * 5 + 2 * 6,
+                           "wall_s": cap["search"]["wall_s"]}
+    assert cap["search"]["boundary"] == "smooth"
+
+
+def test_the_header_names_the_first_value_really_probed(truth, tmp_path, capsys):
+    """A start above the seats is clamped by the search: the header says so (issue 33: "first probe
+    44" was printed before probing 23)."""
+    boot = tmp_path / "boot.log"
+    boot.write_text("[2026-09-11 10:00:02 TP0] max_total_num_tokens=10000000, chunked_prefill_size=8192, "
+                    "max_prefill_tokens=16384, max_running_requests=3, context_len=131072, available_gpu_mem=10.00 GB\n"
+                    "[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
+    code = main(["capacity", "--url", truth.url, "--slo", "ttft_s=1", "--prompt-tokens", "0", "--max-tokens", "8",
+                 "--runs", "1", "--start", "44", "--boot-log", str(boot)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "at most 3 users (3 seats (max_running_requests)); first probe 3" in err, err
+    assert "first probe 44" not in err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -63,11 +90,11 @@ def test_a_frontier_needs_the_servers_tokenizer(truth, capsys):
 
 def test_bisect_turns_the_model_off(truth, tmp_path, capsys):
     out = tmp_path / "cap.json"
-    code = main(["capacity", "--url", truth.url, "--slo", "per_user_tok_s=26.88", "--prompt-tokens", "0",
-                 "--max-tokens", "60", "--runs", "1", "--resolution-users", "1", "--start", "21", "--bisect",
+    code = main(["capacity", "--url", truth.url, "--slo", "per_user_tok_s=17.9", "--prompt-tokens", "0",
+                 "--max-tokens", "40", "--runs", "1", "--resolution-users", "1", "--start", "2", "--bisect",
                  "--json", str(out)])
     assert code == 0
     search = json.loads(out.read_text())["capacity"]["search"]
-    # bracket 21, 22, 24 (the step doubles), bisect 23: no probe chosen by the model
-    assert [p["x"] for p in search["probes"]] == [21, 22, 24, 23] and search["cost"]["model_probes"] == 0
+    # bracket 2, 3, 5, 9 (the step doubles), bisect 7, 6: no probe chosen by the model
+    assert [p["x"] for p in search["probes"]] == [2, 3, 5, 9, 7, 6] and search["cost"]["model_probes"] == 0
     assert "(1 chosen by the model)" not in capsys.readouterr().out

@@ -129,12 +129,12 @@ def test_the_baseline_spread_is_the_interval_at_least_the_resolution():
     from pytest_glmf.gates.capacity.measure import spread_pct_of
 
     noisy = run(ModelServer(smooth, request_sigma=0.10, run_sigma=0.03, seed=1))
-    lo, hi = noisy.ci95 = capacity_interval(noisy, SLO45)
+    lo, hi = noisy.boundary_ci95 = capacity_interval(noisy, SLO45)
     assert hi - lo > noisy.step          # wider than the resolution: the interval is the spread
     assert spread_pct_of(noisy) == pytest.approx(100 * (hi - lo) / noisy.value)
     quiet = run(ModelServer(smooth))
-    quiet.ci95 = capacity_interval(quiet, SLO45)
-    assert quiet.ci95 == [47, 47] and spread_pct_of(quiet) == pytest.approx(100 * 4 / 47)   # the resolution
+    quiet.boundary_ci95 = capacity_interval(quiet, SLO45)
+    assert quiet.boundary_ci95 == [47, 47] and spread_pct_of(quiet) == pytest.approx(100 * 4 / 47)   # the resolution
 
 
 def test_a_neighbouring_searchs_slope_starts_the_model():

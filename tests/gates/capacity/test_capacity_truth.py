@@ -4,42 +4,80 @@ capacity (resolution 1), stops at the seats or the KV pool with the reason and t
 bind first, and every probe is a full curve row (warm pass, runs, client self-check)."""
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
 
 from pytest_glmf.gates.capacity.measure import measure_capacity
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, RateSettings
+from pytest_glmf.gates.curve.records import median, percentile
 from pytest_glmf.gates.curve.workload import load_prompt_variants
-from pytest_glmf.testing.truth_server import TruthServer
+from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
-# slow streams (~30 tok/s): a loaded CI box keeps up with them, so the client's self-check holds
-SETTINGS = CapacitySettings(prompt_tokens=None, max_tokens=60, runs=2, resolution_users=1, start_users=20)
+# slow streams (20-50 tok/s): a loaded CI box keeps up with them. The client's self-check is sized
+# to them: event-loop lag up to 20 ms (under 1 % of a 2 s stream, a tenth of the 0.2 s TTFT bound
+# below) does not make a probe unmeasurable; the default 2 ms is for GPU-rate streams, and a probe
+# it marks now leaves the search undecided (no longer a miss), as it did at load average 9 here.
+CLIENT = {"lag_p99_max_s": 0.02}
+SETTINGS = CapacitySettings(prompt_tokens=None, max_tokens=60, runs=2, resolution_users=1, start_users=20, **CLIENT)
 
 
 def speed(n: int, itl_ms: float = 20.0, per_running_ms: float = 0.8) -> float:
     return 1000.0 / (itl_ms + per_running_ms * (n - 1))
 
 
-def test_speed_bound_capacity_is_the_truth():
-    # 22 users: 27.17 tok/s, 23 users: 26.60; the bound sits between them (+-1.1 %)
-    slo = SLO(per_user_tok_s=26.88, ttft_s=1.0)
-    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts:
-        r = measure_capacity(ts.url, slo, SETTINGS)
+def true_probes(result, truth: list[dict], slo: SLO) -> list[tuple[int, float, bool]]:
+    """Each probe as the truth server's own send times say it went: (users, the p5 speed, whether
+    it met the service level). The measured runs are the bursts of max_tokens requests, in order."""
+    jobs = sorted((j for j in truth if j["max_tokens"] == result.workload["max_tokens"]), key=lambda j: j["t_recv_s"])
+    out = []
+    for p in result.probes:
+        runs = []
+        for _ in range(p.runs + p.replaced_runs):
+            burst, jobs = jobs[:p.users], jobs[p.users:]
+            runs.append(percentile([true_metrics(j)["tok_s"] for j in burst], 100 - slo.users_pct))
+        # the judge's runs are the kept ones; a replaced run was the client's, the server's sends held
+        p5 = median(runs)
+        out.append((p.users, p5, p5 >= slo.per_user_tok_s))
+    return out
+
+
+def test_speed_bound_capacity_is_the_truth_on_a_busy_machine():
+    """5 users: 19.23 tok/s, 6 users: 16.67 (1000 / (20 + 8 (running - 1))); the bound 17.9 sits 7 %
+    from each. Why not 22 and 23 users 1.1 % apart, as before: measured on this 2-core box at load
+    average 9.4 (two CPU hogs beside the test), the truth server's own sends at 22 users gave a p5 of
+    27.31 tok/s (it kept its schedule), while the client measured 26.87, 1.6 % slow (its stamps of the
+    last tokens came late) and under the bound; the self-check marked the probe client-bound, and the
+    search counted that as a miss: 21. Now a probe the client cannot measure is never a miss (it is
+    measured again with more client processes, else the search is undecided), and a client 1-2 %
+    late no longer crosses the bound. Asserted is what stays true under load: every probe's p5 and
+    verdict agree with the server's recorded send times (within 1 %), and the answer they give is the
+    designed 5 (this test passed twice beside the same two hogs, load average 9.6-10.7)."""
+    slo = SLO(per_user_tok_s=17.9, ttft_s=1.0)
+    settings = replace(SETTINGS, max_tokens=40, start_users=5)
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=8) as ts:
+        r = measure_capacity(ts.url, slo, settings)
         truth = ts.truth()
-    assert r.users == 22 and r.stopped_by == "slo"
-    assert r.first_fail.users == 23 and [m.what for m in r.first_fail.misses] == ["per-user tok/s"]
-    assert r.last_pass.per_user_tok_s == pytest.approx(speed(22), rel=0.01)
-    assert r.first_fail.per_user_tok_s == pytest.approx(speed(23), rel=0.01)
-    assert r.last_pass.runs == 2 and r.last_pass.requests == 2 * 22
-    # the model: 20 passes (load 0.946: proportional to users, the boundary at 21.1), 20 and 21 on a
-    # line put it at 22.6, 22 passes, 23 (one past it) fails; each value once
-    assert [p.users for p in r.probes] == [20, 21, 22, 23] and r.search.model_probes == 3
-    # the interval: the bootstrap of 22's and 23's records cannot move the boundary off 22
-    assert r.ci95 == [22, 22] and r.search.boundary == "smooth"
+    said = true_probes(r, truth, slo)
+    for p, (users, p5, passed) in zip(r.probes, said):
+        assert p.per_user_tok_s_at_pct == pytest.approx(p5, rel=0.01), (users, p5)
+        assert p.passed == passed, (users, p5)
+    true_answer = max(u for u, _, ok in said if ok)
+    assert r.users == true_answer == 5 and r.stopped_by == "slo", (said, r.undecided, os.getloadavg())
+    assert r.first_fail.users == 6 and [m.what for m in r.first_fail.misses] == ["per-user tok/s"]
+    assert r.last_pass.per_user_tok_s == pytest.approx(speed(5, per_running_ms=8), rel=0.03)
+    assert r.first_fail.per_user_tok_s == pytest.approx(speed(6, per_running_ms=8), rel=0.03)
+    assert r.last_pass.runs == 2 and r.last_pass.requests == 2 * 5
+    # the model: 5 passes (load 0.93: proportional to users, the boundary at 5.4), so 6 (one past it)
+    # fails; each value once
+    assert [p.users for p in r.probes] == [5, 6] and r.search.model_probes == 1
+    # the boundary sits between them (the line between their margins: ~5.5), and its interval
+    # cannot leave [5, 6): the answer 5 is inside it
+    assert 5 <= r.boundary_x < 6 and r.boundary_ci95 == [5, 5] and r.search.boundary == "smooth"
     # each probe: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens (and a
     # run for each one the client's self-check threw out)
-    assert sorted({j["max_tokens"] for j in truth}) == [16, 60]
+    assert sorted({j["max_tokens"] for j in truth}) == [16, 40]
     assert len(truth) == sum(p.users * (1 + 2 + p.replaced_runs) for p in r.probes)
 
 
@@ -97,11 +135,11 @@ def test_open_loop_rate_capacity_sits_below_what_the_seats_can_serve():
     from pytest_glmf.gates.capacity.measure import measure_rate_capacity
 
     settings = CapacitySettings(prompt_tokens=None, max_tokens=20, runs=1, resolution_pct=10,
-                                rate=RateSettings(requests=24, start_per_s=6.0))
+                                rate=RateSettings(requests=24, start_per_s=6.0), **CLIENT)
     with TruthServer(ttft_ms=20, itl_ms=20, seats=4) as ts:
         r = measure_rate_capacity(ts.url, SLO(ttft_s=0.2), settings)
         truth = ts.truth()
-    assert r.stopped_by == "slo" and 1.0 <= r.rate_per_s < 10.0
+    assert r.stopped_by == "slo" and 1.0 <= r.rate_per_s < 10.0, (r.undecided, os.getloadavg())
     assert r.search.first_fail.x - r.rate_per_s <= 0.1 * r.rate_per_s
     assert r.search.first_fail.misses and r.search.last_pass.ttft_s <= 0.2
     # the requests of one measured run arrived as a Poisson process at the probed rate

@@ -126,10 +126,123 @@ def test_settings_defaults_are_the_recipes_workload():
     assert (s.prompt_tokens, s.max_tokens, s.runs, s.resolution_pct, s.client_retries) == (2400, 384, 3, 10.0, 2)
 
 
-def test_the_report_shows_the_interval_and_the_cost():
+def test_the_report_shows_the_boundarys_interval_named_as_such_and_the_cost():
     from pytest_glmf.results.report import gate_table
 
     header, body = gate_table("capacity", {"users@2400+384": {
-        "users": 47, "ci95": [45, 48], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
-    assert header == ["key", "users", "ci95", "stopped_by", "probes", "requests", "wall_s"]
-    assert body == [["users@2400+384", "47", "[45, 48]", "slo", "4", "375", "120.0"]]
+        "users": 47, "boundary_ci95": [47, 50], "stopped_by": "slo", "probes": 4, "requests": 375, "wall_s": 120.0}})
+    assert header == ["key", "users", "boundary_ci95", "stopped_by", "probes", "requests", "wall_s"]
+    assert body == [["users@2400+384", "47", "[47, 50]", "slo", "4", "375", "120.0"]]
+
+
+def test_a_probe_the_client_could_not_measure_is_neither_a_pass_nor_a_miss():
+    recs = [record(u, 0.4, 60) for u in range(10)]
+    bound = judge(10, row([recs], client_bound=True, workers=2), SLO95)
+    assert not bound.passed and bound.workers == 2 and bound.margin is None
+    assert bound.unmeasured.startswith("client self-check: client-bound run(s)")
+    assert judge(10, row([recs], count_mismatch=True), SLO95).unmeasured.startswith("token counts")
+    failed = judge(10, row([recs[:9] + [record(9, 0.4, 60, error="HTTP 503")]]), SLO95)
+    assert failed.unmeasured == "" and not failed.passed      # the server's own failure is a verdict
+
+
+def test_the_search_stops_undecided_at_an_unmeasured_probe_never_calling_it_a_miss():
+    """Issue 31: a probe the client could not measure used to count as a miss ("none: even 1 users
+    missed the service level")."""
+    from pytest_glmf.gates.capacity.search import search, users_step
+    from pytest_glmf.gates.capacity.slo import Miss, Probe
+
+    def probe(x: float) -> Probe:
+        if x < 12:
+            return Probe(x=x, passed=True)
+        return Probe(x=x, passed=False, misses=[Miss("client self-check", "client-bound", "a client that keeps up")],
+                     unmeasured="client self-check: client-bound", workers=4)
+
+    r = search(probe, start=8, floor=1, bound=Bound(1024, "max_users", "ceiling"), step=users_step(1, 10))
+    assert [p.x for p in r.probes] == [8, 9, 11, 15]      # up while passing, then stopped at the first unmeasured
+    assert r.stopped_by == "undecided" and r.value is None and r.first_fail is None and r.last_pass.x == 11
+    assert r.undecided == ("at 15 the numbers are not the server's with 4 client process(es) (client self-check: "
+                           "client-bound); the service level held at 11: the capacity is at least that")
+    result = CapacityResult(users=None, slo=SLO95, workload={"prompt_tokens": 2400, "max_tokens": 384}, search=r,
+                            bounds=[r.bound])
+    assert capacity_sentence(result).endswith(f"(2,400 prompt + 384 output tokens): undecided: {r.undecided}; "
+                                              f"4 probe(s), 0 requests, {r.wall_s:.0f} s")
+    assert result.to_dict()["undecided"] == r.undecided and result.to_record()["users"] is None
+
+
+def test_a_capacity_without_an_answer_fails_its_test_whatever_the_bounds():
+    from pytest_glmf.gates.capacity import assert_capacity
+    from pytest_glmf.gates.capacity.slo import Miss, Probe
+
+    unmeasured = Probe(x=8, passed=False, unmeasured="client self-check: client-bound", workers=2)
+    undecided = SearchResult(value=None, last_pass=None, first_fail=None, stopped_by="undecided",
+                             bound=Bound(1024, "max_users", "ceiling"), step=1, probes=[unmeasured],
+                             undecided="at 8 the numbers are not the server's")
+    result = CapacityResult(users=None, slo=SLO95, workload={"prompt_tokens": 2400, "max_tokens": 384},
+                            search=undecided, bounds=[])
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_capacity(result, {}, source="thresholds.yaml: lanes.x.capacity", title="capacity of lane 'x'")
+    assert str(failed.value).splitlines()[0] == ("capacity of lane 'x': no capacity: undecided: at 8 the numbers are "
+                                                 "not the server's (thresholds.yaml: lanes.x.capacity)")
+    missed = Probe(x=1, passed=False, misses=[Miss("TTFT p95", "3.000 s", "<= 1 s")])
+    floor = SearchResult(value=None, last_pass=None, first_fail=missed, stopped_by="floor",
+                         bound=Bound(1024, "max_users", "ceiling"), step=1, probes=[missed])
+    result.search = floor
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_capacity(result, {})
+    assert str(failed.value).splitlines()[0] == "no capacity: nothing passed: TTFT p95: 3.000 s, needs <= 1 s"
+
+
+def test_the_interval_beside_the_answer_is_the_boundarys_named_as_such():
+    """Issue 33: "44 users, 95 % CI 46-48" put the boundary's interval beside the last pass."""
+    probes = [judge(44, row([[record(u, 0.5, 60) for u in range(44)]]), SLO95),
+              judge(48, row([[record(u, 0.5, 40) for u in range(48)]]), SLO95)]
+    search_ = SearchResult(value=44, last_pass=probes[0], first_fail=probes[1], stopped_by="slo",
+                           bound=Bound(1024, "max_users", "ceiling"), step=4, probes=probes, boundary="smooth",
+                           boundary_x=46.4, boundary_ci95=[46, 47])
+    result = CapacityResult(users=44, slo=SLO95, workload={"prompt_tokens": 2400, "max_tokens": 384},
+                            search=search_, bounds=[])
+    text = capacity_sentence(result)
+    assert ": 44 users (the last probe that passed: the service level held at 44, 48 missed " in text
+    assert text.endswith("resolution 4); the boundary (a fit of the probes' margins) at 46.4, 95 % CI 46-47; "
+                         "2 probe(s), 92 requests, 0 s")
+    assert "95 % CI" not in text.split("the boundary")[0]
+    doc = result.to_dict()
+    assert doc["boundary_users"] == 46.4 and doc["boundary_ci95"] == [46, 47] and "ci95" not in doc
+    # the baseline's spread: a resolution step (4 of 44), the boundary's interval being narrower
+    assert result.to_record()["spread_by_metric_pct"] == {"users": pytest.approx(100 * 4 / 44)}
+
+
+def test_the_public_api_is_importable_from_the_package_and_capacity_tests_run_alone():
+    import pytest_glmf.gates.capacity as capacity
+    from pytest_glmf.gates.capacity import (
+        SLO,
+        CapacityResult,
+        CapacitySettings,
+        FrontierResult,
+        RateResult,
+        assert_capacity,
+        measure_capacity,
+        measure_frontier,
+        measure_rate_capacity,
+    )
+    from pytest_glmf.gates.capacity.check import assert_capacity as home
+    from pytest_glmf.plugin.fixtures import SERIAL_FIXTURES
+
+    assert assert_capacity is home and SLO is SLO95.__class__ and CapacitySettings().runs == 3
+    assert all(callable(f) for f in (measure_capacity, measure_frontier, measure_rate_capacity))
+    assert {CapacityResult.__name__, FrontierResult.__name__, RateResult.__name__} <= set(dir(capacity))
+    assert "glmf_capacity" in SERIAL_FIXTURES
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "0"], "glmf capacity: error: glmf capacity.workers: "),
+    (["--lag-p99-max-ms", "0"], "glmf capacity: error: glmf capacity.lag_p99_max_s: "),
+    (["--client-retries", "-1"], "glmf capacity: error: glmf capacity.client_retries: "),
+])
+def test_the_curves_client_flags_are_checked_like_the_settings(args, message, capsys):
+    from pytest_glmf.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["capacity", "--url", "http://127.0.0.1:9", "--slo", "ttft_s=1", *args])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(message)
