@@ -146,7 +146,7 @@ def test_ready_made_suites_attached(gpu_url, gpu_out, tmp_path, record):
                           + "".join(f"        - {{users: {u}, per_user_tok_s: {{min: 100}}}}\n" for u in USERS))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_glmf.plugin", "--glmf-lanes", str(lanes),
                            "--glmf-lane", "gpu", "--glmf-thresholds", str(thresholds), "--glmf-results",
-                           str(tmp_path / "results"), "-k", "boot or curve or seats", "-rA", "-q", "-p",
+                           str(tmp_path / "results"), "-k", os.environ.get("GLMF_GPU_SUITES", "boot or curve or seats"), "-rA", "-q", "-p",
                            "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=280)
     record({"load": load(), "rc": proc.returncode, "stdout": proc.stdout[-12000:]})
     assert proc.returncode == 0, proc.stdout[-3000:]
