@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings, build_slo
+from pytest_glmf.gates.curve.cli import add_client_flags
 from pytest_glmf.gates.spec import build_settings
 
 
@@ -77,23 +78,11 @@ def cli(argv: list[str] | None = None) -> int:
                    help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
     p.add_argument("--prompt-file", help="the text prompts are made of (default: the recipe's briefing)")
     p.add_argument("--model", help="model name to send (default: the server's first model)")
-    p.add_argument("--path", default=DEFAULTS.path)
-    p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
     # the client's settings, as `glmf curve` names them
     p.add_argument("--workers", type=int, help="client worker processes reading the streams (default: as many as "
                    "the measured cost per token event needs; a probe still client-bound is measured again with "
                    "twice as many, up to the cores)")
-    p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,
-                   help="flag probes whose runs spread more than this (%%)")
-    p.add_argument("--client-error-max", type=float, default=DEFAULTS.client_error_max_pct, metavar="PCT",
-                   help="client self-check: a probe's run is client-bound when its timestamps can move TTFT, "
-                        "per-user tok/s or ITL by more than PCT %% (default: --spread-max)")
-    p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
-                   help="client self-check, information only: event-loop lag p99 above this is named beside the "
-                        f"error bound (default {DEFAULTS.lag_p99_max_s * 1e3:g})")
-    p.add_argument("--client-retries", type=int, default=DEFAULTS.client_retries,
-                   help="runs per probe measured again in place of runs the self-check marks (default "
-                        f"{DEFAULTS.client_retries}; 0: never)")
+    add_client_flags(p, DEFAULTS, "probe")
     p.add_argument("--rate", action="store_true", help="also search the open-loop rate (Poisson arrivals)")
     p.add_argument("--rate-requests", type=int, default=DEFAULTS.rate.requests, help="requests per open-loop run")
     p.add_argument("--time-scale", type=float, default=1.0,

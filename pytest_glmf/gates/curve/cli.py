@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
@@ -39,19 +40,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--arrival", choices=ARRIVALS, default="uniform",
                    help="open loop (--rate): uniform spacing or a seeded Poisson process at the total rate")
     p.add_argument("--model", help="model name to send (default: the server's first model, as glmf capacity)")
-    p.add_argument("--path", default=DEFAULTS.path)
-    p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
-    p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,
-                   help="flag rows whose spread exceeds this (%%)")
-    p.add_argument("--client-error-max", type=float, default=DEFAULTS.client_error_max_pct, metavar="PCT",
-                   help="client self-check: a run is client-bound when its timestamps can move TTFT, per-user tok/s "
-                        "or ITL by more than PCT %% (default: --spread-max)")
-    p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
-                   help="client self-check, information only: event-loop lag p99 above this is named beside the "
-                        f"error bound (open-loop sends later than this mark a run; default {DEFAULTS.lag_p99_max_s * 1e3:g})")
-    p.add_argument("--client-retries", type=int, default=DEFAULTS.client_retries,
-                   help="runs per row measured again in place of runs the self-check marks (default "
-                        f"{DEFAULTS.client_retries}; 0: never)")
+    add_client_flags(p, DEFAULTS, "row")
     p.add_argument("--json", type=Path, help="write the result (with per-request records) here")
     a = p.parse_args(argv)
     try:
@@ -105,3 +94,21 @@ def cli(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(summary(result, records=True), indent=1, default=str))
     return 0 if all(r["valid"] for r in result["rows"]) else 1
+
+
+def add_client_flags(p: argparse.ArgumentParser, defaults: Any, what: str) -> None:
+    """The client's settings as flags, one wording for `glmf curve` and `glmf capacity` (same names;
+    `defaults` is the gate's settings, `what` a row or a probe)."""
+    p.add_argument("--path", default=defaults.path)
+    p.add_argument("--continuous-usage", action="store_true", help="ask for usage on every chunk (vLLM)")
+    p.add_argument("--spread-max", type=float, default=defaults.spread_max_pct,
+                   help=f"flag {what}s whose runs spread more than this (%%)")
+    p.add_argument("--client-error-max", type=float, default=defaults.client_error_max_pct, metavar="PCT",
+                   help=f"client self-check: a {what}'s run is client-bound when its timestamps can move TTFT, "
+                        "per-user tok/s or ITL by more than PCT %% (default: --spread-max)")
+    p.add_argument("--lag-p99-max-ms", type=float, default=defaults.lag_p99_max_s * 1e3,
+                   help="client self-check, information only: event-loop lag p99 above this is named beside the "
+                        f"error bound (open-loop sends later than this mark a run; default {defaults.lag_p99_max_s * 1e3:g})")
+    p.add_argument("--client-retries", type=int, default=defaults.client_retries,
+                   help=f"runs per {what} measured again in place of runs the self-check marks (default "
+                        f"{defaults.client_retries}; 0: never)")
