@@ -1,6 +1,6 @@
 """The session object: one per pytest process, created and registered with the plugin manager only
 when a lane is selected (pytest-xdist's `DSession` pattern: hooks as methods of one object). It holds the session's state (the lane,
-its server launched once, the thresholds, the result recorder) and every hook that needs a lane,
+its run, plugin/run.py: server launched once, result recorder, result file; the thresholds) and every hook that needs a lane,
 so the plugin's entry point stays a few lines and no hook asks whether there is a session.
 
 Session model: one server per test session. Without xdist the session-scoped `glmf_server`
@@ -10,9 +10,9 @@ launches it before the workers start, hands its address to every worker through
 
 Several lanes (`--glmf-lane a --glmf-lane b`, `--glmf-lane all`): the tests that use `glmf_lane`
 are parametrized by lane (session scope, so pytest runs one lane's tests together), and the
-session object holds one lane's state at a time: before the first test of the next lane it
-finishes the previous one (stops its server, writes its result file, baseline, history) and starts
-afresh (its own session id `<id>-<lane>`, its own result file and ledger lines). With xdist the
+session object holds one lane's run (`LaneRun`) at a time: before the first test of the next lane
+it finishes the previous one (stops its server, writes its result file, baseline, history) and
+starts a new run (its own session id `<id>-<lane>`, its own result file and ledger lines). With xdist the
 controller does that when the scheduler has seen the previous lane's last test complete, and the
 workers wait for the next lane's server (plugin/lanesched.py). At the end the lanes are compared
 (compare/report.py): the terminal tables and `<results>/compare-<id>.md`.
