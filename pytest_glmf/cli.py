@@ -134,14 +134,26 @@ def lanes_cli(argv: list[str]) -> int:
         print(json.dumps({name: {**lane.to_dict(), "argv": build_server_argv(lane)}
                           for name, lane in lanes.items()}, indent=2))
         return 0
+    from dataclasses import replace
+
     from pytest_glmf.launch.sim import sim_argv
 
     for name, lane in lanes.items():
-        argv = sim_argv(lane) if lane.launcher == "sim" else build_server_argv(lane)
+        # process and sim lanes without a port get a free one at launch: PORT stands for it
+        free = lane.port is None and lane.launcher in ("process", "sim")
+        shown = replace(lane, port=FREE_PORT) if free else lane
+        argv = sim_argv(shown) if lane.launcher == "sim" else build_server_argv(shown)
         target = lane.url if lane.launcher == "attach" else shlex.join(argv)
         origin = f"; {lane.origin}" if lane.origin else ""
         print(f"{name} ({lane.engine}, launcher {lane.launcher}, from {lane.source}{origin}):\n  {target}")
+        if free:
+            print("  (PORT: a free port, chosen at launch; set port: in the lane to fix one)")
+        elif lane.launcher == "docker" and lane.port is None:
+            print("  (in the container; published on a free host port of 127.0.0.1, chosen at launch)")
     return 0
+
+
+FREE_PORT = "PORT"     # shown in place of a port chosen at launch (build_server_argv writes str(lane.port))
 
 
 def _selected_lane(lanes: dict[str, Any], args: argparse.Namespace) -> Any:

@@ -56,6 +56,17 @@ def test_lanes_prints_each_lanes_command_line(capsys) -> None:
     assert out[1].startswith(f"  {sys.executable} -m pytest_glmf.sim --model-path /models/GLM-5.3-Flash-NVFP4 "
                              "--speculative-algorithm DFLASH")
     assert out[1].endswith("--time-scale 1")
+    # the sim and process launchers pick a free port at launch: no "--port 30000" that never happens
+    assert " --port PORT " in out[1] and "30000" not in out[1]
+    assert out[2] == "  (PORT: a free port, chosen at launch; set port: in the lane to fix one)"
+
+
+def test_lanes_shows_a_fixed_port_as_it_is(tmp_path: Path, capsys) -> None:
+    lanes = tmp_path / "lanes.yaml"
+    lanes.write_text("lanes:\n  mine: {launcher: process, engine: sglang, model: /m, port: 31000}\n")
+    assert main(["lanes", "--lanes", str(lanes)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("--host 127.0.0.1 --port 31000") and len(out) == 2
 
 
 def test_lanes_json_and_errors(tmp_path: Path, capsys) -> None:
@@ -176,3 +187,18 @@ def test_ctrl_c_on_any_other_glmf_command_is_one_line(monkeypatch, capsys) -> No
     monkeypatch.setattr(tools_cli, "cli", interrupted_cli)
     assert main(["tools", "--url", "http://127.0.0.1:9"]) == 130
     assert capsys.readouterr().err == "glmf tools: interrupted (Ctrl-C / SIGINT) before the end\n"
+def test_curve_sends_the_servers_first_model_as_capacity_does(tmp_path: Path, capsys) -> None:
+    """`glmf curve --model` defaulted to 'default' (vLLM refuses any name but its own), `glmf
+    capacity --model` to the server's first model: both send the first id of /v1/models."""
+    from pytest_glmf.testing.truth_server import TruthServer
+
+    for sub in ("curve", "capacity"):
+        with pytest.raises(SystemExit):
+            main([sub, "--help"])
+        assert "--model MODEL" in (text := " ".join(capsys.readouterr().out.split()))
+        assert "(default: the server's first model" in text, sub
+    out = tmp_path / "curve.json"
+    with TruthServer(ttft_ms=5, itl_ms=2) as truth:
+        main(["curve", "--url", truth.url, "--users", "1", "--runs", "1", "--no-warmup", "--max-tokens", "8",
+              "--json", str(out)])
+    assert json.loads(out.read_text())["workload"]["model"] == "truth"

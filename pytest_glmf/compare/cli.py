@@ -10,8 +10,8 @@ from pytest_glmf.compare.judge import direction_of
 
 
 def cli(argv: list[str]) -> int:
-    from pytest_glmf.compare.lanecurve import read_result
     from pytest_glmf.compare.report import comparison_markdown, comparison_report, lane_curves, plot_lanes
+    from pytest_glmf.results.gatejson import read_result  # a result file or a glmf <gate> --json output
 
     ap = argparse.ArgumentParser(prog="glmf compare", description="Compare lanes' result files: users as rows, "
                                  "lanes as columns, the crossover of each pair, the boot facts side by side.")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_glmf.compare.lanecurve import LaneCurve
+from pytest_glmf.compare.lanecurve import LaneCurve, workload_difference
 from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import fmt
 
@@ -48,6 +48,7 @@ class Crossover:
     points: list[Point]
     excluded: list[tuple[str, int, str]] = field(default_factory=list)   # (lane, users, why)
     unpaired: list[tuple[str, int]] = field(default_factory=list)        # a valid row the other lane lacks
+    mismatched: list[tuple[int, str]] = field(default_factory=list)      # (users, which settings differ)
     leader: str | None = None                         # the lane that wins at the lowest users it wins
     leads_up_to: int | None = None                    # leader's last win before the other's first
     other_from: int | None = None                     # the other lane's first win
@@ -64,8 +65,17 @@ class Crossover:
         users value (8-24); above 24 only ar has valid rows (32: dflash2-120 seat-starved)"."""
         what = METRIC_PHRASES.get(self.metric, f"on {self.metric}")
         if not self.points:
-            return f"{self.a} vs {self.b} {what}: no users value with a valid row on both lanes"
-        return "; ".join([self._verdict(what), *self._one_lane_clauses()])
+            return "; ".join([f"{self.a} vs {self.b} {what}: no users value with a valid row on both lanes",
+                              *self._mismatch_clauses()])
+        return "; ".join([self._verdict(what), *self._one_lane_clauses(), *self._mismatch_clauses()])
+
+    def _mismatch_clauses(self) -> list[str]:
+        """Users values not compared because the two rows sent different workloads, grouped by what differs."""
+        by_diff: dict[str, list[int]] = {}
+        for users, diff in self.mismatched:
+            by_diff.setdefault(diff, []).append(users)
+        return [f"not compared at {', '.join(map(str, users))} users: the workloads differ ({diff})"
+                for diff, users in by_diff.items()]
 
     def _verdict(self, what: str) -> str:
         users = [p.users for p in self.points]
@@ -141,7 +151,10 @@ def judge(a: LaneCurve, b: LaneCurve, metric: str = "per_user_tok_s", *, users: 
             elif r is not None and r.get(metric) is None:
                 out.excluded.append((lane.name, u, f"no {metric} recorded"))
         usable = [r for r in (ra, rb) if r is not None and not r.excluded and r.get(metric) is not None]
-        if len(usable) == 2:
+        diff = workload_difference([ra, rb], [a.name, b.name]) if len(usable) == 2 else None
+        if diff is not None:
+            out.mismatched.append((u, diff))
+        elif len(usable) == 2:
             out.points.append(_point(u, ra, rb, metric, direction, floor_pct))
         elif len(usable) == 1:
             out.unpaired.append((a.name if usable[0] is ra else b.name, u))

@@ -59,6 +59,40 @@ def exclusion(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+# What a curve row sent (runner.py records each): rows that differ in any of these measured different
+# workloads, and comparing their numbers says nothing about the lanes. Prompt lengths are measured
+# (the server's token count, p50), so they may differ by PROMPT_TOLERANCE_PCT before they count.
+WORKLOAD_KEYS = {"max_tokens": "max_tokens", "prompt_tokens_p50": "prompt tokens (p50)",
+                 "shared_prefix": "shared_prefix", "rate_per_s": "rate_per_s", "arrival": "arrival",
+                 "path": "endpoint"}
+PROMPT_TOLERANCE_PCT = 5.0
+
+
+def workload_difference(rows: Sequence[LaneRow | None], names: Sequence[str]) -> str | None:
+    """Which settings differ between rows of one users value (each lane's, None where it has none),
+    "max_tokens 384 (a) vs 128 (b)"; None when they sent the same (a setting a row did not record
+    is not compared)."""
+    present = [(n, r) for n, r in zip(names, rows) if r is not None]
+    diffs = []
+    for key, label in WORKLOAD_KEYS.items():
+        seen = [(n, r.values[key]) for n, r in present if r.values.get(key) is not None]
+        if len(seen) < 2:
+            continue
+        values = [v for _, v in seen]
+        if key == "prompt_tokens_p50":
+            lo, hi = min(values), max(values)
+            if hi - lo <= PROMPT_TOLERANCE_PCT / 100 * hi:
+                continue
+        elif len({json.dumps(v) for v in values}) == 1:
+            continue
+        diffs.append(f"{label} " + " vs ".join(f"{_setting(v)} ({n})" for n, v in seen))
+    return "; ".join(diffs) or None
+
+
+def _setting(v: Any) -> str:
+    return f"{v:,.0f}" if isinstance(v, float) and v >= 100 else str(v)
+
+
 def lane_name(doc: Mapping[str, Any], default: str = "?") -> str:
     return str((doc.get("lane") or {}).get("name") or (doc.get("provenance") or {}).get("lane") or default)
 

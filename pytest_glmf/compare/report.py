@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.compare.judge import Crossover, judge
-from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name
-from pytest_glmf.gates.verdict import fmt, render_table
-from pytest_glmf.results.plotting import pyplot, save_png
-from pytest_glmf.results.report import md_table
+from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name, workload_difference
+from pytest_glmf.gates.registry import metric_label
+from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.results.plotting import pyplot, run_verdict, save_png
+from pytest_glmf.results.report import fit_table, md_table, wrap
 
 BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
              ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),
@@ -65,7 +66,22 @@ def _boot(doc: Mapping[str, Any]) -> Mapping[str, Any]:
 def curve_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
     header = ["users", *(f"{c.name} ({fmt(_seats(c))} seats)" for c in curves)]
     users = sorted({r.users for c in curves for r in c.rows})
-    return header, [[str(u), *(_cell(c.row(u)) for c in curves)] for u in users]
+    return header, [[_users_cell(u, curves), *(_cell(c.row(u)) for c in curves)] for u in users]
+
+
+def _users_cell(users: int, curves: Sequence[LaneCurve]) -> str:
+    diff = workload_difference([c.row(users) for c in curves], [c.name for c in curves])
+    return f"{users} [workloads differ: {diff}]" if diff else str(users)
+
+
+def workload_warning(curves: Sequence[LaneCurve]) -> str | None:
+    """One line when some users value's rows sent different workloads (no comparison uses them)."""
+    users = [u for u in sorted({r.users for c in curves for r in c.rows})
+             if workload_difference([c.row(u) for c in curves], [c.name for c in curves])]
+    if not users:
+        return None
+    return (f"WARNING: the lanes ran different workloads at {', '.join(map(str, users))} users (see the notes "
+            "under the curve table); those rows are not compared")
 
 
 def _by_key(curves: Sequence[LaneCurve], gate: str, cell: Callable[[Mapping[str, Any]], str],
@@ -130,6 +146,8 @@ def crossovers(curves: Sequence[LaneCurve], metric: str = "per_user_tok_s") -> l
 def _sections(docs: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, list[str], list[list[str]] | str]]:
     curves = lane_curves(docs)
     out: list[tuple[str, list[str], list[list[str]] | str]] = []
+    if warning := workload_warning(curves):
+        out.append(("Workloads", [], warning))
     header, body = curve_table(curves)
     if body:
         out.append(("Concurrency curve by lane", header, body))
@@ -168,9 +186,10 @@ def _headline(docs: Sequence[Mapping[str, Any]]) -> str:
 
 def comparison_report(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
     """The terminal comparison of several lanes' result documents."""
-    parts = [_headline(docs)]
+    parts = [wrap(_headline(docs))]
     for title, header, body in _sections(docs, metric):
-        parts.append(f"{title}\n{body if isinstance(body, str) else render_table(body, header)}")
+        text = "\n".join(map(wrap, body.splitlines())) if isinstance(body, str) else fit_table(header, body)
+        parts.append(f"{title}\n{text}")
     return "\n\n".join(parts)
 
 
@@ -199,7 +218,10 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
         color = f"C{i}"
         for ax, key in ((ax_tok, metric), (ax_ttft, "ttft_p95_s")):
             pts = [(r.users, r.get(key), r.excluded) for r in c.rows if r.get(key) is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=color, alpha=0.6)
+            # no line joins rows of users' own prompts to rows that shared one (TTFT would "fall" there)
+            for shared in (False, True):
+                part = [p for p, r in zip(pts, c.rows) if bool(r.values.get("shared_prefix")) == shared]
+                ax.plot([p[0] for p in part], [p[1] for p in part], "--" if shared else "-", color=color, alpha=0.6)
             good = [p for p in pts if not p[2]]
             bad = [p for p in pts if p[2]]
             ax.plot([p[0] for p in good], [p[1] for p in good], "o", color=color,
@@ -207,10 +229,21 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
             if bad:
                 ax.plot([p[0] for p in bad], [p[1] for p in bad], "o", mfc="none", color=color,
                         label=f"{c.name}: not a measurement (seats/KV/invalid)" if ax is ax_tok else None)
-    ax_tok.set_ylabel(metric.replace("_", " "))
-    ax_ttft.set_ylabel("TTFT p95 (s)")
+    shared_users = sorted({r.users for c in curves for r in c.rows if r.values.get("shared_prefix")})
+    if shared_users:
+        for ax in (ax_tok, ax_ttft):
+            ax.axvspan(min(shared_users) - 0.5, max(shared_users) + 0.5, color="tab:gray", alpha=0.15,
+                       label="prefix shared by all users: a prefix cache computes it once (TTFT not comparable)"
+                       if ax is ax_ttft else "_nolegend_")
+        ax_ttft.legend(fontsize=8)
+
+    ax_tok.set_ylabel(metric_label("curve", metric))
+    ax_ttft.set_ylabel(metric_label("curve", "ttft_p95_s"))
     ax_ttft.set_xlabel("concurrent users")
-    ax_tok.set_title("Lanes compared")
+    ax_tok.set_title("Lanes compared: " + "; ".join(
+        f"{c.name} (image {(c.doc.get('provenance') or {}).get('image') or '-'}, "
+        f"{str((c.doc.get('provenance') or {}).get('started_at') or '')[:16].replace('T', ' ') or 'date unknown'}, "
+        f"{run_verdict(c.doc)})" for c in curves), fontsize=9, wrap=True)
     ax_tok.legend(fontsize=8)
     for ax in (ax_tok, ax_ttft):
         ax.grid(alpha=0.3)

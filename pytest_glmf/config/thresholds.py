@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
 from pytest_glmf.gates.registry import GATES, gate_spec
@@ -67,13 +69,65 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     lanes = data.get("lanes") or {}
     if not isinstance(lanes, dict):
         raise ConfigError(f"{path}: lanes: must be a mapping of lane name -> gates")
+    problems: list[tuple[tuple[str, ...], ConfigError]] = []    # every mistake of the file, not the first
     for lane, gates in lanes.items():
         if gates is None:
             continue
         if not isinstance(gates, dict):
-            raise ConfigError(f"{path}: lanes.{lane}: must be a mapping of gate -> thresholds")
+            problems.append(((str(lane),), ConfigError(f"{path}: lanes.{lane}: must be a mapping of gate -> "
+                                                       "thresholds")))
+            continue
         for gate, section in gates.items():
             if gate not in GATES:
-                raise ConfigError(f"{path}: lanes.{lane}: unknown gate {gate!r}; allowed: {_allowed(GATES)}")
-            GATES[gate].check_section(f"{path}: lanes.{lane}.{gate}", section)
+                problems.append(((str(lane), str(gate)), ConfigError(
+                    f"{path}: lanes.{lane}: unknown gate {gate!r}; allowed: {_allowed(GATES)}")))
+                continue
+            problems += [((str(lane), str(gate), *key), exc) for key, exc in _section_problems(
+                GATES[gate], f"{path}: lanes.{lane}.{gate}", section)]
+    if len(problems) == 1:
+        raise problems[0][1]
+    if problems:
+        lines = _key_lines(path)
+        raise ConfigError(f"{path}: {len(problems)} problems, each on its line:\n" + "\n".join(
+            "  " + _at_line(str(exc), str(path), lines.get(("lanes", *keys))) for keys, exc in problems))
     return Thresholds(path=str(path), lanes={str(k): dict(v or {}) for k, v in lanes.items()})
+
+
+def _at_line(message: str, path: str, line: int | None) -> str:
+    """"th.yaml: lanes.a..." -> "th.yaml:7: lanes.a..." (the line of the key it names)."""
+    head = f"{path}: "
+    return f"{path}:{line}: {message[len(head):]}" if line is not None and message.startswith(head) else message
+
+
+def _section_problems(spec: Any, where: str, section: Any) -> list[tuple[tuple[str, ...], ConfigError]]:
+    """The section's mistakes, one per key when several keys are wrong (the key's path with each)."""
+    try:
+        spec.check_section(where, section)
+        return []
+    except ConfigError as whole:
+        first = whole
+    found: list[tuple[tuple[str, ...], ConfigError]] = []
+    for key, value in section.items():
+        try:
+            spec.check_section(where, {key: value})
+        except ConfigError as exc:
+            found.append(((str(key),), exc))
+    return found or [((), first)]
+
+
+def _key_lines(path: Path) -> dict[tuple[str, ...], int]:
+    """The line of every mapping key of a YAML file, by its path of keys (for naming a problem's line)."""
+    out: dict[tuple[str, ...], int] = {}
+
+    def walk(node: Any, at: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                here = (*at, str(k.value))
+                out.setdefault(here, k.start_mark.line + 1)
+                walk(v, here)
+
+    try:
+        walk(yaml.compose(path.read_text(), Loader=yaml.SafeLoader), ())
+    except (OSError, yaml.YAMLError):
+        pass
+    return out

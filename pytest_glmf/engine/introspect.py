@@ -104,15 +104,31 @@ def engine_version(client: Client, engine: str | None = None) -> tuple[str | Non
 def parse_metrics(text: str, names: Iterable[str] | None = None) -> dict[str, float]:
     """Prometheus text -> {sample name: value summed over its label sets} (`engine="0"`,
     `model_name=...`, per-rank series are one quantity). `names` keeps only those samples; absent
-    names are left out, so a server without speculative decoding gives {} for its counters."""
+    names are left out, so a server without speculative decoding gives {} for its counters.
 
+    With `names`, only the lines of those samples reach the parser (a string test per line, in
+    C): a GPU vLLM's /metrics is ~55 KB and ~450 samples (tests/testing/data/vllm_0.26.0_h200_metrics.txt), which the full
+    parse takes ~15 ms of pure Python over, while the few lines a caller wants parse in ~0.1 ms."""
     wanted = set(names) if names is not None else None
+    if wanted is not None:
+        text = "\n".join(line for line in text.splitlines()
+                         if line[:1] not in ("#", "") and _sample_name(line) in wanted) + "\n"
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if wanted is None or sample.name in wanted:
                 out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
     return out
+
+
+def _sample_name(line: str) -> str:
+    """The sample name a Prometheus text line starts with (up to `{` or a space)."""
+    end = len(line)
+    for stop in ("{", " "):
+        i = line.find(stop)
+        if 0 <= i < end:
+            end = i
+    return line[:end]
 
 
 def metrics(client: Client, names: Iterable[str] | None = None) -> dict[str, float] | None:

@@ -28,3 +28,11 @@ def metric_directions(name: str) -> dict[str, str]:
     """metric -> "higher" | "lower" (which way is better) for gate `name`; {} for an unknown gate."""
     spec = GATES.get(name)
     return spec.directions() if spec is not None else {}
+
+
+def metric_label(gate: str, metric: str) -> str:
+    """A metric as tables and plots name it, with its unit ("TTFT p95 (s)"), from the gate's
+    declaration; the key itself for a metric no gate declares."""
+    spec = GATES.get(gate)
+    declared = spec.metrics.get(metric) if spec is not None else None
+    return declared.axis_label() if declared is not None else metric

@@ -51,6 +51,12 @@ class Metric:
     lo: float | None = 0.0                  # the range any measurement lies in (None: unbounded)
     hi: float | None = None
     doc: str = ""
+    label: str = ""                         # what a reader calls it ("TTFT p95"); default: the name
+
+    def axis_label(self) -> str:
+        """The metric as a table header or plot axis names it, with its unit: "TTFT p95 (s)"."""
+        name = self.label or self.name.replace("_", " ")
+        return f"{name} ({self.unit})" if self.unit and self.unit not in ("count", "ratio") else name
 
     def describe(self) -> str:
         what = UNIT_TEXT.get(self.unit, self.unit)

@@ -29,18 +29,21 @@ def launch_lane(lane: "LaneConfig", results_dir: Path, session_id: str) -> Serve
     (launch/preflight); after it, the engine is a checked fact (launch/identity.py): a server
     that is not the engine the lane declares is stopped and reported, never measured."""
     from pytest_glmf.engine.surface import record_at_launch
-    from pytest_glmf.launch import preflight
     from pytest_glmf.launch.identity import check_identity
 
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    checked = preflight.check(lane, preflight.argv_for(lane)) if lane.launcher in ("docker", "process", "sim") \
-        else None
+    checked, not_run = None, None
+    if lane.launcher in ("docker", "process", "sim"):   # an attach lane needs no parser (nor the docker SDK)
+        from pytest_glmf.launch import preflight
+
+        checked = preflight.check(lane, preflight.argv_for(lane))
+        not_run = preflight.not_run_line(lane, checked) if checked.status == "not run" else None
     server = get_launcher(lane.launcher).start(lane, results_dir, session_id)
     if checked is not None:
         server.provenance["preflight"] = checked.to_dict()
-        if checked.status == "not run":   # loud in the result file too, not only a status
-            server.provenance["preflight"]["line"] = preflight.not_run_line(lane, checked)
+        if not_run:   # loud in the result file too, not only a status
+            server.provenance["preflight"]["line"] = not_run
     check_identity(server)
     record_server_config(server)
     engine_flags = checked.options if checked is not None and checked.engine != "sim" else None

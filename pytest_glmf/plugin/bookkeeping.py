@@ -308,7 +308,8 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
         text = f"(cannot render {out}: {exc})"
     terminalreporter.write_sep("=", "glmf results")
     terminalreporter.write_line(text)
-    terminalreporter.write_line(f"glmf: results written to {out} (render: glmf report {out} --markdown R.md --plot R.png)")
+    terminalreporter.write_line(f"glmf: results written to {out}")
+    terminalreporter.write_line(f"  render: glmf report {out} --markdown R.md --plot R.png")
     if run.html_file is not None:
         terminalreporter.write_line(f"glmf: the report as one HTML page: {run.html_file}")
     if run.html_error is not None:

@@ -212,6 +212,7 @@ def glmf_template(request: pytest.FixtureRequest, glmf_server: "Server", glmf_la
     from pytest_glmf.gates.template.api import measure_template
     from pytest_glmf.gates.template.conversations import load_conversations
     from pytest_glmf.gates.template.reference import reference_for_lane
+    from pytest_glmf.gates.template.special import lane_skip_special_default
 
     def measure(reference: Any = None, conversations: Any = None, *, served_ids: str | None = None,
                 key: str | None = None, source: str | None = None) -> "TemplateResult":
@@ -230,7 +231,8 @@ def glmf_template(request: pytest.FixtureRequest, glmf_server: "Server", glmf_la
                         f"{glmf_thresholds.path}, or name a local model directory in the lane")
         result = _fail_unless_measured(lambda: measure_template(
             glmf_server.base_url, reference, convs, served_ids=served_ids or s.served_ids,
-            context_tokens=s.context_tokens, timeouts=glmf_lane.timeouts), "glmf_template", where)
+            context_tokens=s.context_tokens, timeouts=glmf_lane.timeouts,
+            skip_special_tokens_default=lane_skip_special_default(glmf_lane)), "glmf_template", where)
         result.lane = glmf_lane.name
         glmf_results.record("template", key or request.node.name, result.summary())
         return result

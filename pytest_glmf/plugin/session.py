@@ -298,12 +298,10 @@ class GlmfSession:
 
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
-        from pytest_glmf.launch.preflight import header_line
-
         if self.several:
             return [f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
                     f"lanes_file={s.lanes_file or 'built-in'} thresholds={s.thresholds_file or 'built-in thresholds.yaml'} "
-                    f"results={s.results_dir}", *filter(None, (header_line(x) for x in s.lanes))]
+                    f"results={s.results_dir}", *filter(None, (preflight_header(x) for x in s.lanes))]
         where = (f"url={lane.url}" + (f" image={lane.image}" if lane.image else "") if lane.launcher == "attach"
                  else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
@@ -316,7 +314,7 @@ class GlmfSession:
                 f"results={s.results_dir}")
         doc = self.baseline_doc()
         warning = bookkeeping.baseline_warning(s, doc) if doc is not None else None
-        return [x for x in (line, header_line(lane), warning, s.history.header() if s.history else None) if x]
+        return [x for x in (line, preflight_header(lane), warning, s.history.header() if s.history else None) if x]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
@@ -404,3 +402,13 @@ def _progress(state: GlmfSession, line: str) -> None:
     if reporter is not None:
         reporter.ensure_newline()
         reporter.write_line(line)
+
+
+def preflight_header(lane: "LaneConfig") -> str | None:
+    """The header's preflight line of a lane that runs an engine command line; sim and attach lanes
+    have none, and do not load preflight (nor the docker SDK it imports)."""
+    if lane.launcher not in ("docker", "process"):
+        return None
+    from pytest_glmf.launch.preflight import header_line
+
+    return header_line(lane)

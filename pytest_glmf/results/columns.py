@@ -45,7 +45,14 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
         for c, x in v.items():
             if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
                 cols.append(c)
+    if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
+        # a row whose users all sent one prompt: a prefix cache computed it once (its TTFT is not the others')
+        rows = [(k, {**v, "prefix": "shared" if v.get("shared_prefix") else "own"}) for k, v in rows]
+        cols.insert(1, "prefix")
     header = ["key", *cols]
     body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]
     # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here
-    return header, [row for row in body if any(value != "-" for value in row[1:])]
+    body = [row for row in body if any(value != "-" for value in row[1:])]
+    if cols and all(str(k) == f"{cols[0]}={v.get(cols[0])}" for k, v in rows):   # "users=48" beside users 48
+        header, body = header[1:], [r[1:] for r in body]
+    return header, body

@@ -9,10 +9,13 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.config.thresholds import load_thresholds
+from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
@@ -28,10 +31,12 @@ from pytest_glmf.results.baseline import (
 )
 from pytest_glmf.results.columns import cell as _cell
 from pytest_glmf.results.columns import gate_table
+from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
 from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
 from pytest_glmf.results.history.schema import NotAResultFile
 from pytest_glmf.results.html import write_report_page
-from pytest_glmf.results.plotting import pyplot, save_png
+from pytest_glmf.results.plotting import curve_bounds
+from pytest_glmf.results.plotting import plot_curve as draw_curve
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
@@ -39,12 +44,94 @@ TITLES = {name: spec.title for name, spec in GATES.items()}
 DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
 
 
+WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells become notes under them
+
+
+def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> str:
+    """`render_table` made to fit `width`: a one-row table printed on end; long headers on two lines
+    ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
+    ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
+    "503 [1]"; one number per distinct text, numbered in reading order)."""
+    body = [list(r) for r in body]
+    halves = [_halves(h) for h in header]
+    if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
+        # a few rows of many columns (boot facts, one summary): on end, a row per column
+        header, body = [header[0], *(r[0] for r in body)], [[h, *(r[j] if j < len(r) else "" for r in body)]
+                                                             for j, h in enumerate(header[1:], 1)]
+    heads = [header]
+    if len(" | ".join(header)) > width:
+        split = [_halves(h) for h in header]
+        heads = [[a for a, _ in split], [b for _, b in split]]
+    moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
+    while _widest(heads, body) > width:
+        cells = [(len(c), i, j) for i, r in enumerate(body) for j, c in enumerate(r)
+                 if (j > 0 or len(c) > 24) and len(c) > 10 and "\0" not in c]
+        if not cells:
+            break
+        _, i, j = max(cells)
+        text = body[i][j]
+        value, _, flag = text.partition(" [")
+        keep, note = (value + " ", flag[:-1]) if flag.endswith("]") else ("", text)
+        if note not in moved:
+            moved.append(note)
+        body[i][j] = f"{keep}\0{moved.index(note)}\0"
+    order: dict[int, int] = {}
+    for r in body:
+        for c in r:
+            if "\0" in c:
+                order.setdefault(int(c.split("\0")[1]), len(order) + 1)
+    body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
+            for r in body]
+    notes = sorted(order.items(), key=lambda kv: kv[1])
+    return _render(heads, body) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+
+
+def _halves(name: str) -> tuple[str, str]:
+    """A header split at the separator nearest its middle ("per_user_tok_s" -> "per_user", "tok_s")."""
+    cuts = [i for i, ch in enumerate(name) if ch in "_ "]
+    if len(name) <= 8 or not cuts:
+        return name, ""
+    i = min(cuts, key=lambda k: abs(k - len(name) / 2))
+    return name[:i], name[i + 1:]
+
+
+def _render(heads: list[list[str]], body: list[list[str]]) -> str:
+    if len(heads) == 1:
+        return render_table(body, heads[0])
+    lines = render_table([*heads, *body]).splitlines()
+    widths = [len(c) for c in lines[0].split(" | ")]
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in [*heads, *body]) for i in range(len(heads[0]))]
+    return "\n".join([*lines[:len(heads)], "-+-".join("-" * w for w in widths), *lines[len(heads):]])
+
+
+def _widest(heads: list[list[str]], body: list[list[str]]) -> int:
+    return max(map(len, render_table([*heads, *body]).splitlines()), default=0)
+
+
+def wrap(line: str, width: int = WIDTH) -> str:
+    """A long note or sentence folded to `width`, its continuation lines indented."""
+    return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+
+
+
+
+def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
+    """Under the curve table: which rows shared a prompt prefix, and what that does to their TTFT."""
+    shared = sorted(v["users"] for v in entries.values() if isinstance(v, dict) and v.get("shared_prefix")
+                    and isinstance(v.get("users"), int))
+    if not shared:
+        return None
+    return (f"prefix shared: at {', '.join(map(str, shared))} users every user sent the same prompt, which a prefix "
+            "cache computes once: their TTFT is not comparable with the rows of users' own prompts")
+
+
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
-    parts = [_headline(doc)]
+    parts = ["\n".join(map(wrap, _headline(doc).splitlines()))]
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            parts.append(f"{TITLES.get(gate, gate)}\n{render_table(body, header)}")
+            note = shared_prefix_note(entries or {}) if gate == "curve" else None
+            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
     if baseline is not None:
         parts.extend(_baseline_section(doc, baseline))
     return "\n\n".join(parts)
@@ -146,6 +233,8 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         header, body = gate_table(gate, entries or {})
         if body:
             out.append(f"### {TITLES.get(gate, gate)}\n\n{md_table(header, body)}")
+            if gate == "curve" and (note := shared_prefix_note(entries or {})):
+                out.append(note)
             if gate in DEFINITIONS:
                 out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
     return "\n\n".join(out) + "\n"
@@ -157,65 +246,38 @@ def curve_rows(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["users"])
 
 
-def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None) -> Path:
-    """PNG: per-user tok/s (and aggregate on a second axis) and TTFT p50/p95 against users."""
+def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, Any] | None = None,
+               bounds: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None) -> Path:
+    """PNG of the run's curve (results/plotting.py: one quantity per axis, spread bars, bounds)."""
 
-    plt = pyplot()
-    rows = curve_rows(doc)
-    if not rows:
-        raise ValueError("the result has no curve rows to plot")
-    base_rows = curve_rows(baseline)
-    fig, (ax_tok, ax_ttft) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    ax_agg = ax_tok.twinx()
-
-    def series(rs: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-        pts = [(r["users"], r[key]) for r in rs if isinstance(r.get(key), (int, float))]
-        return [p[0] for p in pts], [p[1] for p in pts]
-
-    for rs, style, tag in ((rows, "-", "now"), (base_rows, "--", "baseline")):
-        if not rs:
-            continue
-        ax_tok.plot(*series(rs, "per_user_tok_s"), style + "o", color="tab:blue", label=f"per-user tok/s ({tag})")
-        ax_agg.plot(*series(rs, "aggregate_tok_s"), style + "s", color="tab:orange", label=f"aggregate tok/s ({tag})")
-        ax_ttft.plot(*series(rs, "ttft_p95_s"), style + "o", color="tab:red", label=f"TTFT p95 ({tag})")
-        ax_ttft.plot(*series(rs, "ttft_p50_s"), style + ".", color="tab:pink", label=f"TTFT p50 ({tag})")
-    ax_tok.set_ylabel("per-user tok/s")
-    ax_agg.set_ylabel("aggregate tok/s")
-    ax_ttft.set_ylabel("TTFT (s)")
-    ax_ttft.set_xlabel("concurrent users")
-    lane = (doc.get("lane") or {}).get("name", "")
-    ax_tok.set_title(f"Concurrency curve {lane}".strip())
-    h1, l1 = ax_tok.get_legend_handles_labels()
-    h2, l2 = ax_agg.get_legend_handles_labels()
-    ax_tok.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center")
-    ax_ttft.legend(fontsize=8)
-    for ax in (ax_tok, ax_ttft):
-        ax.grid(alpha=0.3)
-    return save_png(fig, out)
+    return draw_curve(doc, out, baseline, bounds)
 
 
 def cli(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="glmf report", description="Render a pytest-glmf result file.")
-    ap.add_argument("result", help="result JSON written by a pytest-glmf session")
+    ap.add_argument("result", help="result JSON written by a pytest-glmf session, or by a glmf gate command's --json")
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a PNG of the concurrency curve")
     ap.add_argument("--html", metavar="OUT.html", help="write the report as one self-contained HTML page")
     ap.add_argument("--thresholds", metavar="FILE", help="thresholds file whose bounds for the result's lane the "
-                                                         "HTML page marks (default: none)")
+                                                         "HTML page marks and the --plot draws (default: none)")
     ap.add_argument("--history", type=int, metavar="K", help="show the last K stored runs on the same lane beside this one")
     ap.add_argument("--store", help="history store for --history (a SQLite file, sqlite:///PATH, postgresql://...; "
                                     "default: $GLMF_HISTORY, else history.sqlite beside RESULT)")
     args = ap.parse_args(argv)
     try:
-        doc = json.loads(Path(args.result).read_text())
+        doc = as_result_document(json.loads(Path(args.result).read_text()), args.result)
     except (OSError, json.JSONDecodeError) as exc:
         print(f"glmf report: cannot read {args.result}: {exc}", file=sys.stderr)
+        return 2
+    except NotAGateOutput as exc:
+        print(f"glmf report: {exc}", file=sys.stderr)
         return 2
     base = None
     if args.baseline:
         try:
-            base = load_baseline(args.baseline, doc.get("schema"))
+            base = load_baseline(args.baseline, doc.get("schema", 1))
         except BaselineError as exc:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
@@ -230,8 +292,8 @@ def cli(argv: list[str]) -> int:
         print(f"\nmarkdown written to {args.markdown}")
     if args.plot:
         try:
-            plot_curve(doc, args.plot, base)
-        except (RuntimeError, ValueError) as exc:
+            plot_curve(doc, args.plot, base, _curve_bounds(doc, args.thresholds))
+        except (RuntimeError, ValueError, ConfigError) as exc:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
         print(f"plot written to {args.plot}")
@@ -244,6 +306,14 @@ def cli(argv: list[str]) -> int:
             return 2
         print(f"HTML written to {args.html}")
     return 0
+
+
+def _curve_bounds(doc: Mapping[str, Any], thresholds: str | None) -> dict[int, Any] | None:
+    """The lane's curve bounds from a thresholds file (ConfigError from its loader), None without one."""
+    if thresholds is None:
+        return None
+    lane = str((doc.get("lane") or {}).get("name") or "")
+    return curve_bounds(load_thresholds(thresholds).for_gate(lane, "curve"))
 
 
 def _history_beside(doc: Mapping[str, Any], k: int, store_value: str | None, results_dir: Path) -> str | None:

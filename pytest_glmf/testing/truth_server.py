@@ -18,6 +18,10 @@ Behaviour, per streamed chat completion (always the full `max_tokens`, as with i
   the messages; `--cache-report` puts it in usage.prompt_tokens_details.cached_tokens (SGLang's
   --enable-cache-report, vLLM's --enable-prompt-tokens-details); /flush_cache empties it;
 - `/flush_cache` advances through `--speed-schedule` (factors on ttft and itl) to make runs noisy;
+- `--pair-every N`: every Nth chunk of a stream is written together with the next one, in one
+  write (a server that batches two events; both are truly sent at that write's time);
+- `--metrics-file F`: /metrics serves that text (e.g. a GPU vLLM's, 55 KB: tests/testing/data)
+  with its vLLM generation, running and waiting samples replaced by the truth's own;
 - a known service curve: with `--itl-per-running-ms X` each token takes itl + X * (running - 1),
   running counted when the token is scheduled (per-user speed falls with concurrency), and with
   `--ttft-per-running-ms Y` a request that starts as the k-th running one gets its first token
@@ -65,6 +69,8 @@ class TruthConfig:
     itl_per_running_s: float = 0.0       # each token: itl + this * (running - 1)
     ttft_per_running_s: float = 0.0      # first token: ttft + this * (running at start - 1)
     cache_report: bool = False           # usage.prompt_tokens_details.cached_tokens
+    pair_every: int = 0                  # every Nth chunk goes out with the next one, in one write (0: never)
+    metrics_text: str | None = None      # a real server's /metrics to serve around the truth's own counters
 
 
 @dataclass
@@ -236,6 +242,8 @@ class _Conn:
             st.flushes += 1
             st.conversations.clear()
             return self.reply(200, b"Cache flushed.", "text/plain")
+        if path == "/metrics" and st.cfg.metrics_text is not None:
+            return self.reply(200, _vllm_metrics(st).encode(), "text/plain; version=0.0.4")
         if path == "/metrics":
             text = ("# TYPE sglang:generation_tokens_total counter\n"
                     f'sglang:generation_tokens_total{{model_name="truth"}} {st.generated_tokens}\n'
@@ -313,6 +321,35 @@ class _Conn:
         first = job.next_token
         job.next_token += ntok
         final = job.next_token >= job.max_tokens
+        payload = self._payload(job, first, ntok, final)
+        cfg = st.cfg
+        if not final and cfg.pair_every and (len(job.sends) + 1) % cfg.pair_every == 0:
+            # this chunk and the next go out in one write, now (the next one early: truly sent now)
+            n2 = min(job.next_token + cfg.tokens_per_chunk, job.max_tokens) - job.next_token
+            first2 = job.next_token
+            job.next_token += n2
+            final = job.next_token >= job.max_tokens
+            payload += self._payload(job, first2, n2, final)
+            if self.transport is not None:
+                t = perf()
+                self.transport.write(payload)
+                job.sends += [(t, ntok), (t, n2)]
+            st.generated_tokens += ntok
+            if final:
+                return self._finish(job, n2)
+            job.t_next_s += job.factor * (cfg.itl_s + cfg.itl_per_running_s * (st.running - 1)) * n2
+            st.generated_tokens += n2
+            return self.schedule(job)
+        if self.transport is not None:
+            t = perf()
+            self.transport.write(payload)
+            job.sends.append((t, ntok))
+        st.generated_tokens += ntok
+        if not final:
+            return self.schedule(job)
+        return self._finish(job, 0)
+
+    def _payload(self, job: Job, first: int, ntok: int, final: bool) -> bytes:
         content = "".join(f" w{i}" for i in range(first, first + ntok))
         if final or job.continuous_usage:
             usage = ({"prompt_tokens": job.prompt_tokens, "completion_tokens": job.next_token,
@@ -321,13 +358,12 @@ class _Conn:
         else:   # the hot path: no json.dumps per token, so one process can feed hundreds of streams
             data = b'data: {"id":"%s",%s"%s"},"finish_reason":null}]}\n\n' % (job.rid.encode(), _MID, content.encode())
             payload = b"%x\r\n%s\r\n" % (len(data), data)
-        if self.transport is not None:
-            t = perf()
-            self.transport.write(payload)
-            job.sends.append((t, ntok))
+        return payload
+
+    def _finish(self, job: Job, ntok: int) -> None:
+        """The stream's end after its last chunk went out (`ntok`: its tokens, not yet counted)."""
+        st = self.state
         st.generated_tokens += ntok
-        if not final:
-            return self.schedule(job)
         reported = job.next_token + st.cfg.usage_delta
         if job.messages:   # the answer joins the cache with the conversation it answered
             answer = "".join(f" w{i}" for i in range(job.next_token))
@@ -350,6 +386,16 @@ class _Conn:
         if st.queue:
             nxt = st.queue.popleft()
             nxt.proto.run(nxt, queued=True)
+
+
+def _vllm_metrics(st: TruthState) -> str:
+    """The configured /metrics text with vLLM's generation, running and waiting samples set to the
+    truth's own (every label set of those samples dropped, one line each added)."""
+    own = {"vllm:generation_tokens_total": st.generated_tokens, "vllm:num_requests_running": st.running,
+           "vllm:num_requests_waiting": len(st.queue)}
+    keep = [line for line in (st.cfg.metrics_text or "").splitlines()
+            if not any(line.startswith(name + "{") or line.startswith(name + " ") for name in own)]
+    return "\n".join(keep + [f'{name}{{model_name="truth"}} {value}' for name, value in own.items()]) + "\n"
 
 
 def _job_dict(j: Job) -> dict[str, Any]:
@@ -417,13 +463,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="first token: ttft + this * (running requests when it started - 1)")
     p.add_argument("--cache-report", action="store_true",
                    help="report each request's prefix-cache hit in usage.prompt_tokens_details.cached_tokens")
+    p.add_argument("--pair-every", type=int, default=0,
+                   help="every Nth chunk of a stream goes out with the next one, in one write (0: never)")
+    p.add_argument("--metrics-file", help="serve this /metrics text (a real server's) around the truth's counters")
     p.add_argument("--no-uvloop", action="store_true")
     a = p.parse_args(argv)
     cfg = TruthConfig(ttft_s=a.ttft_ms / 1e3, itl_s=a.itl_ms / 1e3, tokens_per_chunk=a.tokens_per_chunk,
                       seats=a.seats, usage_delta=a.usage_delta, prompt_tokens=a.prompt_tokens,
                       speed_schedule=[float(x) for x in a.speed_schedule.split(",")],
                       itl_per_running_s=a.itl_per_running_ms / 1e3, ttft_per_running_s=a.ttft_per_running_ms / 1e3,
-                      cache_report=a.cache_report)
+                      cache_report=a.cache_report, pair_every=a.pair_every,
+                      metrics_text=open(a.metrics_file).read() if a.metrics_file else None)
     factory = None
     if not a.no_uvloop:
         try:

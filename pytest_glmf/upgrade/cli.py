@@ -4,8 +4,10 @@ engine version changes for your lanes, before a GPU boots.
 SPEC is an image (`lmsysorg/sglang:v0.5.23`: the preflight probe runs in a throwaway container, as
 preflight does; `--from` defaults to the lane's own image or interpreter) or a pinned pip
 requirement (`vllm==0.33.0`, `sglang==0.5.23`: the wheel is downloaded without dependencies into
-~/.cache/pytest-glmf/upgrade (GLMF_UPGRADE_CACHE) and its pure-Python files imported ahead of
-`--python PY`, an interpreter with a CPU torch and the engine's dependencies; upgrade/overlay.py).
+~/.cache/pytest-glmf/upgrade (GLMF_UPGRADE_CACHE, else XDG_CACHE_HOME/pytest-glmf/upgrade) and its
+pure-Python files imported ahead of `--python PY`, an interpreter with a CPU torch and the engine's
+dependencies, or without `--python` of a CPU base venv the command sets up there once and caches
+(upgrade/base.py; upgrade/overlay.py).
 
 Per lane, from both versions' own parsers (launch/preflight/probe.py `--describe`): flags the lane
 passes that are removed, renamed (same destination, new spelling), ambiguous, deprecated, or whose
@@ -27,13 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.upgrade.base import ensure_base
 
 BREAKING = ("problem", "removed", "renamed", "ambiguous", "deprecated", "boot format vanished",
             "metric vanished", "endpoint vanished")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("GLMF_UPGRADE_CACHE") or Path.home() / ".cache" / "pytest-glmf" / "upgrade")
+    if os.environ.get("GLMF_UPGRADE_CACHE"):
+        return Path(os.environ["GLMF_UPGRADE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-glmf" / "upgrade"
 
 
 class Side:
@@ -63,11 +68,11 @@ def side_for(spec: str, base_python: str | None, engine: str) -> Side:
     if name not in (engine, f"{engine}-cpu"):
         raise ConfigError(f"{spec}: the lanes run {engine}; give {engine}==VERSION")
     if not base_python:
-        raise ConfigError(f"{spec}: a pip requirement needs --python PY: an interpreter with a CPU torch and "
-                          f"{engine}'s dependencies (its files are imported ahead of that interpreter's)")
-    if not Path(base_python).exists():
+        base_python = ensure_base(engine, cache_dir())
+    elif not Path(base_python).exists():
         raise ConfigError(f"--python {base_python}: no such interpreter")
-    base_key = hashlib.sha256(os.path.realpath(base_python).encode()).hexdigest()[:12]   # stable across runs
+    # the venv's own path, not its interpreter's target: venvs made from one python differ
+    base_key = hashlib.sha256(os.path.abspath(base_python).encode()).hexdigest()[:12]   # stable across runs
     dest = cache_dir() / f"{name}-{version}-{base_key}"
     env = {"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}
     extra = ["orjson"] if engine == "vllm" else []
@@ -217,7 +222,8 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--to", required=True, metavar="SPEC", help="an image or a pinned requirement (vllm==0.33.0)")
     ap.add_argument("--from", dest="from_", metavar="SPEC", help="default: the lane's image or interpreter")
     ap.add_argument("--json", metavar="OUT", help="write the report as JSON")
-    ap.add_argument("--python", metavar="PY", help="the interpreter pip requirements are imported ahead of")
+    ap.add_argument("--python", metavar="PY", help="the interpreter pip requirements are imported ahead of "
+                                                   "(default: a CPU base venv set up once under the cache)")
     args = ap.parse_args(argv)
     try:
         lanes = load_lanes(args.lanes)

@@ -36,15 +36,18 @@ AR = doc("ar", 128, [(8, 668, 90), (16, 1075, 72), (24, 1350, 56)],
 def test_the_recipe_table_shape_with_the_over_seat_rows_flagged() -> None:
     text = comparison_report([ROUND1, SLOTS120, AR])
     assert "users | dflash2-7 (7 seats)" in text and "| dflash2-120 (24 seats)" in text and "| ar (128 seats)" in text
-    assert "16    | 503 · 31.4/user · p95 0.5 s [16 users on 7 seats]" in text
+    # the table fits 120 columns: the longest flag goes under the table as a numbered note
+    assert "16    | 503 · 31.4/user · p95 0.5 s [1]" in text and "\n[1] 16 users on 7 seats\n" in text
+    assert max(map(len, text.splitlines())) <= 120
     assert "24    | -" in text     # round 1 had no 24-user row
     assert "dflash2-120 beats ar per user at every valid users value (8-24)" in text
     assert "excluded: dflash2-7 @ 16 users: seat-starved: 16 users on 7 seats" in text
     assert "prose | -" in text and "0.29 (185 tok/s)" in text
     assert "users@2400+384 | -" in text and "48 (stopped by slo)" in text
-    assert "why capped                   | max_running_requests capped to 7 by the mamba state cache " \
-           "(max_mamba_cache_size=38, 5 state slots per request) |" in text
-    assert "8     | 491 · 61.4/user · p95 0.5 s [8 users on 7 seats]  | 743 · 106/user · p95 0.5 s" in text
+    assert "why capped                   | [1]       | [2]         | [3]" in text   # numbered per table
+    assert "[1] max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots " \
+           "per request)" in text
+    assert "8     | 491 · 61.4/user · p95 0.5 s [8 users on 7 seats] | 743 · 106/user · p95 0.5 s" in text
 
 
 def test_markdown_for_a_pr_comment() -> None:
@@ -101,3 +104,56 @@ def test_glmf_compare_plot(tmp_path: Path, capsys) -> None:
     png = tmp_path / "c.png"
     assert main(["compare", *map(str, paths), "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rows_of_different_workloads_are_flagged_and_not_compared(tmp_path: Path, capsys) -> None:
+    """max_tokens 384 on one lane and 128 on the other measure different things: the row says which
+    setting differs, the crossover leaves it out, and `glmf compare` warns first."""
+    a = doc("long", 128, [(8, 700, 90), (16, 1100, 70)])
+    b = doc("short", 128, [(8, 600, 80), (16, 1000, 60)])
+    for d, max_tokens, prompt in ((a, 384, 2432), (b, 128, 2400)):
+        for row in d["gates"]["curve"].values():
+            row.update(max_tokens=max_tokens, prompt_tokens_p50=prompt, shared_prefix=False)
+    b["gates"]["curve"]["users=16"]["max_tokens"] = 384           # 16 users: the same workload
+    b["gates"]["curve"]["users=16"]["shared_prefix"] = True       # ... but for the shared prefix
+    text = comparison_report([a, b])
+    assert "WARNING: the lanes ran different workloads at 8, 16 users" in text
+    assert "[1] workloads differ: max_tokens 384 (long) vs 128 (short)" in text   # 2,432 vs 2,400: within 5 %
+    assert "[2] workloads differ: shared_prefix False (long) vs True (short)" in text
+    assert ("long vs short per user: no users value with a valid row on both lanes; not compared at 8 users: "
+            "the workloads differ (max_tokens 384 (long) vs 128 (short)); not compared at 16 users: the "
+            "workloads differ (shared_prefix False (long) vs True (short))") in text.replace("\n    ", " ")
+    b["gates"]["curve"]["users=16"]["shared_prefix"] = False
+    b["gates"]["curve"]["users=16"]["prompt_tokens_p50"] = 1200
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for p, d in zip(paths, (a, b)):
+        p.write_text(json.dumps(d))
+    assert main(["compare", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert "prompt tokens (p50) 2432 (long) vs 1200 (short)" in out
+    same = doc("same", 128, [(8, 600, 80)])
+    assert "WARNING" not in comparison_report([doc("other", 128, [(8, 700, 90)]), same])
+
+
+def test_the_lanes_picture_labels_from_the_metric_definitions_and_marks_shared_prefix_rows(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from unittest import mock
+
+    from pytest_glmf.compare import report
+    from pytest_glmf.results import plotting
+
+    a, b = doc("a", 128, [(8, 700, 90), (48, 2400, 50), (96, 3800, 40)]), doc("b", 128, [(8, 600, 80), (48, 2200, 45)])
+    a["gates"]["curve"]["users=96"]["shared_prefix"] = True
+    a["provenance"].update(image="sglang:new", started_at="2026-12-02T13:34:51+00:00")
+    a["exitstatus"] = 0
+    with mock.patch.object(report, "save_png", lambda fig, out: fig):
+        fig = report.plot_lanes([a, b], tmp_path / "x.png")
+    tok, ttft = fig.get_axes()
+    assert tok.get_ylabel() == "per-user decode rate (tok/s)" and ttft.get_ylabel() == "TTFT p95 (s)"
+    assert tok.get_title() == ("Lanes compared: a (image sglang:new, 2026-12-02 13:34, passed); "
+                               "b (image -, date unknown, verdict not recorded)")
+    assert [t.get_text() for t in ttft.get_legend().get_texts()] == [
+        "prefix shared by all users: a prefix cache computes it once (TTFT not comparable)"]
+    joined = [list(line.get_xdata()) for line in ttft.get_lines() if line.get_linestyle() in ("-", "--")]
+    assert [8, 48] in joined and [96] in joined and [8, 48, 96] not in joined   # no line into the shared row
+    plotting.pyplot().close(fig)

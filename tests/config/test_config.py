@@ -257,3 +257,24 @@ def test_lane_names_must_be_usable_in_file_names(tmp_path: Path) -> None:
     path = write(tmp_path, "lanes:\n  'gb300/batch': {launcher: sim}\n")
     assert error(load_lanes, path) == (f"{path}: lane name 'gb300/batch' must be letters, digits, '.', '_' or '-' "
                                        "(it names result files and server logs)")
+
+
+def test_every_mistake_of_a_thresholds_file_is_reported_each_with_its_line(tmp_path: Path) -> None:
+    """Not only the first: a user fixing a file one error per run learns of the next only then."""
+    path = tmp_path / "th.yaml"
+    path.write_text("schema: 1\nlanes:\n  a:\n    curve:\n      per_user_tok_s: {min: 45}\n"
+                    "      settings: {max_tokenz: 3}\n      ttft_p95_s: {maxx: 1}\n    boot: {seatz: {min: 1}}\n"
+                    "  b:\n    drfit: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_thresholds(path)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"{path}: 4 problems, each on its line:"
+    assert lines[1].startswith(f"  {path}:6: lanes.a.curve.settings: unknown key 'max_tokenz'; allowed: ")
+    assert lines[2] == f"  {path}:7: lanes.a.curve: ttft_p95_s: a bound is {{min: X}} and/or {{max: X}}, got {{'maxx': 1}}"
+    assert lines[3].startswith(f"  {path}:8: lanes.a.boot: unknown key 'seatz'; allowed metrics: ")
+    assert lines[4] == (f"  {path}:10: lanes.b: unknown gate 'drfit'; allowed: acceptance, agents, boot, capacity, "
+                        "curve, drift, template, tools")
+    # one mistake reads as before: one line, no count
+    path.write_text("lanes:\n  a:\n    boot: {seatz: {min: 1}}\n")
+    with pytest.raises(ConfigError, match=r"^[^\n]*lanes\.a\.boot: unknown key 'seatz'[^\n]*$"):
+        load_thresholds(path)

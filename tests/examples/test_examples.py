@@ -40,10 +40,10 @@ schema: 1
 lanes:
   batch:
     curve:
-      settings: {lag_p99_max_s: 1.0, cpu_max_frac: 1.0}
+      settings: {lag_p99_max_s: 1.0, cpu_max_frac: 1.0, client_error_max_pct: 1.0e+9}
   daily:
     curve:
-      settings: {lag_p99_max_s: 1.0, cpu_max_frac: 1.0}
+      settings: {lag_p99_max_s: 1.0, cpu_max_frac: 1.0, client_error_max_pct: 1.0e+9}
 """
 
 

@@ -18,7 +18,7 @@ from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import settings_keys
 
-CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_retries, continuous_usage, cpu_max_frac, "
+CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_error_max_pct, client_retries, continuous_usage, cpu_max_frac, "
               "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, "
               "rate_per_s, runs, shared_prefix, spread_max_pct, warmup, workers")
 DRIFT_KEYS = ("agreement_tokens, answer_max_tokens, answer_prompts, check_tokenizer, k, max_tokens, not_worse_than, "

@@ -100,6 +100,21 @@ def test_attach_by_url_starts_and_stops_nothing(pytester, running_fake_server, l
     assert running_fake_server.is_alive() and len(launched_pids()) == 1
 
 
+def test_attach_lane_loads_no_preflight_nor_docker(pytester, running_fake_server) -> None:
+    # an attach lane runs no engine command line: neither the launch nor the header loads preflight or
+    # the docker SDK (the GPU stage's machine has none; a fresh process, so nothing was imported before)
+    pytester.makepyfile("""
+        import sys
+
+        def test_attached(glmf_server):
+            assert glmf_server.base_url
+            assert "docker" not in sys.modules and "pytest_glmf.launch.preflight" not in sys.modules
+    """)
+    result = pytester.runpytest_subprocess("--glmf-url", running_fake_server.base_url, "--glmf-lane", "batch",
+                                           "-p", "no:cacheprovider", "test_attach_lane_loads_no_preflight_nor_docker.py")
+    result.assert_outcomes(passed=1)
+
+
 def test_attach_lane_reads_its_boot_log(pytester, running_fake_server) -> None:
     log = pytester.makefile(".log", boot="[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  remote: {{launcher: attach, url: '{running_fake_server.base_url}', "

@@ -202,18 +202,19 @@ def test_the_tool_gate_hint_names_the_cause_of_the_unparsed_turns() -> None:
 
 
 THRESHOLDS = ("lanes:\n  truth:\n    curve:\n      settings: {{max_tokens: 8, runs: 1, warmup: false, "
-              "lag_p99_max_s: 1.0, cpu_max_frac: {cpu}}}\n      rows:\n        - {{users: 1{bound}}}\n")
+              "client_retries: 0, client_error_max_pct: {err}}}\n      rows:\n        - {{users: 1{bound}}}\n")
 
 
-@pytest.mark.parametrize("cpu, bound, cause", [
-    ("0.000001", "", "client-bound"),                          # any client CPU at all marks the run
-    ("1.0", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane's numbers missed the bar
+@pytest.mark.parametrize("err, bound, cause", [
+    # every other chunk written with the next (pair_every 2): timestamps that can be off at all mark the run
+    ("0.000001", "", "client-bound"),
+    ("1.0e+9", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane's numbers missed the bar
 ], ids=["client-bound", "missed-bound"])
-def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, cpu, bound, cause) -> None:
+def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, err, bound, cause) -> None:
     results = pytester.path / "r"
     log = pytester.makefile(".log", boot=BOOT_LOG)
-    th = pytester.makefile(".yaml", th=THRESHOLDS.format(cpu=cpu, bound=bound))
-    with TruthServer(ttft_ms=5, itl_ms=2, seats=8) as ts:
+    th = pytester.makefile(".yaml", th=THRESHOLDS.format(err=err, bound=bound))
+    with TruthServer(ttft_ms=5, itl_ms=2, seats=8, pair_every=2) as ts:
         lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}', "
                                                  f"boot_log: {log.name}}}\n")
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",

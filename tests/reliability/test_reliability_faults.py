@@ -40,7 +40,7 @@ CURVE_THRESHOLDS = """\
 lanes:
   batch:
     curve:
-      settings: {max_tokens: 8, runs: 1, warmup: false, lag_p99_max_s: 1.0, cpu_max_frac: 1.0}
+      settings: {max_tokens: 8, runs: 1, warmup: false, lag_p99_max_s: 1.0, cpu_max_frac: 1.0, client_error_max_pct: 1.0e+9}
       rows:
         - {users: 2, per_user_tok_s: {min: 0.001}}
         - {users: 3, per_user_tok_s: {min: 0.001}}

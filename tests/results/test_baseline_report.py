@@ -104,7 +104,7 @@ def test_plot_writes_a_real_png(tmp_path: Path):
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (880, 770) and len(data) > 20_000
+    assert (width, height) == (990, 1144) and len(data) > 20_000      # three panels, 9 in wide
 
 
 def test_plot_without_curve_rows_says_so(tmp_path: Path):

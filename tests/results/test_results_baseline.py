@@ -80,7 +80,9 @@ def test_end_of_session_tables_and_junit_properties(pytester):
     result = session(pytester, 4.0, f"--junitxml={junit}", "-o", "junit_family=xunit1")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*= glmf results =*", "pytest-glmf results: lane truth*", "Concurrency curve",
-                                 "key * | users | seats | aggregate_tok_s | per_user_tok_s*", "glmf: results written to *"])
+                                 "users | seats | aggregate | per_user | per_user | ttft  | ttft *",
+                                 "      |       | tok_s     | tok_s    | tok_s_p5 | p50_s | p95_s *",
+                                 "glmf: results written to *"])
     xml = junit.read_text()
     assert 'name="glmf.curve.users=2.per_user_tok_s"' in xml and 'name="glmf.curve.users=1.ttft_p95_s"' in xml
 

@@ -118,7 +118,6 @@ def test_a_lane_that_survives_exits_0(releases: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(("args", "message"), [
     (["--to", "vllm>=0.33"], "glmf upgrade: 'vllm>=0.33' is not a pinned pip requirement; write NAME==VERSION"),
     (["--to", "sglang==0.5.23"], "glmf upgrade: sglang==0.5.23: the lanes run vllm; give vllm==VERSION"),
-    (["--to", "vllm==9.9.0"], "glmf upgrade: vllm==9.9.0: a pip requirement needs --python PY"),
     (["--to", "vllm==9.9.0", "--lane", "nope"], "glmf upgrade: {lanes}: no lane 'nope'; lanes: real"),
     (["--to", "vllm==9.9.0", "--python", "/no/python"], "glmf upgrade: --python /no/python: no such interpreter"),
 ])

@@ -8,7 +8,7 @@ Without --context: one search (the most concurrent users meeting the service lev
 open-loop capacity (Poisson arrivals). Each answer (the last probe that passed) comes with the
 boundary the probes put beside it and that boundary's 95 % interval, and its cost (probes,
 measured requests, wall time), in the text and the JSON. The client's settings are `glmf curve`'s
-(--workers, --lag-p99-max-ms, --client-retries, --spread-max). Exit 0 when every search found an
+(--workers, --client-error-max, --lag-p99-max-ms, --client-retries, --spread-max). Exit 0 when every search found an
 answer from valid measurements, 1 otherwise (no answer: nothing met the service level, or
 undecided: a probe the client could not measure), 2 for bad arguments.
 """
@@ -85,9 +85,12 @@ def cli(argv: list[str] | None = None) -> int:
                    "twice as many, up to the cores)")
     p.add_argument("--spread-max", type=float, default=DEFAULTS.spread_max_pct,
                    help="flag probes whose runs spread more than this (%%)")
+    p.add_argument("--client-error-max", type=float, default=DEFAULTS.client_error_max_pct, metavar="PCT",
+                   help="client self-check: a probe's run is client-bound when its timestamps can move TTFT, "
+                        "per-user tok/s or ITL by more than PCT %% (default: --spread-max)")
     p.add_argument("--lag-p99-max-ms", type=float, default=DEFAULTS.lag_p99_max_s * 1e3,
-                   help="client self-check: event-loop lag p99 above this marks a run client-bound (default "
-                        f"{DEFAULTS.lag_p99_max_s * 1e3:g})")
+                   help="client self-check, information only: event-loop lag p99 above this is named beside the "
+                        f"error bound (default {DEFAULTS.lag_p99_max_s * 1e3:g})")
     p.add_argument("--client-retries", type=int, default=DEFAULTS.client_retries,
                    help="runs per probe measured again in place of runs the self-check marks (default "
                         f"{DEFAULTS.client_retries}; 0: never)")
@@ -106,6 +109,7 @@ def cli(argv: list[str] | None = None) -> int:
             "shared_prefix": a.shared_prefix, "guided": not a.bisect, "prompt_file": a.prompt_file, "model": a.model,
             "start_users": a.start, "path": a.path, "continuous_usage": a.continuous_usage, "workers": a.workers,
             "spread_max_pct": a.spread_max, "lag_p99_max_s": a.lag_p99_max_ms / 1e3,
+            "client_error_max_pct": a.client_error_max,
             "client_retries": a.client_retries, "rate": {"requests": a.rate_requests}}, "glmf capacity")
     except ConfigError as exc:
         p.error(str(exc))

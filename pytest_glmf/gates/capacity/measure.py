@@ -246,7 +246,7 @@ class _Session:
         workers = max(settings.workers or 0, self.workers or 0) or None
         row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct,
                                client_retries=settings.client_retries, lag_p99_max_s=settings.lag_p99_max_s,
-                               workers=workers)
+                               client_error_max_pct=settings.client_error_max_pct, workers=workers)
         return replace(run_settings_for(row, [users], self.timeouts), **kw)
 
     # -- one probe ------------------------------------------------------------------------------

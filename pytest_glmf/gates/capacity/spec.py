@@ -113,9 +113,14 @@ class CapacitySettings:
                                                    "many as the measured CPU per token event needs); a probe still "
                                                    "client-bound is measured again with twice as many, up to the "
                                                    "cores, and the search is undecided when that does not help")
+    client_error_max_pct: float | None = setting(CURVE_DEFAULTS.client_error_max_pct, above=0,
+                                                 doc="client self-check: a probe's run is client-bound when its "
+                                                     "timestamps can move TTFT, per-user tok/s or ITL by more than "
+                                                     "this % (None: spread_max_pct; the curve's setting of the "
+                                                     "same name)")
     lag_p99_max_s: float = setting(CURVE_DEFAULTS.lag_p99_max_s, above=0,
-                                   doc="client self-check: event-loop lag p99 above this marks a run client-bound "
-                                       "(the curve's setting of the same name)")
+                                   doc="client self-check, information only: event-loop lag p99 above this is named "
+                                       "beside the error bound it explains (the curve's setting of the same name)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model)")

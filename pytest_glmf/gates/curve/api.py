@@ -141,6 +141,11 @@ def _row(raw: dict[str, Any], time_scale: float) -> CurveRow:
         measured={k: raw.get(k) for k in SPEC.metrics}, detail=gated)
 
 
+def row_record(raw: dict[str, Any], time_scale: float = 1.0) -> dict[str, Any]:
+    """A runner row (`glmf curve --json`'s) as the result file keeps it (`CurveRow.to_record`)."""
+    return _row(raw, time_scale).to_record()
+
+
 def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, settings: CurveRowSettings | None = None,
                   boot_facts: Any = None, timeouts: Mapping[str, float] | None = None, time_scale: float = 1.0,
                   progress: Progress | None = None, **overrides: Any) -> CurveResult:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 GEN_TOKENS = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
 RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
 QUEUED = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
+CURVE_METRICS = GEN_TOKENS + RUNNING + QUEUED        # all a curve reads of /metrics (parse only these)
 
 
 def pick(metrics: Mapping[str, float], names: Sequence[str]) -> float | None:
@@ -46,11 +47,21 @@ class Target:
         return await load_http.http_call(self.host, self.port, self.https, self.prefix + path, method,
                                          api_key=self.api_key)
 
-    async def metrics(self) -> dict[str, float] | None:
+    async def metrics(self, names: Sequence[str] | None = None) -> dict[str, float] | None:
+        """/metrics parsed (only `names` when given), None when the server serves none."""
         try:
             status, body = await self.call("/metrics")
-            return parse_metrics(body.decode("utf-8", "replace")) if status == 200 else None
+            return parse_metrics(body.decode("utf-8", "replace"), names) if status == 200 else None
         except (TimeoutError, OSError, ValueError):   # ValueError: not Prometheus text
+            return None
+
+    def metrics_blocking(self, names: Sequence[str], timeout_s: float = 10.0) -> dict[str, float] | None:
+        """The same from a thread (runner.MetricsSampler): a blocking call, never on an event loop."""
+        try:
+            status, body = load_http.http_get_blocking(self.host, self.port, self.https, self.prefix + "/metrics",
+                                                       timeout_s, self.api_key)
+            return parse_metrics(body.decode("utf-8", "replace"), names) if status == 200 else None
+        except (TimeoutError, OSError, ValueError):
             return None
 
     async def served_model(self) -> str | None:
@@ -96,8 +107,8 @@ class Endpoints:
     def of_user(self, user: int) -> int:
         return user % len(self.targets)
 
-    async def metrics_each(self) -> list[dict[str, float] | None]:
-        return [await t.metrics() for t in self.targets]
+    async def metrics_each(self, names: Sequence[str] | None = None) -> list[dict[str, float] | None]:
+        return [await t.metrics(names) for t in self.targets]
 
     async def flush(self) -> str | None:
         """Flush every endpoint; the path when all of them took it, else None."""

@@ -12,17 +12,20 @@ Connections are opened before a run starts, so connect time is never inside a TT
 
 Receive times come from the kernel where it gives them (plain HTTP on Linux): each socket has
 SO_TIMESTAMPNS set and is read with recvmsg, so a read carries the time its newest bytes reached
-the socket, not the time this process got round to reading them. A client descheduled for 3 ms, or
+the socket, not the time this process got round to reading it. A client descheduled for 3 ms, or
 busy with another stream's burst, then stamps nothing late; the only events stamped late are those
-that shared a read with a later event of the same stream (the read carries the later one's time),
-and the self-check counts exactly those (`merged` events, load_checks.client_check). Over TLS or
-where the kernel gives no time, reads are stamped with perf_counter() on arrival in user space and
-the event-loop lag is what the self-check judges.
+that shared a read with a later event of the same stream (the read carries the later one's time).
+Each read also keeps when it was made (`read_user_s`), and `decode_reads(reads_info=True)` says
+for each line which read completed it: records.error_bounds turns that into how far each of the
+run's numbers can be off, and checks.client_check judges that bound. Over TLS or where the kernel
+gives no time, reads are stamped with perf_counter() on arrival in user space.
 """
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
+import math
 import socket
 import ssl as ssl_mod
 import sys
@@ -62,6 +65,7 @@ class StreamProtocol(asyncio.Protocol):
 
     def __init__(self, done: asyncio.Future[None]):
         self.reads: list[tuple[float, bytes]] = []
+        self.read_user_s: list[float] = []   # when each read was made (kernel stamps: later than its time)
         self.done = done
         self.transport: Any = None
         self.t_send_s: float | None = None
@@ -79,10 +83,12 @@ class StreamProtocol(asyncio.Protocol):
         self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:
-        self._on_data(perf(), data)
+        t = perf()
+        self._on_data(t, data, t)
 
-    def _on_data(self, t: float, data: bytes) -> None:
+    def _on_data(self, t: float, data: bytes, t_user: float) -> None:
         self.reads.append((t, data))
+        self.read_user_s.append(t_user)
         # End detection stays cheap: substring searches over this read plus the seam with the last.
         if b"[DONE]" in data or b"[DONE]" in self._prev + data[:8]:
             self._finish()
@@ -136,14 +142,14 @@ class KernelStampedStream(StreamProtocol):
 
     def _readable(self) -> None:
         try:
-            data, t = sockstamp.recv(self.sock)
+            data, t, t_user = sockstamp.recv_times(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             return self._lost()
         if not data:
             return self._lost()
-        self._on_data(t, data)
+        self._on_data(t, data, t_user)
 
     def _lost(self) -> None:
         self.close()
@@ -184,17 +190,28 @@ async def open_stream(host: str, port: int, https: bool, kernel_stamps: bool = T
     return proto
 
 
-def decode_reads(reads: list[tuple[float, bytes]]) -> tuple[int | None, list[tuple[float, str]], str | None]:
+def decode_reads(reads: list[tuple[float, bytes]], reads_info: bool = False, read_user_s: list[float] | None = None
+                 ) -> tuple[int | None, list[tuple[Any, ...]], str | None]:
     """(status, timed lines of the body, error) from the raw reads of one response. Each line gets
-    the receive time of the read that completed it."""
+    the receive time of the read that completed it: (time, line). With `reads_info`, each line is
+    (time, line, previous read's time, newest, when the read was made) where `newest` says the
+    line is the last complete one of its read with nothing of a later event after it: with kernel
+    receive times (the newest bytes' arrival) only such a line's time is exact; any other line of
+    the read arrived after the previous read (-inf for the first read) and, the loop being late
+    by at most its measured lag, not long before the read was made (`read_user_s`, default: the
+    read's time). records.early_times uses them."""
     status: int | None = None
+    t_prev = -math.inf
+    info: list[tuple[float, str, float, bool, float]] = []
+    u = math.nan
     lines: list[tuple[float, str]] = []
     raw = b""
     body = b""
     chunked: bool | None = None
     need = 0            # bytes still owed to the current chunk
     error: str | None = None
-    for t, data in reads:
+    for k, (t, data) in enumerate(reads):
+        u = read_user_s[k] if read_user_s is not None else t
         raw += data
         if chunked is None:
             end = raw.find(b"\r\n\r\n")
@@ -229,18 +246,27 @@ def decode_reads(reads: list[tuple[float, bytes]]) -> tuple[int | None, list[tup
         else:
             body += raw
             raw = b""
+        first = len(lines)
         while True:
             nl = body.find(b"\n")
             if nl < 0:
                 break
             lines.append((t, body[:nl].rstrip(b"\r").decode("utf-8", "replace")))
             body = body[nl + 1:]
+        if reads_info:
+            # the read's newest bytes: the last non-empty line, unless part of a later line follows it
+            last = max((i for i in range(first, len(lines)) if lines[i][1].strip()), default=None)
+            whole = not body.strip() and not (chunked and (need or raw.strip()))
+            info += [(t, line, t_prev, i == last and whole, u) for i, (_, line) in enumerate(lines[first:], first)]
+        t_prev = t
+    out: list[tuple[Any, ...]] = list(info) if reads_info else list(lines)
     if status is not None and status != 200:
         text = "".join(line for _, line in lines) + body.decode("utf-8", "replace")
         error = f"HTTP {status}: {body_excerpt(text)}"
     elif body.strip():
-        lines.append((reads[-1][0], body.decode("utf-8", "replace")))
-    return status, lines, error
+        tail = body.decode("utf-8", "replace")
+        out.append((reads[-1][0], tail, t_prev, True, u) if reads_info else (reads[-1][0], tail))
+    return status, out, error
 
 
 async def http_call(host: str, port: int, https: bool, path: str, method: str = "GET", timeout_s: float = 10.0,
@@ -260,6 +286,20 @@ async def http_call(host: str, port: int, https: bool, path: str, method: str = 
     if b"transfer-encoding: chunked" in head.lower():
         body = b"".join(_dechunk(body))
     return status, body
+
+
+def http_get_blocking(host: str, port: int, https: bool, path: str, timeout_s: float = 10.0,
+                      api_key: str | None = None) -> tuple[int, bytes]:
+    """A one-shot GET from a thread, never from an event loop (the /metrics sampler): (status, body)."""
+    conn: http.client.HTTPConnection = (http.client.HTTPSConnection(host, port, timeout=timeout_s,
+                                                                    context=ssl_mod.create_default_context())
+                                        if https else http.client.HTTPConnection(host, port, timeout=timeout_s))
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
 
 
 def _dechunk(raw: bytes) -> Iterator[bytes]:

@@ -44,6 +44,7 @@ def run_settings_for(settings: CurveRowSettings, users: Sequence[int],
     return CurveSettings(users=list(users), runs=settings.runs, warmup=settings.warmup, rate_per_s=settings.rate_per_s,
                          spread_max_pct=settings.spread_max_pct, lag_p99_max_s=settings.lag_p99_max_s,
                          cpu_max_frac=settings.cpu_max_frac, workers=settings.workers, arrival=settings.arrival,
+                         client_error_max_pct=settings.client_error_max_pct,
                          client_retries=settings.client_retries,
                          **kw)
 
@@ -66,7 +67,8 @@ def curve_result(base_url: str | Sequence[str], rows: list[dict[str, Any]], work
                  settings: CurveSettings) -> dict[str, Any]:
     """run_curve's answer for `rows` (all of them, or those finished before a Ctrl-C)."""
     return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
-            "workload": {"max_tokens": workload.max_tokens, "path": workload.path, "prompts": len(workload.prompts),
+            "workload": {"model": workload.model, "max_tokens": workload.max_tokens, "path": workload.path,
+                         "prompts": len(workload.prompts),
                          "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}
 
 

@@ -18,7 +18,7 @@ Nothing here prints, sleeps or reads a clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,6 +37,9 @@ class RequestRecord:
     t_last_token_s: float | None = None
     chunk_times_s: list[float] = field(default_factory=list)     # content-bearing chunks only
     chunk_tokens: list[int] | None = None     # per content chunk, when usage rides on every chunk
+    chunk_prev_read_s: list[float] | None = None   # per content chunk: the previous read's time (http.decode_reads)
+    chunk_newest: list[bool] | None = None    # per content chunk: the newest event of its read (its time exact)
+    chunk_read_user_s: list[float] | None = None  # per content chunk: when its read was made (user space)
     completion_tokens: int | None = None      # usage.completion_tokens
     prompt_tokens: int | None = None
     finish_reason: str | None = None
@@ -62,15 +65,21 @@ def _has_content(choice: dict[str, Any]) -> bool:
                 or delta.get("tool_calls"))
 
 
-def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Iterable[tuple[float, str]],
+def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Iterable[tuple[Any, ...]],
                       error: str | None = None) -> RequestRecord:
-    """Build the record of one request from its timed SSE lines (receive time, line)."""
+    """Build the record of one request from its timed SSE lines: (receive time, line), or with
+    what bounds each time (http.decode_reads with reads_info): (time, line, previous read's time,
+    newest of its read, when the read was made)."""
     rec = RequestRecord(user=user, t_send_s=t_send_s, status=status, error=error)
     if status is not None and status != 200 and rec.error is None:
         rec.error = f"HTTP {status}"
     seen_done = False
     cumulative: list[int] = []
-    for t, line in lines:
+    prevs: list[float] = []
+    newest: list[bool] = []
+    made: list[float] = []
+    for item in lines:
+        t, line = item[0], item[1]
         try:
             event = parse_sse_line(line)
         except SSEError as exc:
@@ -95,6 +104,10 @@ def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Ite
                 rec.t_first_token_s = t
             rec.t_last_token_s = t
             rec.chunk_times_s.append(t)
+            if len(item) == 5:
+                prevs.append(item[2])
+                newest.append(item[3])
+                made.append(item[4])
             if usage and usage.get("completion_tokens") is not None:
                 cumulative.append(int(usage["completion_tokens"]))
         for c in choices:
@@ -102,6 +115,11 @@ def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Ite
         if usage and usage.get("completion_tokens") is not None:
             rec.completion_tokens = int(usage["completion_tokens"])
             rec.prompt_tokens = usage.get("prompt_tokens", rec.prompt_tokens)
+    if prevs and len(prevs) == len(rec.chunk_times_s):
+        # the request went out at t_send: no answer byte arrived before it
+        rec.chunk_prev_read_s = [max(p, t_send_s) for p in prevs]
+        rec.chunk_newest = newest
+        rec.chunk_read_user_s = made
     if cumulative and len(cumulative) == len(rec.chunk_times_s):
         rec.chunk_tokens = [b - a for a, b in zip([0] + cumulative[:-1], cumulative)]
     if rec.error is None and status == 200 and not seen_done:
@@ -258,6 +276,100 @@ def run_metrics(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "itl_per_token_p50_s": percentile(itl_tok, 50),
         "window_s": window,
     }
+
+
+# -- how far the client's timestamps can be off ----------------------------------------------------------
+
+# the row's numbers a late timestamp can move; the self-check bounds each (checks.error_check)
+ERROR_METRICS = ("per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s")
+
+
+def early_times(rec: RequestRecord, late_max_s: float | None = None, kernel: bool = True) -> list[float]:
+    """Per content chunk, the earliest moment its event can have reached the client; its stamped
+    time is the latest (a receive time is never early). Every event of a read arrived after the
+    previous read, and no more than `late_max_s` (how late the loop can have been to read: its
+    longest measured lag plus the probe interval; None: unknown) before the read was made.
+    Kernel receive times (`kernel`) carry the arrival of a read's newest bytes, so the newest
+    event of a read is exact. A record without read information (built from plain (time, line)
+    pairs) is taken as exact."""
+    t = rec.chunk_times_s
+    if rec.chunk_prev_read_s is None or rec.chunk_newest is None:
+        return list(t)
+    made = rec.chunk_read_user_s or t
+    out = []
+    for ti, prev, new, u in zip(t, rec.chunk_prev_read_s, rec.chunk_newest, made):
+        if kernel and new:
+            out.append(ti)
+        else:
+            out.append(min(ti, prev if late_max_s is None else max(prev, u - late_max_s)))
+    return out
+
+
+def error_bounds(records: Sequence[RequestRecord], late_max_s: float | None | Mapping[int, float | None] = None,
+                 kernel: bool | Mapping[int, bool] = True) -> dict[str, Any]:
+    """How far this run's numbers can be from the times the events really arrived: for each of
+    ERROR_METRICS the interval [lo, hi] that holds the true value, and `bound` = the larger
+    distance from the stamped value to either end (`bound_pct` of the value). Every request's
+    TTFT, speed and gaps are bounded from its chunks' earliest and stamped times (early_times);
+    a percentile or median is monotone in each of its values, so the percentile of the lower
+    ends and of the upper ends bound the true one. `late_max_s`: one value, or one per worker
+    (user-space stamps), None for kernel stamps. Also counts `shared_events`: content events
+    that were not the newest of their read (the only ones whose kernel time can be late)."""
+    ok = [r for r in records if r.ok]
+    sides: dict[str, tuple[list[float], list[float], list[float]]] = {
+        k: ([], [], []) for k in ("speed", "ttft", "itl")}   # (stamped, lo, hi)
+    shared = 0
+    for r in ok:
+        late = late_max_s.get(r.worker) if isinstance(late_max_s, Mapping) else late_max_s
+        by_kernel = kernel.get(r.worker, True) if isinstance(kernel, Mapping) else kernel
+        t, e = r.chunk_times_s, early_times(r, late, by_kernel)
+        shared += sum(1 for a, b in zip(t, e) if b < a)
+        if not t:
+            continue
+        sides["ttft"][0].append(t[0] - r.t_send_s)
+        sides["ttft"][1].append(e[0] - r.t_send_s)
+        sides["ttft"][2].append(t[0] - r.t_send_s)
+        speed = per_user_tok_s(r)
+        if speed is not None:
+            n = (r.completion_tokens or 0) - 1
+            short = e[-1] - t[0]                       # the span at its shortest and longest
+            sides["speed"][0].append(speed)
+            sides["speed"][1].append(n / (t[-1] - e[0]))
+            sides["speed"][2].append(n / short if short > 0 else math.inf)
+        for j in range(1, len(t)):
+            sides["itl"][0].append(t[j] - t[j - 1])
+            sides["itl"][1].append(max(0.0, e[j] - t[j - 1]))
+            sides["itl"][2].append(t[j] - e[j - 1])
+    out: dict[str, Any] = {"shared_events": shared, "token_events": sum(len(r.chunk_times_s) for r in ok)}
+    for name, side, q in (("per_user_tok_s", "speed", 50), ("per_user_tok_s_p5", "speed", 5),
+                          ("ttft_p50_s", "ttft", 50), ("ttft_p95_s", "ttft", 95),
+                          ("itl_p50_s", "itl", 50), ("itl_p95_s", "itl", 95)):
+        stamped, lo, hi = sides[side]
+        out[name] = interval(percentile(stamped, q), percentile(lo, q), percentile(hi, q))
+    return out
+
+
+def interval(value: float | None, lo: float | None, hi: float | None) -> dict[str, float | None]:
+    """{value, lo, hi, bound, bound_pct}: bound = how far the true value can be from `value`."""
+    if value is None or lo is None or hi is None:
+        return {"value": value, "lo": lo, "hi": hi, "bound": None, "bound_pct": None}
+    hi = math.inf if math.isnan(hi) else hi
+    bound = max(hi - value, value - lo, 0.0)
+    return {"value": value, "lo": lo, "hi": hi, "bound": bound,
+            "bound_pct": bound / abs(value) * 100.0 if value else (0.0 if bound == 0 else math.inf)}
+
+
+def combine_error_bounds(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A row's bounds from its runs' (each run's `error`): the row's number is the median over
+    runs, and a median is monotone in each run's value, so the medians of the runs' lower and
+    upper ends bound it."""
+    out: dict[str, Any] = {}
+    for name in ERROR_METRICS:
+        each = [r[name] for r in runs if r and r.get(name) and r[name]["bound"] is not None]
+        if each:
+            out[name] = interval(median([x["value"] for x in each]), median([x["lo"] for x in each]),
+                                 median([x["hi"] for x in each]))
+    return out
 
 
 # -- repeated runs and the curve ----------------------------------------------------------------------

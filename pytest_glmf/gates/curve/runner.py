@@ -11,6 +11,8 @@ are pure functions in records.py, the verdicts in checks.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +20,9 @@ from typing import Any
 
 from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import memory_check, seat_check, workers_check
+from pytest_glmf.gates.curve.checks import bound_text, memory_check, seat_check, workers_check
 from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
+    CURVE_METRICS,
     GEN_TOKENS,
     QUEUED,
     RUNNING,
@@ -30,7 +33,14 @@ from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_me
     pick,
     summed,
 )
-from pytest_glmf.gates.curve.records import combine_runs, median, merge_records, run_metrics, token_count_check
+from pytest_glmf.gates.curve.records import (
+    combine_error_bounds,
+    combine_runs,
+    median,
+    merge_records,
+    run_metrics,
+    token_count_check,
+)
 from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
     LagProbe,
@@ -44,6 +54,7 @@ from pytest_glmf.gates.curve.workers import ARRIVALS, WorkerPool, arrival_offset
 perf = time.perf_counter
 Progress = Callable[[str], None]
 SESSION_LINE_TOKENS = 16
+SHOWN_BOUNDS = ("per_user_tok_s", "ttft_p50_s", "itl_p95_s")   # in each run's progress line
 
 
 @dataclass
@@ -110,15 +121,21 @@ class CurveSettings:
     spread_max_pct: float = DEFAULTS.spread_max_pct
     lag_p99_max_s: float = DEFAULTS.lag_p99_max_s
     cpu_max_frac: float = DEFAULTS.cpu_max_frac
+    client_error_max_pct: float | None = DEFAULTS.client_error_max_pct   # None: spread_max_pct
     first_token_timeout_s: float = Timeouts.first_token_s
     between_tokens_timeout_s: float = Timeouts.between_tokens_s
     metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
-    lag_probe_s: float = 0.005
+    lag_probe_s: float = 0.001           # the lag probe's interval: a read can be late by its lag max + this
     kernel_stamps: bool = True            # kernel receive times where available (load_http)
     workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
     arrival: str = "uniform"              # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
     seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
     client_retries: int = DEFAULTS.client_retries   # runs measured again in place of client-bound ones
+
+    @property
+    def error_max_pct(self) -> float:
+        """How far (%) the client's timestamps may move a run's numbers (checks.client_check)."""
+        return self.spread_max_pct if self.client_error_max_pct is None else self.client_error_max_pct
 
     def __post_init__(self) -> None:
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
@@ -147,17 +164,37 @@ class ClientCost:
 
 # -- one run ---------------------------------------------------------------------------------------------
 
-async def _sample_server(endpoints: Endpoints, samples: list[tuple[float, float | None, float | None]],
-                         stop: asyncio.Event, every_s: float) -> None:
-    while not stop.is_set():
-        m = summed(await endpoints.metrics_each())
-        if m is None:
-            return
-        samples.append((perf(), pick(m, RUNNING), pick(m, QUEUED)))
-        try:
-            await asyncio.wait_for(stop.wait(), every_s)
-        except TimeoutError:
-            pass
+class MetricsSampler:
+    """The server's running and queued gauges every `every_s` during a run, read off the event loop
+    that timestamps the streams: a thread with its own connections (blocking socket calls release
+    the GIL), parsing only the lines it needs (introspect.parse_metrics with names). Done on the
+    loop, fetching and parsing a GPU vLLM's ~55 KB /metrics (prometheus_client: ~15 ms of Python)
+    every 0.2 s delayed reads by 5-14 ms and merged 3-6 % of token events on an H200 (docs/gpu.md)."""
+
+    NAMES = RUNNING + QUEUED
+
+    def __init__(self, endpoints: Endpoints, every_s: float):
+        self.endpoints, self.every_s = endpoints, every_s
+        self.samples: list[tuple[float, float | None, float | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="glmf-metrics-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            each = [t.metrics_blocking(self.NAMES) for t in self.endpoints.targets]
+            m = summed(each)
+            if m is None:
+                return
+            self.samples.append((perf(), pick(m, RUNNING), pick(m, QUEUED)))
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> "MetricsSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any]], settings: CurveSettings,
@@ -179,21 +216,15 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
                      first_token_timeout_s=settings.first_token_timeout_s,
                      between_tokens_timeout_s=settings.between_tokens_timeout_s)
             for k, share in enumerate(deal(streams, workers))]
-    before = await endpoints.metrics_each()
-    stop = asyncio.Event()
-    samples: list[tuple[float, float | None, float | None]] = []
-    probes = []
-    if settings.metrics_sample_s and summed(before) is not None:
-        probes.append(asyncio.ensure_future(_sample_server(endpoints, samples, stop, settings.metrics_sample_s)))
-    try:
+    before = await endpoints.metrics_each(CURVE_METRICS)
+    sample = settings.metrics_sample_s and summed(before) is not None
+    with (MetricsSampler(endpoints, settings.metrics_sample_s) if sample else contextlib.nullcontext()) as sampler:
         if pool is None:
             shards = [await stream_shard(jobs[0])]
-        else:   # the workers stream; this loop only samples /metrics meanwhile
+        else:   # the workers stream; this process only waits for them
             shards = await asyncio.get_running_loop().run_in_executor(None, pool.run, jobs)
-    finally:
-        stop.set()
-        await asyncio.gather(*probes, return_exceptions=True)
-    after = await endpoints.metrics_each()
+    samples = sampler.samples if sampler is not None else []
+    after = await endpoints.metrics_each(CURVE_METRICS)
     records = merge_records(s.records for s in shards)
     per_endpoint: list[dict[str, Any]] = []
     for e, (b, a) in enumerate(zip(before, after)):
@@ -211,7 +242,7 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
         server["per_endpoint"] = per_endpoint
     return {"records": records,
             "client": workers_check(shards, lag_p99_max_s=settings.lag_p99_max_s, cpu_max_frac=settings.cpu_max_frac,
-                                    cores=available_cores()),
+                                    cores=available_cores(), error_max_pct=settings.error_max_pct),
             "server": server}
 
 
@@ -279,9 +310,10 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             c = out["client"]
             say(f"curve users={users} {label}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
                 f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
-                f"client lag p99 {_ms(c['lag_p99_s'])}"
-                + (f" ({c['merged_events']} of {c['token_events']} token events merged; kernel stamps)"
-                   if c["stamps"] == "kernel" else " (user-space stamps)")
+                f"client error bound {bound_text(c['error'], SHOWN_BOUNDS)}"
+                + (f" ({c['error'].get('shared_events', 0)} of {c['token_events']} token events shared a read; "
+                   "kernel stamps)" if c["stamps"] == "kernel" else " (user-space stamps)")
+                + f", lag p99 {_ms(c['lag_p99_s'])}"
                 + (f" cpu {c['cpu_frac'] * 100:.0f} %" if c["workers"] == 1 else
                    f" cpu {c['cpu_frac'] * 100:.0f} % on the busiest of {c['workers']} workers")
                 + (f", {m['errors']} errors" if m["errors"] else "")
@@ -310,7 +342,10 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
                            "spread_max_pct": settings.spread_max_pct,
                            "flush_endpoint": flushed if settings.flush_cache else "off",
                            "max_tokens": workload.max_tokens, "workers": workers, "workers_plan": plan,
-                           "urls": endpoints.urls}
+                           "urls": endpoints.urls,
+                           # what was sent, so two rows are known to measure the same workload (compare/)
+                           "shared_prefix": workload.shared_prefix, "rate_per_s": settings.rate_per_s,
+                           "arrival": settings.arrival if settings.rate_per_s else "closed", "path": workload.path}
     observed = {"max_running": _max(r["server"]["max_running"] for r in per_run),
                 "max_queued": _max(r["server"]["max_queued"] for r in per_run)}
     row["seat"] = seat_check(users, facts, observed, decode_steps=workload.max_tokens)
@@ -318,6 +353,7 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
     prompt_tokens = prompt_tokens or workload.estimated_prompt_tokens()
     row["memory"] = memory_check(users, (facts or {}).get("kv_tokens"), prompt_tokens, workload.max_tokens,
                                  shared_tokens=workload.shared_tokens(prompt_tokens))
+    row["client_error"] = combine_error_bounds([r["client"]["error"] for r in per_run])
     row["client_bound"] = any(r["client"]["client_bound"] for r in per_run)
     row["count_mismatch"] = any(not r["token_count"]["ok"] for r in per_run)
     row["noisy"] = row["spread_pct"] is not None and row["spread_pct"] > settings.spread_max_pct

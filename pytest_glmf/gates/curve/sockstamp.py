@@ -33,6 +33,13 @@ def enable(sock: socket.socket) -> bool:
 def recv(sock: socket.socket, bufsize: int = 1 << 16) -> tuple[bytes, float]:
     """(data, receive time on perf_counter's clock). The kernel's time when the socket has one, else
     the time of this call. Raises what sock.recvmsg raises (BlockingIOError when nothing is there)."""
+    data, t, _ = recv_times(sock, bufsize)
+    return data, t
+
+
+def recv_times(sock: socket.socket, bufsize: int = 1 << 16) -> tuple[bytes, float, float]:
+    """(data, receive time, the time of this call), both on perf_counter's clock: the second says
+    how late the read was (records.early_times bounds the read's other events with it)."""
     data, anc, _, _ = sock.recvmsg(bufsize, _ANC_SIZE)
     now = perf()
     for level, kind, raw in anc:
@@ -40,8 +47,8 @@ def recv(sock: socket.socket, bufsize: int = 1 << 16) -> tuple[bytes, float]:
             sec, ns = _TIMESPEC.unpack_from(raw)
             kernel = sec + ns * 1e-9 - (time.clock_gettime(time.CLOCK_REALTIME) - perf())
             if 0.0 <= now - kernel < 1.0:     # a wall-clock step mid-run: keep the user time
-                return data, kernel
-    return data, now
+                return data, kernel, now
+    return data, now, now
 
 
 class Sender:

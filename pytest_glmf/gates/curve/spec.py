@@ -20,13 +20,20 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
 METRICS = [
-    Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate"),
-    Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)"),
-    Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time"),
-    Metric("ttft_p50_s", "lower", "s", doc="time to first token, median"),
-    Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile"),
-    Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile"),
-    Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers"),
+    Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate",
+           label="per-user decode rate"),
+    Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)",
+           label="slowest users' decode rate (p5)"),
+    Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time",
+           label="aggregate output"),
+    Metric("ttft_p50_s", "lower", "s", doc="time to first token, median",
+           label="TTFT p50"),
+    Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile",
+           label="TTFT p95"),
+    Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile",
+           label="inter-token latency p95"),
+    Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers",
+           label="run-to-run spread"),
 ]
 
 
@@ -40,7 +47,7 @@ class CurveRowSettings:
     rate_per_s: float | None = setting(None, above=0, doc="open loop: requests arrive at this rate, not all at once")
     spread_max_pct: float = setting(5.0, min=0, doc="a row whose runs spread more than this is flagged")
     path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
-    model: str | None = setting(None, doc="model name sent with each request (None: 'default')")
+    model: str | None = setting(None, doc="model name sent with each request (None: the server's first model, /v1/models)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     prompt_file: str | None = setting(None, doc="a briefing with '## ' sections: a path or a packaged fixture "
                                                  "name (None: the recipe's briefing.md)")
@@ -51,10 +58,14 @@ class CurveRowSettings:
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
     between_tokens_timeout_s: float | None = setting(None, above=0,
                                                      doc="None: the lane's timeouts.between_tokens_s")
-    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check: event-loop lag p99 above this marks a "
-                                                       "run client-bound (the client, not the server, set the pace)")
-    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check: CPU share of the one core the "
-                                                            "event loop runs on above this marks a run client-bound")
+    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check, information only: event-loop lag p99 "
+                                                       "above this is named beside the error bound it explains "
+                                                       "(and open-loop sends later than this mark a run)")
+    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check, information only: the client's "
+                                                            "CPU share of its cores above this is named")
+    client_error_max_pct: float | None = setting(None, above=0, doc="client self-check: a run is client-bound "
+                                                 "when its timestamps can move TTFT, per-user tok/s or ITL by more "
+                                                 "than this % (None: spread_max_pct, the precision the row claims)")
     workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
                                                    "many as the measured CPU per token event needs, capped by the "
                                                    "cores; each worker is self-checked)")

@@ -44,7 +44,7 @@ class ShardJob:
     endpoints: list[tuple[str, int, bool]]
     streams: list[StreamJob]
     kernel_stamps: bool = True
-    lag_probe_s: float = 0.005
+    lag_probe_s: float = 0.001
     first_token_timeout_s: float = 600.0
     between_tokens_timeout_s: float = 60.0
 
@@ -63,6 +63,7 @@ class ShardResult:
     wall_s: float = 0.0             # the timed window: common start to the last stream's end
     t_start_s: float = math.nan     # the common start (perf_counter)
     stamps: str = "user"
+    lag_probe_s: float = 0.005      # the lag probe's interval (a shorter stall can fall between probes)
 
     @property
     def cpu_frac(self) -> float:
@@ -160,7 +161,7 @@ async def stream_shard(job: ShardJob, start: Callable[[], Awaitable[float]] = st
         _close(protos)
     records = []
     for i, (p, s) in enumerate(zip(protos, job.streams)):
-        status, lines, error = load_http.decode_reads(p.reads) if p.reads else (None, [], "no response")
+        status, lines, error = load_http.decode_reads(p.reads, True, p.read_user_s) if p.reads else (None, [], "no response")
         if i in timed_out:
             error = timed_out[i]
         rec = record_from_lines(s.user, p.t_send_s if p.t_send_s is not None else math.nan, status, lines, error)
@@ -169,7 +170,8 @@ async def stream_shard(job: ShardJob, start: Callable[[], Awaitable[float]] = st
         records.append(rec)
     stamps = "kernel" if protos and all(p.stamps == "kernel" for p in protos) else "user"
     return ShardResult(worker=job.worker, workers=job.workers, pid=os.getpid(), records=records, lags_s=lag.lags_s,
-                       stall_max_s=lag.stall_max_s, cpu_s=cpu_s, wall_s=wall_s, t_start_s=t0, stamps=stamps)
+                       stall_max_s=lag.stall_max_s, cpu_s=cpu_s, wall_s=wall_s, t_start_s=t0, stamps=stamps,
+                       lag_probe_s=job.lag_probe_s)
 
 
 def _close(protos: Sequence[load_http.StreamProtocol]) -> None:

@@ -33,6 +33,7 @@ from pytest_glmf.gates.template.conversations import Conversation, conversations
 from pytest_glmf.gates.template.reference import check_reference, load_reference
 from pytest_glmf.gates.template.served import TemplateError, served_prompt_ids, token_pieces
 from pytest_glmf.gates.template.spec import DEFAULT_BOUNDS, DEFAULTS
+from pytest_glmf.gates.template.special import KNOBS, default_change
 from pytest_glmf.gates.template.table import difference_table, render_summary
 from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message
 
@@ -40,6 +41,9 @@ HINTS = {
     "mismatched": "the served chat template or tokenizer changed: compare the image's chat template "
                   "(tokenizer_config.json / --chat-template), its BOS handling and default template kwargs",
     "matched_fraction": "the served chat template or tokenizer changed",
+    "changed_defaults": "the server's default skip_special_tokens (output text) differs from the reference's: "
+                        "special tokens now appear in (or vanish from) chat and completion text; set it with "
+                        f"{KNOBS} or skip_special_tokens in the model's generation_config.json",
     "failed_requests": "the server refused to render a conversation (a tools block, a tool turn, or "
                        "chat_template_kwargs it does not take)",
 }
@@ -59,6 +63,8 @@ class TemplateResult:
     reference_source: str                                           # how the reference was made, in words
     differences: dict[str, dict[str, Any]] = field(default_factory=dict)   # id -> Difference.to_dict()
     errors: dict[str, str] = field(default_factory=dict)            # id -> why the server did not render it
+    skip_special_tokens_default: dict[str, Any] | None = None       # the candidate's: {"value", "from"}, None: unknown
+    reference_skip_special_tokens_default: dict[str, Any] | None = None   # the reference's, the same
     lane: str | None = None                                         # set by the glmf_template fixture
 
     def summary(self) -> dict[str, Any]:
@@ -66,7 +72,15 @@ class TemplateResult:
         return {"conversations": self.conversations, "matched": self.matched, "mismatched": self.mismatched,
                 "matched_fraction": self.matched_fraction, "failed_requests": self.failed_requests,
                 "served_ids": self.served_ids, "reference_source": self.reference_source,
-                "differences": dict(self.differences), "errors": dict(self.errors)}
+                "differences": dict(self.differences), "errors": dict(self.errors),
+                "skip_special_tokens_default": self.skip_special_tokens_default,
+                "reference_skip_special_tokens_default": self.reference_skip_special_tokens_default,
+                "changed_defaults": len(self.default_changes), "default_changes": self.default_changes}
+
+    @property
+    def default_changes(self) -> list[dict[str, Any]]:
+        change = default_change(self.reference_skip_special_tokens_default, self.skip_special_tokens_default)
+        return [change] if change else []
 
     def table(self) -> str:
         return render_summary(self.summary())
@@ -86,9 +100,12 @@ def describe_source(source: Mapping[str, Any]) -> str:
 def measure_template(url: str, reference: Mapping[str, Any] | str | Path,
                      conversations: list[Conversation] | str | Path | None = None, *,
                      served_ids: str = DEFAULTS.served_ids, context_tokens: int = DEFAULTS.context_tokens,
-                     model: str | None = None, timeouts: Mapping[str, float] | None = None) -> TemplateResult:
+                     model: str | None = None, timeouts: Mapping[str, float] | None = None,
+                     skip_special_tokens_default: Mapping[str, Any] | None = None) -> TemplateResult:
     """Render every conversation on the server at `url` (`served_ids`: tokenize | chat) and compare
-    its prompt ids with `reference` (a dict or a file from `glmf template reference`)."""
+    its prompt ids with `reference` (a dict or a file from `glmf template reference`).
+    `skip_special_tokens_default`: the server's default for output text (`{"value", "from"}`,
+    special.skip_special_default; None: unknown), compared with the one the reference recorded."""
 
     ref = load_reference(reference) if isinstance(reference, (str, Path)) else dict(reference)
     check_reference(ref, "template reference")
@@ -123,13 +140,15 @@ def measure_template(url: str, reference: Mapping[str, Any] | str | Path,
     n = len(convs)
     matched = n - len(differences) - len(errors)
     return TemplateResult(n, matched, len(differences), matched / n if n else None, len(errors), served_ids,
-                          describe_source(ref.get("source") or {}), differences, errors)
+                          describe_source(ref.get("source") or {}), differences, errors,
+                          dict(skip_special_tokens_default) if skip_special_tokens_default else None,
+                          ref.get("skip_special_tokens_default"))
 
 
 def assert_template(result: TemplateResult, *, source: str | None = None, lane: Any = None, **bounds: Any) -> None:
     """Fail the test unless the conversations meet `bounds` (mismatched, matched_fraction,
-    failed_requests: {"min": x} and/or {"max": y}); without bounds: every conversation renders
-    exactly as the reference, none refused. The failure is the gate's table, then one row per
+    failed_requests, changed_defaults: {"min": x} and/or {"max": y}); without bounds: every
+    conversation renders exactly as the reference, none refused, no output default changed. The failure is the gate's table, then one row per
     differing conversation with the text of both sides around the first differing token."""
     __tracebackhide__ = True
 

@@ -3,15 +3,18 @@
     glmf template reference --url URL --out ref.json                  a stored run of the known-good image
     glmf template reference --model-dir DIR --python PY --out ref.json   transformers, under PY
     glmf template check --url URL --reference ref.json [--json OUT]
+    ... [--generation-config MODEL_DIR]      record / compare the default skip_special_tokens (special.py)
 """
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.template.spec import DEFAULTS, SERVED_IDS
+from pytest_glmf.gates.template.special import skip_special_default
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -34,6 +37,10 @@ def cli(argv: list[str] | None = None) -> int:
         p.add_argument("--conversations", help="a conversations YAML (default: the packaged set)")
         p.add_argument("--served-ids", choices=SERVED_IDS, default=DEFAULTS.served_ids,
                        help="tokenize: POST /tokenize with messages; chat: the ids a chat completion returns")
+        p.add_argument("--generation-config", metavar="DIR",
+                       help="the served model's local directory: its generation_config.json gives the default "
+                            "skip_special_tokens a vLLM >= 0.33 server applies, recorded and compared "
+                            "(reference --model-dir: that directory by default)")
     args = ap.parse_args(argv)
     if args.cmd == "check" and args.context_tokens < 1:
         ap.error("--context-tokens must be >= 1")
@@ -51,10 +58,13 @@ def cli(argv: list[str] | None = None) -> int:
 def _reference(args: argparse.Namespace) -> int:
     from pytest_glmf.gates.template.reference import local_reference, record_reference, save_reference
 
+    default = _default(args.generation_config or args.model_dir)
     if args.url:
-        ref = record_reference(args.url, args.conversations, served_ids=args.served_ids)
+        ref = record_reference(args.url, args.conversations, served_ids=args.served_ids,
+                               skip_special_tokens_default=default)
     else:
-        ref = local_reference(args.model_dir, args.conversations, python=args.python)
+        ref = local_reference(args.model_dir, args.conversations, python=args.python,
+                              skip_special_tokens_default=default)
     save_reference(ref, args.out)
     sizes = ", ".join(f"{c['id']} {len(c['ids'])}" for c in ref["conversations"])
     print(f"template reference: {len(ref['conversations'])} conversations ({sizes} tokens) -> {args.out}")
@@ -65,11 +75,20 @@ def _check(args: argparse.Namespace) -> int:
     from pytest_glmf.gates.template.api import measure_template
 
     result = measure_template(args.url, args.reference, args.conversations, served_ids=args.served_ids,
-                              context_tokens=args.context_tokens)
+                              context_tokens=args.context_tokens,
+                              skip_special_tokens_default=_default(args.generation_config))
     print(result.table())
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))
-    return 0 if result.matched == result.conversations else 1
+    return 0 if result.matched == result.conversations and not result.default_changes else 1
+
+
+def _default(directory: str | None) -> dict[str, Any] | None:
+    if not directory:
+        return None
+    if not Path(directory).is_dir():
+        raise ConfigError(f"--generation-config {directory}: not a directory (the served model's local directory)")
+    return skip_special_default("vllm", directory)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,9 @@ should render to, from one of three places.
   without a `template=` fault.
 
 A reference file is JSON: `schema`, `kind` ("glmf-template-reference"), `source` (how it was made),
-`conversations_sha256` (the set it was made from) and per conversation `id`, `ids`, `pieces`.
+`conversations_sha256` (the set it was made from), per conversation `id`, `ids`, `pieces`, and
+`skip_special_tokens_default` (`{"value", "from"}`, special.py: the default the known-good server
+applies to output text; absent or null in references made before it was recorded, or when unknown).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.template.conversations import Conversation, conversations_hash, load_conversations
 from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
+from pytest_glmf.gates.template.special import lane_skip_special_default
 from pytest_glmf.sim.openai_api import chat_prompt_ids
 from pytest_glmf.sim.tokenizer import token_text
 
@@ -35,9 +38,9 @@ RENDER_SCRIPT = Path(__file__).with_name("render_local.py")
 
 
 def make_reference(conversations: list[Conversation], rendered: dict[str, dict[str, Any]],
-                   source: dict[str, Any]) -> dict[str, Any]:
+                   source: dict[str, Any], skip_special_tokens_default: dict[str, Any] | None = None) -> dict[str, Any]:
     """A reference from per-conversation `{"ids", "pieces"}` (keyed by conversation id)."""
-    return {"schema": SCHEMA, "kind": KIND, "source": source,
+    return {"schema": SCHEMA, "kind": KIND, "source": source, "skip_special_tokens_default": skip_special_tokens_default,
             "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "conversations_sha256": conversations_hash(conversations),
             "conversations": [{"id": c.id, "ids": list(rendered[c.id]["ids"]), "pieces": list(rendered[c.id]["pieces"])}
@@ -46,8 +49,10 @@ def make_reference(conversations: list[Conversation], rendered: dict[str, dict[s
 
 def record_reference(url: str, conversations: list[Conversation] | str | Path | None = None, *,
                      served_ids: str = "tokenize", model: str | None = None,
-                     timeouts: dict[str, float] | None = None) -> dict[str, Any]:
-    """The reference as the server at `url` (the known-good image) renders the conversations."""
+                     timeouts: dict[str, float] | None = None,
+                     skip_special_tokens_default: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The reference as the server at `url` (the known-good image) renders the conversations;
+    `skip_special_tokens_default`: that server's default (special.skip_special_default), kept."""
 
     convs = _conversations(conversations)
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
@@ -57,11 +62,13 @@ def record_reference(url: str, conversations: list[Conversation] | str | Path | 
         for c in convs:
             ids = served_prompt_ids(client, c, served_ids, model)
             rendered[c.id] = {"ids": ids, "pieces": token_pieces(client, ids, model)}
-    return make_reference(convs, rendered, {"kind": "server", "url": url, "model": model, "served_ids": served_ids})
+    return make_reference(convs, rendered, {"kind": "server", "url": url, "model": model, "served_ids": served_ids},
+                          skip_special_tokens_default)
 
 
 def local_reference(model_dir: str | Path, conversations: list[Conversation] | str | Path | None = None, *,
-                    python: str | None = None, timeout_s: float = 600.0) -> dict[str, Any]:
+                    python: str | None = None, timeout_s: float = 600.0,
+                    skip_special_tokens_default: dict[str, Any] | None = None) -> dict[str, Any]:
     """The reference as transformers renders the conversations with `model_dir`'s tokenizer and
     chat template, run by `python` (default: this interpreter), which must have transformers."""
     convs = _conversations(conversations)
@@ -81,11 +88,13 @@ def local_reference(model_dir: str | Path, conversations: list[Conversation] | s
     out = json.loads(proc.stdout)
     rendered = {c["id"]: c for c in out["conversations"]}
     return make_reference(convs, rendered, {"kind": "transformers", "model_dir": str(model_dir), "python": python,
-                                            "transformers": out.get("transformers")})
+                                            "transformers": out.get("transformers")},
+                          skip_special_tokens_default)
 
 
 def simulator_reference(conversations: list[Conversation] | str | Path | None = None,
-                        tool_call_parser: str | None = None) -> dict[str, Any]:
+                        tool_call_parser: str | None = None,
+                        skip_special_tokens_default: dict[str, Any] | None = None) -> dict[str, Any]:
     """The reference as the built-in simulator's own template renders the conversations (its
     assistant tool calls in the markup of `tool_call_parser`, as `glmf sim` renders them)."""
 
@@ -94,7 +103,8 @@ def simulator_reference(conversations: list[Conversation] | str | Path | None = 
     for c in convs:
         ids = chat_prompt_ids(c.request_fields(), tool_call_parser, None)
         rendered[c.id] = {"ids": ids, "pieces": [token_text(i) for i in ids]}
-    return make_reference(convs, rendered, {"kind": "simulator", "tool_call_parser": tool_call_parser})
+    return make_reference(convs, rendered, {"kind": "simulator", "tool_call_parser": tool_call_parser},
+                          skip_special_tokens_default)
 
 
 def save_reference(ref: dict[str, Any], path: str | Path) -> None:
@@ -124,6 +134,10 @@ def check_reference(ref: Any, where: str) -> None:
         if not (isinstance(c.get("ids"), list) and isinstance(c.get("pieces"), list)
                 and len(c["ids"]) == len(c["pieces"])):
             raise ConfigError(f"{where}: conversation {c.get('id')!r}: ids and pieces must be lists of one length")
+    default = ref.get("skip_special_tokens_default")
+    if default is not None and not (isinstance(default, dict) and isinstance(default.get("value"), bool)):
+        raise ConfigError(f"{where}: skip_special_tokens_default must be null or {{\"value\": true|false, "
+                          f"\"from\": ...}} (got {str(default)[:80]!r})")
 
 
 def _conversations(conversations: list[Conversation] | str | Path | None) -> list[Conversation]:
@@ -154,8 +168,9 @@ def reference_for_lane(lane: Any, reference: str | None, python: str | None, thr
         return load_reference(p)
     extra = [str(x) for x in (lane.extra or [])]
     if lane.launcher == "sim":
-        return simulator_reference(conversations, lane_parser(extra))
+        return simulator_reference(conversations, lane_parser(extra), lane_skip_special_default(lane))
     if lane.model and Path(lane.model).is_dir():
         interpreter = python or (lane.executable if lane.launcher == "process" else None)
-        return local_reference(lane.model, conversations, python=interpreter)
+        return local_reference(lane.model, conversations, python=interpreter,
+                               skip_special_tokens_default=lane_skip_special_default(lane))
     return None

@@ -19,10 +19,13 @@ METRICS = [
     Metric("mismatched", "lower", "count", doc="conversations whose served prompt ids differ from the reference"),
     Metric("matched_fraction", "higher", "fraction", hi=1.0, doc="conversations rendered exactly as the reference"),
     Metric("failed_requests", "lower", "count", doc="conversations the server would not render (HTTP errors)"),
+    Metric("changed_defaults", "lower", "count",
+           doc="output defaults that differ from the reference's: skip_special_tokens, which vLLM >= 0.33 takes "
+               "from generation_config.json (both known only)"),
 ]
 
 # A served prompt that differs by one token is a different prompt for every user.
-DEFAULT_BOUNDS = {"mismatched": {"max": 0}, "failed_requests": {"max": 0}}
+DEFAULT_BOUNDS = {"mismatched": {"max": 0}, "failed_requests": {"max": 0}, "changed_defaults": {"max": 0}}
 
 ServedIds = Literal["tokenize", "chat"]
 SERVED_IDS: tuple[str, ...] = typing.get_args(ServedIds)

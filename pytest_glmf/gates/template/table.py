@@ -21,6 +21,10 @@ def difference_table(summary: dict[str, Any]) -> str:
         rows.append([cid, _position(d), f"reference: {d['reference_text']}", f"served: {d['served_text']}"])
     for cid, error in summary["errors"].items():
         rows.append([cid, "not rendered", error[:200], ""])
+    for change in summary.get("default_changes") or []:
+        rows.append([f"default {change['setting']}", f"changed: set with {change['knob']}",
+                     f"reference: {change['reference']} ({change['reference_from']})",
+                     f"served: {change['served']} ({change['served_from']})"])
     return render_table(rows, ["conversation", "first difference", "reference (⟦token⟧ differs)", "served"])
 
 
@@ -29,6 +33,6 @@ def render_summary(summary: dict[str, Any]) -> str:
             f"prompt ids (served via {summary['served_ids']}; reference: {summary['reference_source']})")
     if summary["failed_requests"]:
         head += f"; {summary['failed_requests']} not rendered"
-    if not summary["differences"] and not summary["errors"]:
+    if not summary["differences"] and not summary["errors"] and not summary.get("default_changes"):
         return head
     return head + "\n" + difference_table(summary)

@@ -161,7 +161,11 @@ def find_leaks(text: str) -> list[str]:
 def request_body(s: Scenario, tool_choice: str = "auto", *, model: str | None = None, strict: bool = False,
                  max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
     tools = [{**t, "function": {**t["function"], "strict": True}} if strict else t for t in s.tools]
-    body: dict[str, Any] = {"messages": s.messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens}
+    # skip_special_tokens sent, false: tool markup that is a special token stays in the text the
+    # leak check reads, whatever default the engine applies (vLLM >= 0.33 takes it from the
+    # model's generation_config.json; parsers that need the markup force false themselves).
+    body: dict[str, Any] = {"messages": s.messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens,
+                            "skip_special_tokens": False}
     if tool_choice == "named":
         body["tool_choice"] = {"type": "function", "function": {"name": s.expect[0]}}
     else:

@@ -25,7 +25,6 @@ from docker.utils import parse_repository_tag
 from pytest_glmf.launch import cleanup, readiness
 from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.docker.logs import LogStreamer
-from pytest_glmf.launch.docker.provenance import host_path_for, model_dir_provenance
 from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one import for callers
     DEFAULT_CONTAINER_PORT,
     LABEL_HOST,
@@ -44,6 +43,7 @@ from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one im
     session_labels,
 )
 from pytest_glmf.launch.process import boot_error, log_path_for
+from pytest_glmf.results.modeldir import host_path_for, model_dir_provenance
 from pytest_glmf.results.redact import Redactor
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import IO, Any
 
 from pytest_glmf.gates.registry import GATES, metric_directions
 from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.results import plotting
 from pytest_glmf.results.baseline import median_baseline
 from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey, run_row
 from pytest_glmf.results.history.store import Run, SqlStore
-from pytest_glmf.results.plotting import pyplot, save_png
 
 MetricId = tuple[str, str, str]   # (gate, key, metric)
 
@@ -137,27 +137,10 @@ def trend_table(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[
 
 def plot_trend(gate: str, metric: str, trends: dict[str, tuple[list[Run], dict[str, list[float | None]]]],
                out: str | Path) -> Path:
-    """PNG: the metric per run (x: session start), one line per lane and key; failed and incomplete
-    runs drawn as hollow markers."""
+    """PNG: the metric per run, one line per lane and key (results/plotting.py: x labels the runs'
+    start times and images; failed and incomplete runs hollow)."""
 
-    plt = pyplot()
-    if not trends:
-        raise ValueError(f"no stored run recorded {gate}.{metric}")
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for lane, (runs, columns) in trends.items():
-        for k, values in columns.items():
-            pts = [(i, v, r.verdict == PASSED) for i, (r, v) in enumerate(zip(runs, values)) if v is not None]
-            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", label=f"{lane} {k}")
-            bad = [p for p in pts if not p[2]]
-            ax.plot([p[0] for p in pts if p[2]], [p[1] for p in pts if p[2]], "o", color=line.get_color())
-            ax.plot([p[0] for p in bad], [p[1] for p in bad], "o", mfc="none", color=line.get_color())
-        ticks = list(range(len(runs)))
-        ax.set_xticks(ticks, [r.started_at[:10] for r in runs], rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel(f"{gate}.{metric}")
-    ax.set_title(f"{gate}.{metric} per run (hollow: failed or incomplete)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return save_png(fig, out)
+    return plotting.plot_trend(gate, metric, trends, out)
 
 
 CSV_COLUMNS = ["session_id", "lane", "started_at", "verdict", "image", "image_digest", "engine", "engine_version",

@@ -237,6 +237,7 @@ def test_the_public_api_is_importable_from_the_package_and_capacity_tests_run_al
 @pytest.mark.parametrize("args, message", [
     (["--workers", "0"], "glmf capacity: error: glmf capacity.workers: "),
     (["--lag-p99-max-ms", "0"], "glmf capacity: error: glmf capacity.lag_p99_max_s: "),
+    (["--client-error-max", "0"], "glmf capacity: error: glmf capacity.client_error_max_pct: "),
     (["--client-retries", "-1"], "glmf capacity: error: glmf capacity.client_retries: "),
 ])
 def test_the_curves_client_flags_are_checked_like_the_settings(args, message, capsys):
@@ -246,3 +247,14 @@ def test_the_curves_client_flags_are_checked_like_the_settings(args, message, ca
         main(["capacity", "--url", "http://127.0.0.1:9", "--slo", "ttft_s=1", *args])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith(message)
+
+
+def test_a_probe_is_judged_by_the_curves_error_bound_setting():
+    # the client self-check's deciding setting (issue 31): capacity passes it to every probe's curve rows
+    from pytest_glmf.gates.capacity.measure import _Session
+    from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
+
+    settings = CapacitySettings(client_error_max_pct=12.5, lag_p99_max_s=0.05)
+    probe = _Session("http://127.0.0.1:9", settings, SLO95).curve_settings(settings, 8)
+    assert (probe.client_error_max_pct, probe.error_max_pct, probe.lag_p99_max_s) == (12.5, 12.5, 0.05)
+    assert CapacitySettings().client_error_max_pct == CURVE_DEFAULTS.client_error_max_pct

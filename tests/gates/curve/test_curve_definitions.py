@@ -3,6 +3,7 @@ that records when it really sent every chunk, on the same monotonic clock as the
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
@@ -147,7 +148,7 @@ FACTS = {"max_running_requests": 2, "kv_tokens": 100_000,
 
 def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0)  # seats only
+    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)  # seats only
     rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, FACTS)
     row = rows[0]
     assert row["seats"] == 2 and "4 clients sharing 2 seats" in row["seat"]["notes"]
@@ -161,7 +162,7 @@ def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
 def test_noisy_runs_are_flagged_by_spread(truth_factory):
     # each /flush_cache (one per measured run) switches the server between full and 60 % speed
     ts = truth_factory(ttft_ms=10, itl_ms=3, speed_schedule="1.0,1.6")
-    settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0)
+    settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings)[0]
     assert row["spread_pct"] > 30 and row["noisy"]
     assert any("spread" in f for f in describe_flags(row))
@@ -227,7 +228,7 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     prompt = tmp_path / "p.md"
     prompt.write_text("# brief\n\n## a\nalpha\n\n## b\nbeta\n\n## Task\nwrite")
     out = tmp_path / "curve.json"
-    rc = curve_cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2", "--lag-p99-max-ms", "1000",
+    rc = curve_cli(["--url", ts.url, "--users", "1,3", "--max-tokens", "20", "--runs", "2", "--lag-p99-max-ms", "1000", "--client-error-max", "inf",
                    "--prompt-file", str(prompt), "--json", str(out)])
     assert rc == 0
     import json
@@ -244,14 +245,14 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
 
 def test_open_loop_rate_spaces_the_sends(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2)
-    settings = CurveSettings(users=[4], runs=1, warmup=False, rate_per_s=20, lag_p99_max_s=1.0)
+    settings = CurveSettings(users=[4], runs=1, warmup=False, rate_per_s=20, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10), settings)[0]
     sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
     gaps = [b - a for a, b in zip(sends, sends[1:])]
     assert all(g == pytest.approx(0.05, abs=0.02) for g in gaps), gaps   # 20 requests/s
     # closed loop (the default) sends all users at once
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0))[0]
+                   CurveSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
     sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
     assert sends[-1] - sends[0] < 0.01
 
@@ -264,7 +265,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
                    "[2026-09-11 10:00:02 TP0] max_total_num_tokens=100000, chunked_prefill_size=8192, "
                    "max_prefill_tokens=16384, max_running_requests=2, context_len=131072\n")
     curve_cli(["--url", ts.url, "--users", "4", "--max-tokens", "10", "--runs", "1", "--no-warmup",
-              "--boot-log", str(log), "--lag-p99-max-ms", "1000"])
+              "--boot-log", str(log), "--lag-p99-max-ms", "1000", "--client-error-max", "inf"])
     out = capsys.readouterr().out
     assert "2 (shared)" in out and "4 clients sharing 2 seats" in out
 
@@ -289,7 +290,7 @@ def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp
     ts = truth_factory(ttft_ms=10, itl_ms=2)
     out = tmp_path / "curve.json"
     rc = curve_cli(["--url", ts.url, "--users", "2", "--max-tokens", "5", "--runs", "1", "--no-warmup",
-                    "--lag-p99-max-ms", "1000", "--client-retries", "2", "--json", str(out)])
+                    "--lag-p99-max-ms", "1000", "--client-error-max", "inf", "--client-retries", "2", "--json", str(out)])
     import json
 
     row = json.loads(out.read_text())["rows"][0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_a_router_with_its_replicas_boot_logs_sums_the_seats_and_leaves_the_assi
 def test_the_curve_deals_its_streams_over_both_replicas(replica_lane, two_sims):
     urls, facts = server_endpoints(replica_lane)
     workload = Workload(prompts=load_prompt_variants(), max_tokens=12)
-    settings = CurveSettings(users=[12, 16], runs=1, warmup=False, lag_p99_max_s=1.0, metrics_sample_s=0.05)
+    settings = CurveSettings(users=[12, 16], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
     twelve, sixteen = run_rows(urls, workload, settings, facts)
     run = twelve["per_run"][0]
     assert run["errors"] == 0 and run["token_count"]["ok"], run["token_count"]
@@ -96,7 +97,7 @@ def test_curve_suite_on_a_lane_of_two_replicas(pytester, two_sims):
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  dp2: {{launcher: attach, urls: [{urls}], boot_logs: [{logs}]}}\n")
     thresholds = pytester.makefile(".yaml", thresholds=(
         "schema: 1\nlanes:\n  dp2:\n    curve:\n"
-        "      settings: {max_tokens: 12, runs: 1, warmup: false, lag_p99_max_s: 1.0, spread_max_pct: 100}\n"
+        "      settings: {max_tokens: 12, runs: 1, warmup: false, lag_p99_max_s: 1.0, client_error_max_pct: 1.0e+9, spread_max_pct: 100}\n"
         "      rows:\n        - {users: 12, per_user_tok_s: {min: 1}}\n"))
     from importlib import resources
 
@@ -115,7 +116,7 @@ def test_glmf_curve_with_two_urls_their_boot_logs_and_two_workers(two_sims, tmp_
     from pytest_glmf.gates.curve.cli import cli as curve_cli
 
     out = tmp_path / "curve.json"
-    argv = ["--users", "12", "--max-tokens", "12", "--runs", "1", "--no-warmup", "--lag-p99-max-ms", "1000",
+    argv = ["--users", "12", "--max-tokens", "12", "--runs", "1", "--no-warmup", "--lag-p99-max-ms", "1000", "--client-error-max", "inf",
             "--workers", "2", "--json", str(out)]
     for sim in two_sims:
         argv += ["--url", sim.base_url, "--boot-log", str(sim.boot_log_path)]
@@ -140,7 +141,7 @@ def test_glmf_curve_on_one_url_without_a_boot_log_takes_the_servers_word(two_sim
 
     out = tmp_path / "curve.json"
     argv = ["--url", two_sims[0].base_url, "--users", "8", "--max-tokens", "8", "--runs", "1", "--no-warmup",
-            "--lag-p99-max-ms", "1000", "--json", str(out)]
+            "--lag-p99-max-ms", "1000", "--client-error-max", "inf", "--json", str(out)]
     assert curve_cli(argv) == 0
     err = capsys.readouterr().err
     assert "glmf curve: the server says: speculative_algorithm null, " in err and "max_running_requests 7" in err

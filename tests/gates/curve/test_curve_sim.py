@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from importlib import resources
 
 import pytest
@@ -35,7 +36,7 @@ def test_curve_on_the_sim_flags_clients_sharing_seats(seven_seat_sim):
     facts = seven_seat_sim.boot_facts.to_dict()
     assert facts["max_running_requests"] == 7
     workload = Workload(prompts=load_prompt_variants(), max_tokens=24)
-    settings = CurveSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, metrics_sample_s=0.05)
+    settings = CurveSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
     one, eight = run_rows(seven_seat_sim.base_url, workload, settings, facts)
     for row in (one, eight):
         assert row["seats"] == 7 and row["runs"] == 2
@@ -65,7 +66,7 @@ def test_curve_suite_through_the_plugin_on_the_sim(pytester):
         "    extra: " + " ".join(ROUND1_EXTRA) + "\n"))
     thresholds = pytester.makefile(".yaml", thresholds=(
         "schema: 1\nlanes:\n  simbatch:\n    curve:\n"
-        "      settings: {max_tokens: 16, runs: 2, lag_p99_max_s: 1.0, spread_max_pct: 100}\n"
+        "      settings: {max_tokens: 16, runs: 2, lag_p99_max_s: 1.0, client_error_max_pct: 1.0e+9, spread_max_pct: 100}\n"
         "      rows:\n"
         "        - {users: 2, per_user_tok_s: {min: 1}, ttft_p95_s: {max: 60}}\n"
         "        - {users: 8, per_user_tok_s: {min: 1}}\n"))

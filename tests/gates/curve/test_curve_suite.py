@@ -27,7 +27,7 @@ def run_suite(pytester, url, rows, *extra):
     log = pytester.makefile(".log", boot=BOOT_LOG)
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  seats2: {{launcher: attach, url: '{url}', boot_log: {log.name}}}\n")
     thresholds = pytester.makefile(".yaml", thresholds=(
-        "schema: 1\nlanes:\n  seats2:\n    curve:\n      settings: {max_tokens: 24, runs: 2, lag_p99_max_s: 1.0}\n      rows:\n" + rows))
+        "schema: 1\nlanes:\n  seats2:\n    curve:\n      settings: {max_tokens: 24, runs: 2, lag_p99_max_s: 1.0, client_error_max_pct: 1.0e+9}\n      rows:\n" + rows))
     return pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "seats2", "--glmf-thresholds",
                               str(thresholds), "--glmf-results", str(pytester.path / "results"), "-v", *extra, SUITE)
 

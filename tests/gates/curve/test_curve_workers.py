@@ -110,7 +110,7 @@ def test_a_sharded_run_merges_into_the_truth(truth):
     """Two workers, 40 streams: every stream's TTFT is the truth server's (its first content send on
     the same clock), each worker read its dealt half, and the run's statistics are those of the
     two workers' records put together."""
-    settings = CurveSettings(users=[40], runs=1, metrics_sample_s=0.05, lag_p99_max_s=1.0)
+    settings = CurveSettings(users=[40], runs=1, metrics_sample_s=0.05, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     truth.reset()
     with WorkerPool(2) as pool:
         out = measure(truth.url, 40, settings, pool)
@@ -135,7 +135,7 @@ def test_open_loop_arrivals_across_workers_keep_the_one_process(truth):
     """Poisson at 150 requests/s over two workers: each request goes out when the one drawn schedule
     says (not two processes at half the rate), so the merged sends' gaps are the drawn gaps."""
     settings = CurveSettings(users=[60], runs=1, rate_per_s=150.0, arrival="poisson", metrics_sample_s=0,
-                             lag_p99_max_s=1.0)
+                             lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     with WorkerPool(2) as pool:
         out = measure(truth.url, 60, settings, pool, max_tokens=5, seed=11)
     records = sorted(out["records"], key=lambda r: r.t_due_s)
@@ -180,14 +180,15 @@ def test_a_starved_worker_invalidates_the_row_and_is_named(truth):
     starved, other = client["per_worker"][1], client["per_worker"][0]
     assert starved["client_bound"] and starved["pid"] == victim and starved["lag_p99_s"] > 0.02
     assert starved["merged_events"] > 0.05 * starved["token_events"]
-    # the other worker read on time (a busy CI box may still merge a few of its events)
-    assert other["merged_events"] * 5 < starved["merged_events"] and other["lag_p99_s"] < starved["lag_p99_s"]
-    name = f"worker 2 of 2 (pid {victim}, 8 streams): client event-loop lag p99"
-    assert client["notes"][0].startswith(name)
+    assert other["lag_p99_s"] < starved["lag_p99_s"]
+    # the run is marked for its error, and the starved worker is named with its own bound
+    assert client["notes"][0].startswith("client timestamps can be off by up to")
+    name = f"worker 2 of 2 (pid {victim}, 8 streams): client timestamps can be off by up to"
+    assert any(n.startswith(name) for n in client["notes"])
     assert not row["valid"] and row["client_bound"]
     failed = {c.metric: c for c in row_gate_checks(row, {}) if not c.ok}
     assert name in failed["client-bound runs"].hint
-    assert any(name in f for f in describe_flags(row))
+    assert any("client timestamps can be off by up to" in f for f in describe_flags(row))
 
 
 def test_workers_check_with_one_worker_is_that_workers_check():
@@ -196,12 +197,15 @@ def test_workers_check_with_one_worker_is_that_workers_check():
     one = ShardResult(worker=0, workers=1, pid=1, records=[rec], lags_s=[0.001] * 99 + [0.05], stall_max_s=0.0,
                       cpu_s=0.95, wall_s=1.0, t_start_s=0.0, stamps="kernel")
     check = workers_check([one])
-    assert check["notes"] == ["client CPU 95 % of a core > 85 %"] and check["client_bound"]
+    # a busy core is named, but the records' times are exact: nothing is marked
+    assert check["info"] == ["client event-loop lag p99 1.5 ms > 2 ms"][:0] + ["client CPU 95 % of a core > 85 %"]
+    assert check["notes"] == [] and not check["client_bound"]
+    assert check["error"]["per_user_tok_s"]["bound"] == 0.0
     assert check["workers"] == 1 and check["per_worker"][0]["pid"] == 1 and "pid" not in check
     two = [one, ShardResult(worker=1, workers=2, pid=2, records=[], lags_s=[0.001], cpu_s=0.1, wall_s=1.0,
                             stamps="kernel")]
     check = workers_check(two, cores=2)
-    assert check["notes"] == ["worker 1 of 2 (pid 1, 1 streams): client CPU 95 % of a core > 85 %"]
+    assert check["notes"] == [] and check["per_worker"][0]["info"] == ["client CPU 95 % of a core > 85 %"]
     assert check["cpu_cores"] == pytest.approx(1.05) and check["cpu_frac"] == pytest.approx(0.95)
     assert math.isclose(check["per_worker"][1]["cpu_frac"], 0.1)
 
@@ -243,7 +247,7 @@ def test_auto_workers_at_default_settings_stay_in_process(truth):
     from pytest_glmf.gates.curve.runner import run_rows
 
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=1, lag_p99_max_s=1.0))[0]
+                   CurveSettings(users=[4], runs=1, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
     assert row["workers"] == 1 and row["workers_plan"].startswith("auto: 1 (4 streams x ")
     assert row["per_run"][0]["client"]["per_worker"][0]["pid"] == os.getpid()
     cost = ClientCost()
@@ -282,7 +286,7 @@ def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypa
     monkeypatch.setattr(runner, "workers_check", second_run_stalls)
     truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_retries=3,
+                   CurveSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, client_retries=3,
                                  flush_cache=False))[0]
     assert len(calls) == 3 and len(truth.truth()) == 4 * 3
     assert row["runs"] == 2 and row["replaced_runs"] == 1 and row["valid"] and not row["client_bound"]

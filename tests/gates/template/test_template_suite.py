@@ -12,6 +12,9 @@ import pytest
 
 from pytest_glmf.cli import main as glmf_main
 from pytest_glmf.config.lanes import builtin_lanes
+from pytest_glmf.gates.template import load_conversations, simulator_reference
+from pytest_glmf.gates.template.reference import save_reference
+from pytest_glmf.gates.template.special import skip_special_default
 
 SUITE = str(Path(str(resources.files("pytest_glmf.suites"))) / "test_template.py")
 
@@ -118,3 +121,24 @@ def test_cli_check_exit_codes_and_json(tmp_path, daily_sim, capsys):
     assert json.loads(out.read_text())["matched"] == 7
     assert glmf_main(["template", "check", "--url", daily_sim.base_url, "--reference", str(tmp_path / "no.json")]) == 2
     assert "no.json: template reference not found" in capsys.readouterr().out
+
+
+def test_suite_fails_when_the_default_differs_from_the_references(pytester, tmp_path):
+    # the reference: a vLLM >= 0.33 server whose model's generation_config.json says
+    # skip_special_tokens: false; the candidate: the SGLang lane, which always defaults to true
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "generation_config.json").write_text('{"skip_special_tokens": false}')
+    ref = simulator_reference(load_conversations(), "glm47", skip_special_default("vllm", tmp_path / "model"))
+    save_reference(ref, pytester.path / "ref.json")
+    (pytester.path / "lanes.yaml").write_text("schema: 1\nlanes:\n" + _lane("daily") + "\n")
+    (pytester.path / "thresholds.yaml").write_text("schema: 1\nlanes:\n  daily:\n    template: {settings: "
+                                                   "{reference: ref.json}}\n")
+    bad = run(pytester, "daily")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["changed_defaults*| 1 *| <= 0 *| +1; the server's default skip_special_tokens*",
+                              "default skip_special_tokens *| changed: set with --generation-config / "
+                              "--override-generation-config *| reference: False (*generation_config.json (vLLM >= "
+                              "0.33)) *| served: True (sglang's default (not read from generation_config.json))"])
+    doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())["gates"]["template"]
+    (entry,) = doc.values()
+    assert entry["matched"] == 7 and entry["default_changes"][0]["reference"] is False

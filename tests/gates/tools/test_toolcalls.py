@@ -63,10 +63,14 @@ class ToolStub:
     the whole budget; finish_reason as each release sets it: vLLM 0.32 says `tool_calls` non-streamed
     whenever its parser found a call (chat_completion/serving.py `is_finish_reason_tool_calls`) and
     `length` streamed (it rewrites only `stop`); vLLM 0.33 says `length` both ways (vllm#58228,
-    serve/utils/tool_calls_utils.py `resolve_finish_reason`))."""
+    serve/utils/tool_calls_utils.py `resolve_finish_reason`)).
+    `skip_default`: the engine's default skip_special_tokens (vLLM 0.33: from generation_config.json);
+    when a request's own value (else that default) is true, the markup, special tokens of the GLM
+    tokenizer here, is dropped from the text as vLLM's detokenizer drops special tokens."""
 
-    def __init__(self, mode: str = "good"):
+    def __init__(self, mode: str = "good", skip_default: bool = False):
         self.mode = mode
+        self.skip_default = skip_default
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         stub = self
@@ -147,7 +151,11 @@ class ToolStub:
                 return "", [("get_weather", json.dumps(VALID_ARGS["get_weather"]))]
             return "A haiku is a three-line poem; 17 x 23 = 391; Berlin is 18 C and cloudy.", []
         if self.mode == "leak" and "get_weather" in names:
-            return glm47("get_weather", VALID_ARGS["get_weather"]), []
+            text = glm47("get_weather", VALID_ARGS["get_weather"])
+            if body.get("skip_special_tokens", self.skip_default):
+                for token in ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"):
+                    text = text.replace(token, "")
+            return text, []
         if self.mode == "lazy_parallel":
             names = names[:1]
         calls = []
@@ -171,8 +179,8 @@ class ToolStub:
 def tool_stub():
     made: list[ToolStub] = []
 
-    def make(mode: str = "good") -> ToolStub:
-        made.append(ToolStub(mode))
+    def make(mode: str = "good", skip_default: bool = False) -> ToolStub:
+        made.append(ToolStub(mode, skip_default))
         return made[-1]
     yield make
     for s in made:
@@ -233,6 +241,16 @@ def test_leaked_markup_is_caught_per_turn(tool_stub):
     problems = " ".join(bad["weather_single"])
     assert "LEAK" in problems and "<tool_call>" in problems and "<arg_key>" in problems
     assert "NOT_PARSED" in problems and "non-stream" in problems and "stream:" in problems
+
+
+@pytest.mark.parametrize("skip_default", [False, True])
+def test_the_leak_verdict_does_not_move_with_the_engines_skip_special_tokens_default(tool_stub, skip_default):
+    # vLLM 0.33 defaults skip_special_tokens from generation_config.json; markup that is a special
+    # token would vanish from content under a true default, and a leak would read as a text answer
+    stub = tool_stub("leak", skip_default)
+    summary = run(stub.url)
+    assert summary["leaks"] == len({s.id for s in SCENARIOS if "get_weather" in s.expect})
+    assert all(b["skip_special_tokens"] is False for b in stub.bodies)
     table = render_summary(summary)
     assert "weather_single#0" in table and "no tool_calls; content '<tool_call>get_weather" in table
 

@@ -1,0 +1,192 @@
+"""The client self-check at GPU rates, both ways, on CI's CPUs (issue 31): a truth server streaming
+like vLLM on an H200 (625 tok/s per stream, 2 tokens in some chunks, some events written back to
+back) and serving the /metrics that vLLM served there (55 KB, captured on the GPU:
+tests/testing/data/vllm_0.26.0_h200_metrics.txt) gives valid rows equal to its truth; a client
+starved on purpose is flagged when its numbers are wrong; and whatever the load, the true value
+lies inside the bound the check prints (the bound is sound, so a wrong number cannot pass).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_glmf.engine import introspect
+from pytest_glmf.gates.curve.records import RequestRecord, median, percentile
+from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
+from pytest_glmf.testing.truth_server import TruthServer, true_metrics
+
+VLLM_METRICS = Path(__file__).parents[2] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
+PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
+GPU = {"ttft_ms": 30, "itl_ms": 1.6, "tokens_per_chunk": 2, "pair_every": 40, "metrics_file": str(VLLM_METRICS)}
+SLACK_S = 2e-4   # a send on the server and its arrival here: loopback, both sides' kernels
+
+
+@pytest.fixture
+def gpu_truth():
+    with TruthServer(**GPU) as ts:
+        yield ts
+
+
+def truth_of(ts, records):
+    """The truth server's own numbers for these records: per request (ttft, tok/s, send times)."""
+    jobs = {j["id"]: j for j in ts.truth()}
+    return [(r, jobs[r.response_id], true_metrics(jobs[r.response_id])) for r in records if r.ok]
+
+
+def assert_inside(run, ts):
+    """Every bounded number of the run holds the truth between its ends (the bound is sound)."""
+    records = [r for r in run["records"] if r.ok] if "records" in run else []
+    got = truth_of(ts, records)
+    true_speed = median([t["tok_s"] for _, _, t in got if t["tok_s"]])
+    # the client's TTFT runs from its own send: the truth's from the server's receipt, so compare
+    # each request's first-token arrival with the server's first send instead
+    err = run["client"]["error"]
+    speed = err["per_user_tok_s"]
+    assert speed["lo"] * (1 - 0.01) <= true_speed <= speed["hi"] * (1 + 0.01), (speed, true_speed)
+    firsts = [(r.chunk_times_s[0], job["sends"][0][0]) for r, job, _ in got]
+    assert all(got_t >= sent - SLACK_S for got_t, sent in firsts)
+    ttft_true = percentile([sent - r.t_send_s for r, job, _ in got for sent in [job["sends"][0][0]]], 50)
+    assert err["ttft_p50_s"]["lo"] - SLACK_S <= ttft_true <= err["ttft_p50_s"]["hi"] + SLACK_S
+    return true_speed, ttft_true
+
+
+def test_the_sampler_reads_only_the_lines_it_needs_of_a_gpu_vllms_metrics():
+    text = VLLM_METRICS.read_text()
+    assert len(text) > 50_000 and text.count("\n") > 600          # the size that stalled the loop on the GPU
+    names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total")
+    fast = introspect.parse_metrics(text, names)
+    full = introspect.parse_metrics(text)
+    assert fast == {n: full[n] for n in names} and set(fast) == set(names)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        introspect.parse_metrics(text, names)
+    assert (time.perf_counter() - t0) / 20 < 0.01               # the full parse: ~15 ms on the H200's host
+
+
+def test_gpu_rate_rows_with_a_gpu_sized_metrics_are_valid_and_true(gpu_truth):
+    """1, 8 and 32 users at 625 tok/s each, /metrics sampled every 0.2 s as by default: each row is
+    valid and its per-user tok/s and TTFT are the truth's (the old client, which fetched and parsed
+    that /metrics on the loop that stamps the tokens, flagged every such row on the GPU)."""
+    settings = CurveSettings(users=[1, 8, 32], runs=2, client_retries=3)   # a shared runner's worst minutes
+    rows = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)
+    for row in rows:
+        assert row["per_run"][0]["server"]["samples"] > 0
+        flags = [n for r in row["per_run"] for n in r["client"]["notes"]]
+        assert row["valid"], (row["users"], flags)
+        for run in row["per_run"]:
+            recs = [RequestRecord(**d) for d in run["records"]]
+            speed, _ = assert_inside({"records": recs, "client": run["client"]}, gpu_truth)
+            assert run["per_user_tok_s"] == pytest.approx(speed, rel=run["client"]["error_max_pct"] / 100)
+        assert 600 <= row["per_user_tok_s"] <= 650
+
+
+def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, monkeypatch):
+    """The /metrics work that used to run on the stamping loop now runs in a thread: make it block
+    for 30 ms per sample (what a slow /metrics costs) and the run stays valid."""
+    real = introspect.parse_metrics
+
+    def slow(text, names=None):
+        time.sleep(0.03)
+        return real(text, names)
+
+    from pytest_glmf.gates.curve import endpoints
+
+    monkeypatch.setattr(endpoints, "parse_metrics", slow)
+    settings = CurveSettings(users=[8], runs=1, warmup=False, metrics_sample_s=0.05)
+    row = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)[0]
+    run = row["per_run"][0]
+    assert run["server"]["samples"] >= 2 and row["valid"], run["client"]["notes"]
+
+
+def _measure(url, users, max_tokens, starve=None):
+    workload = Workload(prompts=PROMPTS, max_tokens=max_tokens)
+    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0.2)
+
+    async def go():
+        bodies = [workload.body("s", u, u) for u in range(users)]
+        stop = asyncio.Event()
+        hog = asyncio.ensure_future(starve(stop)) if starve else None
+        try:
+            return await measure_run(Target(url), bodies, settings, workload.path)
+        finally:
+            stop.set()
+            if hog:
+                await hog
+
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(go())
+
+
+def test_a_client_blocked_on_its_loop_is_flagged_and_the_truth_is_inside_its_bound(gpu_truth):
+    """A callback that blocks the stamping loop for 15 ms every 20 ms: token events pile up in the
+    socket and share reads, the run's ITL and TTFT are wrong, and the check says by how much."""
+    async def blocker(stop):
+        while not stop.is_set():
+            time.sleep(0.015)
+            await asyncio.sleep(0.005)
+
+    out = _measure(gpu_truth.url, 8, 240, blocker)
+    client = out["client"]
+    assert client["client_bound"] and client["error_over"], client["notes"]
+    note = client["notes"][0]
+    assert "client timestamps can be off by up to" in note and "--workers" in note
+    assert_inside(out, gpu_truth)
+    # the numbers really were wrong: ITL p95 as stamped is far from the truth's
+    got = truth_of(gpu_truth, out["records"])
+    true_gaps = [b[0] - a[0] for _, job, _ in got for a, b in zip(job["sends"], job["sends"][1:])]
+    assert client["error"]["itl_p95_s"]["value"] > 1.5 * percentile(true_gaps, 95)
+
+
+def test_a_cpu_hog_pinned_to_the_clients_core_is_flagged_when_the_numbers_are_wrong(gpu_truth):
+    """The client and a busy loop share one core (the server has the other): whatever the scheduler
+    does, the truth lies within the printed bound, and a number off by more than the row allows
+    is flagged."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores: one for the client and its hog, one for the server")
+    mine, other = {cores[0]}, set(cores[1:])
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(gpu_truth.proc.pid, other)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, mine)
+        os.sched_setaffinity(0, mine)
+        out = _measure(gpu_truth.url, 8, 240)
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+    true_speed, ttft_true = assert_inside(out, gpu_truth)
+    client, err = out["client"], out["client"]["error"]
+    wrong = [abs(err["per_user_tok_s"]["value"] - true_speed) / true_speed * 100,
+             abs(err["ttft_p50_s"]["value"] - ttft_true) / ttft_true * 100]
+    if max(wrong) > client["error_max_pct"]:
+        assert client["client_bound"], (wrong, client["notes"])
+
+
+def test_a_shared_runner_keeps_correct_rows_valid_or_names_the_setting(tmp_path):
+    """The demo's pace (142 tok/s per user, TTFT 0.2 s) at 1 and 32 users with a CPU hog beside the
+    client on a 2-core runner: a row is valid and equals the truth, or its flag names the setting
+    to change and the value that would have passed."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with TruthServer(ttft_ms=200, itl_ms=7) as ts:
+            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=96), CurveSettings(users=[1, 32], runs=2))
+            for row in rows:
+                for run in row["per_run"]:
+                    recs = [RequestRecord(**d) for d in run["records"]]
+                    assert_inside({"records": recs, "client": run["client"]}, ts)
+                if row["valid"]:
+                    assert row["per_user_tok_s"] == pytest.approx(142.4, rel=0.05)
+                else:
+                    note = next(n for r in row["per_run"] for n in r["client"]["notes"])
+                    assert "--client-error-max" in note and "would have passed" in note
+    finally:
+        hog.kill()
+        hog.wait()
