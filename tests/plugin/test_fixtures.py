@@ -29,7 +29,7 @@ def attach(pytester: pytest.Pytester, url: str) -> list[str]:
     pytester.makefile(".log", boot=BOOT_LOG)
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  mine: {{launcher: attach, url: '{url}', boot_log: boot.log}}\n")
     thresholds = pytester.makefile(".yaml", thresholds=(
-        "schema: 1\nlanes:\n  mine:\n    curve:\n      settings: {lag_p99_max_s: 1.0, cpu_max_frac: 1.0, "
+        "schema: 1\nlanes:\n  mine:\n    curve:\n      settings: {client_error_max_pct: 50, "
         "warmup: false, runs: 1, max_tokens: 12}\n"))
     return ["--glmf-lanes", str(lanes), "--glmf-lane", "mine", "--glmf-thresholds", str(thresholds),
             "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider"]

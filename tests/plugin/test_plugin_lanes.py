@@ -33,10 +33,10 @@ schema: 1
 lanes:
   slots-38:
     boot: {{max_running_requests: {{min: 1}}}}
-    curve: {{settings: {{max_tokens: 24, runs: 1, lag_p99_max_s: 1.0}}, rows: [{ROW}]}}
+    curve: {{settings: {{max_tokens: 24, runs: 1, lag_p99_max_s: 1.0, client_error_max_pct: 50}}, rows: [{ROW}]}}
   slots-120:
     boot: {{max_running_requests: {{min: 1}}}}
-    curve: {{settings: {{max_tokens: 24, runs: 1, lag_p99_max_s: 1.0}}, rows: [{ROW}]}}
+    curve: {{settings: {{max_tokens: 24, runs: 1, lag_p99_max_s: 1.0, client_error_max_pct: 50}}, rows: [{ROW}]}}
 """
 USER_TEST = """\
 import json, os, pathlib

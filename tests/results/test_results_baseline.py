@@ -20,7 +20,7 @@ BOOT_LOG = """\
 [2026-09-11 10:00:03] The server is fired up and ready to roll!
 """
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_curve.py"))
-THRESHOLDS = ("schema: 1\nlanes:\n  truth:\n    curve:\n      settings: {max_tokens: 40, runs: 2, lag_p99_max_s: 1.0}\n"
+THRESHOLDS = ("schema: 1\nlanes:\n  truth:\n    curve:\n      settings: {max_tokens: 40, runs: 2, lag_p99_max_s: 1.0, client_error_max_pct: 50}\n"
               "      baseline: {rel_pct: 10}\n      rows:\n        - {users: 1}\n        - {users: 2}\n")
 
 

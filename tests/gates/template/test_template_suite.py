@@ -101,7 +101,7 @@ def test_a_settings_typo_is_refused_before_any_server_boots(pytester, files):
     (files / "thresholds.yaml").write_text(thresholds("settings: {refrence: ref.json}"))
     bad = run(pytester, "daily")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*thresholds.yaml: lanes.daily.template.settings: unknown key 'refrence'*"])
+    bad.stderr.fnmatch_lines(["*thresholds.yaml:4: lanes.daily.template.settings: unknown key 'refrence'*"])
 
 
 def test_a_missing_reference_file_fails_naming_it(pytester, files):
