@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.compare.lanecurve import from_document
-from pytest_glmf.plugin.session import session_of
+from pytest_glmf.plugin.session import GlmfSession, session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.compare.lanecurve import LaneCurve
@@ -29,14 +29,15 @@ if TYPE_CHECKING:
     from pytest_glmf.results.recorder import SessionRecorder
 
 
-def lane_document(name: str, current: str, recorder: "SessionRecorder", session: Any) -> dict[str, Any] | None:
+def lane_document(name: str, current: str, recorder: "SessionRecorder",
+                  session: GlmfSession | None) -> dict[str, Any] | None:
     """Lane `name`'s result document: this lane's records so far, a lane finished earlier in this
     session, or `<results>/<name>-latest.json`; None when there is no curve to read."""
     if name == current:
         gates = recorder.recorded()
         return {"lane": {"name": name}, "gates": gates} if gates.get("curve") else None
     finished = session.finished_lanes if session is not None else []
-    done = next((f["result_file"] for f in finished if f["lane"] == name), None)
+    done = next((f.result_file for f in finished if f.lane.name == name), None)
     if done is None and session is not None and any(lane.name == name for lane in session.settings.lanes):
         return None     # a lane of this session still to come: its rows, not an earlier session's
     path = done or recorder.results_dir / f"{name}-latest.json"

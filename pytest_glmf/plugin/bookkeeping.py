@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch.base import Server
     from pytest_glmf.plugin.options import Settings
+    from pytest_glmf.plugin.run import LaneRun
     from pytest_glmf.plugin.session import GlmfSession
 
 
@@ -64,27 +65,27 @@ def enrich_provenance(server: "Server", lane: "LaneConfig") -> None:
 # ---------------------------------------------------------------------------- failure ledger
 
 
-def ledger_line(state: "GlmfSession", what: str, cause: str, cause_class: str = "configuration") -> None:
+def ledger_line(run: "LaneRun", what: str, cause: str, cause_class: str = "configuration") -> None:
     """One line in the failure ledger next to the results (owner process only)."""
 
-    lane = state.lane
-    argv = (state.server.provenance.get("argv") if state.server is not None else None) or [*lane.extra]
+    lane = run.lane
+    argv = (run.server.provenance.get("argv") if run.server is not None else None) or [*lane.extra]
     redact = Redactor.from_environment(lane.env)
-    ledger.append(state.settings.results_dir, lane=lane.name, image=lane.image, what=what,
+    ledger.append(run.settings.results_dir, lane=lane.name, image=lane.image, what=what,
                   flags=redact.argv([str(a) for a in argv]), cause=redact.text(cause), cause_class=cause_class)
 
 
-def ledger_failure(state: "GlmfSession", report: pytest.TestReport) -> None:
+def ledger_failure(run: "LaneRun", report: pytest.TestReport) -> None:
     """A failed glmf test is one ledger line: its name and the line that names the threshold or
     regression (else the first line of the failure). A failed setup after a failed boot is not a
     new line: the boot already has one."""
-    if report.failed and report.when in ("setup", "call") and not (state.boot_error and report.when == "setup"):
+    if report.failed and report.when in ("setup", "call") and not (run.boot_error and report.when == "setup"):
         lines = [ln.strip() for ln in (report.longreprtext or "").splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "threshold" in ln or "regression" in ln), lines[0] if lines else "")
 
-        ledger_line(state, report.nodeid.split("::")[-1], cause, cause_of(report.user_properties))
+        ledger_line(run, report.nodeid.split("::")[-1], cause, cause_of(report.user_properties))
         # the result file names each failed test with its table (the HTML report's verdict shows them)
-        state.extra.setdefault("failed_tests", []).append(
+        run.failed_tests.append(
             {"test": report.nodeid, "when": report.when, "cause_class": cause_of(report.user_properties),
              "message": failure_text(report.longreprtext or "")})
 
@@ -101,17 +102,17 @@ def failure_text(longrepr: str, limit: int = 6000) -> str:
 # ---------------------------------------------------------------------------- result file
 
 
-def _provenance(state: "GlmfSession") -> dict[str, Any]:
-    return dict(state.server.provenance) if state.server is not None else {}
+def _provenance(run: "LaneRun") -> dict[str, Any]:
+    return dict(run.server.provenance) if run.server is not None else {}
 
 
-def checkpoint(state: "GlmfSession") -> None:
+def checkpoint(run: "LaneRun") -> None:
     """Rewrite the result file with what is recorded so far, marked as not finished: a session
     killed without any chance to clean up still leaves a readable, incomplete file."""
 
-    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
-    recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state),
-                   extra={"incomplete": [RUNNING, *state.incomplete]}, final=False)
+    recorder = SessionRecorder(run.settings.results_dir, run.session_id, run.lane.name)
+    recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run),
+                   extra={"incomplete": [RUNNING, *run.incomplete]}, final=False)
 
 
 def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus: int | None = None) -> None:
@@ -119,25 +120,26 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     the session did not run to its end (empty when it did), pytest's exit status, and which
     baseline it was compared with; then queued for the history store."""
 
-    if "result_file" in state.extra:
+    run = state.run
+    if run.result_file is not None:
         return
-    if state.boot_error is not None:
-        reasons = [f"the server did not boot: {state.boot_error.splitlines()[0]}", *reasons]
-    state.note_if_exited()
-    incomplete = list(dict.fromkeys([*state.incomplete, *reasons]))
-    recorder = SessionRecorder(state.settings.results_dir, state.session_id, state.lane.name)
+    if run.boot_error is not None:
+        reasons = [f"the server did not boot: {run.boot_error.splitlines()[0]}", *reasons]
+    run.note_if_exited()
+    incomplete = list(dict.fromkeys([*run.incomplete, *reasons]))
+    recorder = SessionRecorder(run.settings.results_dir, run.session_id, run.lane.name)
     extra: dict[str, Any] = {"incomplete": incomplete, "exitstatus": exitstatus,
-                             "failed_tests": list(state.extra.get("failed_tests", []))}
+                             "failed_tests": list(run.failed_tests)}
     verification = state.config.pluginmanager.get_plugin(VERIFICATION) if state.config is not None else None
     if verification is not None:   # which gates verified something, and why the others did not
-        extra["verified"] = verification.gates_of(state.lane.name)
-    compared = history.compared_with(state)
+        extra["verified"] = verification.gates_of(run.lane.name)
+    compared = history.compared_with(run)
     if compared is not None:
         extra["compared_with"] = compared
-    out = recorder.write(lane=state.lane.to_dict(), provenance=_provenance(state), extra=extra)
+    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra)
     if out is not None:
-        state.extra["result_file"] = out
-        history.mark_pending(state, out)
+        run.result_file = out
+        history.mark_pending(run, out)
 
 
 def recover_killed(state: "GlmfSession") -> None:
@@ -148,15 +150,15 @@ def recover_killed(state: "GlmfSession") -> None:
         ledger.append(state.settings.results_dir, lane=lane.get("name", "?"), image=lane.get("image"),
                       what="killed", flags=[*(lane.get("extra") or [])], cause_class="interrupted",
                       cause=f"session {sid} was killed before it ended; partial results: {out}")
-        state.extra.setdefault("recovered", []).append(str(out))
-        history.mark_pending(state, out)
+        state.recovered.append(str(out))
+        history.mark_pending(state.run, out)
 
 
-def claim_results(state: "GlmfSession") -> None:
+def claim_results(run: "LaneRun") -> None:
     """Claim the results directory for this session (its lane, with several lanes) so a later
     session can tell if this one dies."""
 
-    results.mark_owner(state.settings.results_dir, state.session_id, state.lane.to_dict())
+    results.mark_owner(run.settings.results_dir, run.session_id, run.lane.to_dict())
 
 
 def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
@@ -167,15 +169,16 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
     reasons = []
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         reasons.append("the session was interrupted (Ctrl-C / SIGINT, or -x / --maxfail)")
-    history.prepare_compared_with(state)
+    run = state.run
+    history.prepare_compared_with(run)
     write_results(state, reasons, int(exitstatus))
-    if state.settings.html and state.extra.get("result_file"):
+    if run.settings.html and run.result_file:
         try:
             write_html(state)
         except Exception as exc:  # noqa: BLE001 - a page that cannot be rendered must not cost the session its results
-            state.extra["html_error"] = f"glmf: the HTML report was NOT written: {type(exc).__name__}: {exc}"
-    blessed = update_baseline(state, exitstatus) if state.settings.update_baseline else True
-    status = history.store_session(state)
+            run.html_error = f"glmf: the HTML report was NOT written: {type(exc).__name__}: {exc}"
+    blessed = update_baseline(run, exitstatus) if run.settings.update_baseline else True
+    status = history.store_session(run)
     if exitstatus != pytest.ExitCode.OK:
         return None
     if not blessed:   # asked to bless and nothing was: CI must not read that as done
@@ -189,11 +192,12 @@ def write_html(state: "GlmfSession") -> None:
     from pytest_glmf.results.html import lane_bounds, session_ledger, session_report
     from pytest_glmf.results.html_blocks import write_page
 
-    path = Path(state.extra["result_file"])
-    doc = json.loads(path.read_text())
-    page = session_report(doc, baseline=state.baseline_doc(), bounds=lane_bounds(state.thresholds, state.lane.name),
-                          ledger_lines=session_ledger(doc, state.settings.results_dir))
-    state.extra["html_file"] = write_page(page, state.settings.results_dir / f"{state.lane.name}-latest.html")
+    run = state.run
+    assert run.result_file is not None
+    doc = json.loads(Path(run.result_file).read_text())
+    page = session_report(doc, baseline=run.baseline_doc(), bounds=lane_bounds(state.thresholds, run.lane.name),
+                          ledger_lines=session_ledger(doc, run.settings.results_dir))
+    run.html_file = write_page(page, run.settings.results_dir / f"{run.lane.name}-latest.html")
 
 
 # ---------------------------------------------------------------------------- baseline
@@ -208,7 +212,8 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
     __tracebackhide__ = True
     from pytest_glmf.results import baseline
 
-    recorder = state.recorder
+    run = state.run
+    recorder = run.recorder
     captured = (recorder.capture or []) if recorder is not None else []
     if recorder is not None:
         recorder.capture = None
@@ -218,18 +223,18 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
     if not captured:
         return
 
-    lane_name, thresholds = state.lane.name, state.thresholds
+    lane_name, thresholds = run.lane.name, state.thresholds
 
     def tolerance_for(gate: str) -> Any:
         return thresholds.for_gate(lane_name, gate).get("baseline") if thresholds is not None else None
 
-    doc = state.baseline_doc()
+    doc = run.baseline_doc()
     failures: list[str | None] = []
     if doc is not None:
-        label = baseline.baseline_label(doc, state.settings.baseline)
+        label = baseline.baseline_label(doc, run.settings.baseline)
         failures.append(baseline.regression_message(baseline.compare_records(captured, doc, tolerance_for), label))
-    drift = history.drift_findings(state, captured, tolerance_for)
-    if drift and history.drift_fails(state):
+    drift = history.drift_findings(run, captured, tolerance_for)
+    if drift and history.drift_fails(run):
         failures.append(drift + "\n(--glmf-history-drift fail; a warning only: --glmf-history-drift warn)")
     elif drift:
         history.warn_drift(drift)
@@ -238,24 +243,24 @@ def judge_recorded(item: pytest.Item, state: "GlmfSession") -> None:
         pytest.fail("\n\n".join(messages), pytrace=False)
 
 
-def update_baseline(state: "GlmfSession", exitstatus: int) -> bool:
+def update_baseline(run: "LaneRun", exitstatus: int) -> bool:
     """--glmf-update-baseline: bless this run, only when it is whole and every test passed, into
     the baseline path (its folders made). Whether it was blessed; the note says so either way."""
 
-    out = state.extra.get("result_file")
-    target = Path(state.settings.baseline or state.settings.results_dir / f"{state.lane.name}-baseline.json")
+    out = run.result_file
+    target = Path(run.settings.baseline or run.settings.results_dir / f"{run.lane.name}-baseline.json")
     if exitstatus != pytest.ExitCode.OK or out is None:
         why = ("the session recorded no results (no gate measured anything), so there is nothing to bless"
                if out is None else f"the session did not pass (exit {int(exitstatus)})")
-        state.extra["baseline_note"] = f"glmf: baseline NOT updated: {why}; {target} unchanged"
+        run.baseline_note = f"glmf: baseline NOT updated: {why}; {target} unchanged"
         return False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out, target)
     except OSError as exc:
-        state.extra["baseline_note"] = f"glmf: baseline NOT updated: cannot write {target}: {exc.strerror or exc}"
+        run.baseline_note = f"glmf: baseline NOT updated: cannot write {target}: {exc.strerror or exc}"
         return False
-    state.extra["baseline_note"] = f"glmf: baseline updated: {target} (from {out})"
+    run.baseline_note = f"glmf: baseline updated: {target} (from {out})"
     return True
 
 
@@ -283,34 +288,35 @@ def baseline_warning(settings: "Settings", doc: dict[str, Any]) -> str | None:
 def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     """The recipe-style tables of everything measured (rendering only: verdicts were given in
     the tests), then where the files are."""
-    for path in state.extra.get("recovered", []):
+    run = state.run
+    for path in state.recovered:
         terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
 
-    out = state.extra.get("result_file")
+    out = run.result_file
     if out is None:
-        if "baseline_note" in state.extra:
-            terminalreporter.write_line(state.extra["baseline_note"], red=True)
-        for line in history.summary_lines(state):
+        if run.baseline_note is not None:
+            terminalreporter.write_line(run.baseline_note, red=True)
+        for line in history.summary_lines(run):
             terminalreporter.write_line(line)
         return
     from pytest_glmf.results import report
 
     try:
         doc = json.loads(Path(out).read_text())
-        text = report.terminal_report(doc, state.baseline_doc())
+        text = report.terminal_report(doc, run.baseline_doc())
     except (OSError, ValueError) as exc:
         text = f"(cannot render {out}: {exc})"
     terminalreporter.write_sep("=", "glmf results")
     terminalreporter.write_line(text)
     terminalreporter.write_line(f"glmf: results written to {out}")
     terminalreporter.write_line(f"  render: glmf report {out} --markdown R.md --plot R.png")
-    if "html_file" in state.extra:
-        terminalreporter.write_line(f"glmf: the report as one HTML page: {state.extra['html_file']}")
-    if "html_error" in state.extra:
-        terminalreporter.write_line(state.extra["html_error"])
-    if "baseline_note" in state.extra:
-        terminalreporter.write_line(state.extra["baseline_note"])
-    for line in history.summary_lines(state):
+    if run.html_file is not None:
+        terminalreporter.write_line(f"glmf: the report as one HTML page: {run.html_file}")
+    if run.html_error is not None:
+        terminalreporter.write_line(run.html_error)
+    if run.baseline_note is not None:
+        terminalreporter.write_line(run.baseline_note)
+    for line in history.summary_lines(run):
         terminalreporter.write_line(line)
 
 
@@ -322,49 +328,49 @@ def write_comparison(state: "GlmfSession") -> None:
     (`<results>/compare-<id>.md`) and as text for the terminal summary."""
     from pytest_glmf.compare.report import comparison_markdown, comparison_report
 
-    files = [f["result_file"] for f in state.finished_lanes if f["result_file"] is not None]
+    files = [f.result_file for f in state.finished_lanes if f.result_file is not None]
     docs = []
     for path in files:
         try:
             docs.append(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as exc:
-            state.extra["comparison_error"] = f"glmf: cannot read {path} for the comparison: {exc}"
+            state.comparison_error = f"glmf: cannot read {path} for the comparison: {exc}"
     if len(docs) < 2:
         return
-    out = state.settings.results_dir / f"compare-{state.base_session_id}.md"
+    out = state.run.settings.results_dir / f"compare-{state.base_session_id}.md"
     out.write_text(comparison_markdown(docs))
-    if state.settings.html:
+    if state.run.settings.html:
         from pytest_glmf.results.html_blocks import write_page
         from pytest_glmf.results.html_pages import comparison_page
 
         try:
-            state.extra["comparison_html"] = write_page(comparison_page(docs), out.with_suffix(".html"))
+            state.comparison_html = write_page(comparison_page(docs), out.with_suffix(".html"))
         except Exception as exc:  # noqa: BLE001 - as write_html: the session's results come first
-            state.extra["comparison_error"] = f"glmf: the comparison's HTML page was NOT written: {exc}"
-    state.extra["comparison"] = (comparison_report(docs), out, files)
+            state.comparison_error = f"glmf: the comparison's HTML page was NOT written: {exc}"
+    state.comparison = (comparison_report(docs), out, files)
 
 
 def write_comparison_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     """Several lanes: per lane where its result file is (and its notes), then the comparison."""
-    for path in state.extra.get("recovered", []):
+    for path in state.recovered:
         terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
     terminalreporter.write_sep("=", "glmf results by lane")
     for f in state.finished_lanes:
-        where = f["result_file"] or "no results recorded"
-        terminalreporter.write_line(f"glmf: lane {f['lane']}: {where} (exit {f['exitstatus']})")
-        for key in ("baseline_note", "history_note", "history_baseline_note"):
-            if key in f["extra"]:
-                terminalreporter.write_line("  " + f["extra"][key])
-        if "html_file" in f["extra"]:
-            terminalreporter.write_line(f"  the report as one HTML page: {f['extra']['html_file']}")
-        if "html_error" in f["extra"]:
-            terminalreporter.write_line("  " + f["extra"]["html_error"])
-    if "comparison_error" in state.extra:
-        terminalreporter.write_line(state.extra["comparison_error"])
-    if "comparison" in state.extra:
-        text, out, files = state.extra["comparison"]
+        where = f.result_file or "no results recorded"
+        terminalreporter.write_line(f"glmf: lane {f.lane.name}: {where} (exit {f.exitstatus})")
+        for note in (f.baseline_note, f.history_note, f.history_baseline_note):
+            if note is not None:
+                terminalreporter.write_line("  " + note)
+        if f.html_file is not None:
+            terminalreporter.write_line(f"  the report as one HTML page: {f.html_file}")
+        if f.html_error is not None:
+            terminalreporter.write_line("  " + f.html_error)
+    if state.comparison_error is not None:
+        terminalreporter.write_line(state.comparison_error)
+    if state.comparison is not None:
+        text, out, files = state.comparison
         terminalreporter.write_sep("=", "glmf comparison")
         terminalreporter.write_line(text)
         terminalreporter.write_line(f"glmf: comparison written to {out} (again: glmf compare {' '.join(map(str, files))})")
-        if "comparison_html" in state.extra:
-            terminalreporter.write_line(f"glmf: the comparison as one HTML page: {state.extra['comparison_html']}")
+        if state.comparison_html is not None:
+            terminalreporter.write_line(f"glmf: the comparison as one HTML page: {state.comparison_html}")

@@ -17,7 +17,7 @@ from pytest_glmf.launch import health
 from pytest_glmf.results.ledger import CAUSE_PROPERTY
 
 if TYPE_CHECKING:
-    from pytest_glmf.plugin.session import GlmfSession
+    from pytest_glmf.plugin.run import LaneRun
 
 
 def mark_incomplete(item: pytest.Item, reason: str, cause_class: str = "server") -> None:
@@ -28,33 +28,33 @@ def mark_incomplete(item: pytest.Item, reason: str, cause_class: str = "server")
     item.user_properties.append((CAUSE_PROPERTY, cause_class))
 
 
-def fail_if_gone(item: pytest.Item, state: "GlmfSession", when: str) -> None:
+def fail_if_gone(item: pytest.Item, run: "LaneRun", when: str) -> None:
     """Fail this test if the server died `when` (it remembers why, so later tests skip)."""
     __tracebackhide__ = True
-    if state.server is None or state.stopped:
+    if run.server is None or run.stopped:
         return
-    message = health.gone_message(state.server, when)
+    message = health.gone_message(run.server, when)
     if message is not None:
-        state.gone = message
+        run.gone = message
         mark_incomplete(item, message.splitlines()[0])
         pytest.fail(message, pytrace=False)
 
 
-def before_test(item: pytest.Item, state: "GlmfSession") -> None:
+def before_test(item: pytest.Item, run: "LaneRun") -> None:
     """Setup of a test on the server: tag it as a glmf test, start capturing what it records,
     and skip or fail it when the server is gone."""
     __tracebackhide__ = True
-    item.user_properties.append(("glmf_test", state.lane.name))
-    state.get_recorder().capture = []   # what this test records (also in its fixtures)
-    if state.gone is not None:
-        pytest.skip(f"glmf: {state.gone.splitlines()[0].rstrip('.')}; not run")
-    fail_if_gone(item, state, "after the previous test and before this one")
+    item.user_properties.append(("glmf_test", run.lane.name))
+    run.get_recorder().capture = []   # what this test records (also in its fixtures)
+    if run.gone is not None:
+        pytest.skip(f"glmf: {run.gone.splitlines()[0].rstrip('.')}; not run")
+    fail_if_gone(item, run, "after the previous test and before this one")
 
 
-def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, Any]:
+def guard_call(item: pytest.Item, run: "LaneRun") -> Generator[None, Any, Any]:
     """The body of the `pytest_runtest_call` wrapper (`yield from` it): the lane's gate time
     limit around the test, and a failure that names the broken server or request."""
-    lane = state.lane
+    lane = run.lane
     limit_s = lane.timeouts.get("gate_s", health.DEFAULT_GATE_S)
     try:
         with health.gate_timer(limit_s, f"test {item.nodeid}"):
@@ -62,11 +62,11 @@ def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, 
     except (pytest.skip.Exception, KeyboardInterrupt):
         raise
     except BaseException as exc:
-        server = state.server
+        server = run.server
         first = (str(exc).strip().splitlines() or [""])[0][:200].rstrip(".")
         if server is not None and health.wait_gone(server, 1.0):
             message = health.gone_message(server, f"during this test ({type(exc).__name__}: {first})")
-            state.gone = message
+            run.gone = message
             mark_incomplete(item, (message or "").splitlines()[0])
             if isinstance(exc, pytest.fail.Exception):  # keep the gate's own table below
                 message = f"{message}\n\nthe test's own failure:\n{str(exc)[:3000]}"
@@ -76,5 +76,5 @@ def guard_call(item: pytest.Item, state: "GlmfSession") -> Generator[None, Any, 
             mark_incomplete(item, f"{item.nodeid}: {message.splitlines()[0]}", health.cause_class(exc))
             raise pytest.fail.Exception(message, pytrace=False) from None   # the sentence says it all
         raise
-    fail_if_gone(item, state, "during this test (the test itself passed)")
+    fail_if_gone(item, run, "during this test (the test itself passed)")
     return result

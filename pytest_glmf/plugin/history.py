@@ -28,7 +28,7 @@ from pytest_glmf.gates.registry import GATES, metric_directions
 from pytest_glmf.results.recorder import write_atomic
 
 if TYPE_CHECKING:
-    from pytest_glmf.plugin.session import GlmfSession
+    from pytest_glmf.plugin.run import LaneRun
     from pytest_glmf.results.history.store import Location
 
 DEFAULT_BASELINE_RUNS = 5
@@ -95,16 +95,16 @@ def resolve_history(history: tuple[str | None, Path, str], drift: tuple[str | No
     return HistorySettings(location, baseline_runs, mode, int(window or 5), required)
 
 
-def _settings(state: "GlmfSession") -> HistorySettings | None:
-    hs = getattr(state.settings, "history", None)
+def _settings(run: "LaneRun") -> HistorySettings | None:
+    hs = getattr(run.settings, "history", None)
     return hs if hs is not None and hs.location is not None else None
 
 
-def check_store(state: "GlmfSession") -> None:
+def check_store(run: "LaneRun") -> None:
     """--glmf-history-required: the store must open (and migrate) before anything is launched."""
     from pytest_glmf.results.history import HistoryError, open_store
 
-    hs = _settings(state)
+    hs = _settings(run)
     if hs is None or not hs.required:
         return
     try:
@@ -118,12 +118,12 @@ def check_store(state: "GlmfSession") -> None:
 # ---------------------------------------------------------------------------- storing
 
 
-def mark_pending(state: "GlmfSession", result_file: Path | None) -> None:
+def mark_pending(run: "LaneRun", result_file: Path | None) -> None:
     """Queue a final result file for the store (stored at this session's end, or a later one's)."""
-    if result_file is None or _settings(state) is None:
+    if result_file is None or _settings(run) is None:
         return
 
-    marker = Path(state.settings.results_dir) / PENDING_DIR / f"{Path(result_file).stem}.json"
+    marker = Path(run.settings.results_dir) / PENDING_DIR / f"{Path(result_file).stem}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(marker, json.dumps({"result_file": str(Path(result_file).resolve())}))
 
@@ -138,18 +138,18 @@ def _pending(results_dir: Path) -> list[tuple[Path, Path]]:
     return out
 
 
-def store_session(state: "GlmfSession") -> int | None:
+def store_session(run: "LaneRun") -> int | None:
     """Store every queued result file (this session's first). Returns an exit status to end with
     when the store failed and --glmf-history-required, else None; the outcome is one line in
-    `state.extra["history_note"]` for the terminal summary."""
+    `run.history_note` for the terminal summary."""
     from pytest_glmf.results.history import HistoryError, open_store
     from pytest_glmf.results.history.schema import NotAResultFile
 
-    hs = _settings(state)
-    if hs is None or state.settings.lane is None:
+    hs = _settings(run)
+    if hs is None or run.settings.lane is None:
         return None
-    own = state.extra.get("result_file")
-    queue = sorted(_pending(state.settings.results_dir), key=lambda mp: mp[1] != (Path(own).resolve() if own else None))
+    own = run.result_file
+    queue = sorted(_pending(run.settings.results_dir), key=lambda mp: mp[1] != (Path(own).resolve() if own else None))
     if not queue:
         return None
     stored, verdict = 0, None
@@ -168,37 +168,37 @@ def store_session(state: "GlmfSession") -> int | None:
                     verdict = row["verdict"]
     except HistoryError as exc:
         where = f"the results are in {own}" if own else "the result files are kept"
-        state.extra["history_note"] = (f"glmf: history NOT stored: {exc}; {where}, queued for the next session "
-                                       f"(or: glmf history import {state.settings.results_dir})")
+        run.history_note = (f"glmf: history NOT stored: {exc}; {where}, queued for the next session "
+                           f"(or: glmf history import {run.settings.results_dir})")
         return int(pytest.ExitCode.TESTS_FAILED) if hs.required else None
     display = hs.location.display   # type: ignore[union-attr]
     if verdict is None:
         if stored:
-            state.extra["history_note"] = f"glmf: history: {stored} queued run(s) of earlier sessions stored in {display}"
+            run.history_note = f"glmf: history: {stored} queued run(s) of earlier sessions stored in {display}"
         return None
     earlier = stored - 1
-    state.extra["history_note"] = (f"glmf: history: run {state.session_id} ({verdict}) stored in {display}"
-                                   + (f" (+{earlier} earlier run(s) that were queued)" if earlier else ""))
+    run.history_note = (f"glmf: history: run {run.session_id} ({verdict}) stored in {display}"
+                       + (f" (+{earlier} earlier run(s) that were queued)" if earlier else ""))
     return None
 
 
 # ---------------------------------------------------------------------------- reading
 
 
-def _lane_key(state: "GlmfSession") -> Any:
+def _lane_key(run: "LaneRun") -> Any:
     from pytest_glmf.results.history.schema import LaneKey
 
-    assert state.settings.lane is not None and state.server is not None
-    prov = {"engine": state.settings.lane.engine, **state.server.provenance}
-    return LaneKey.from_provenance(prov, state.settings.lane.name)
+    assert run.settings.lane is not None and run.server is not None
+    prov = {"engine": run.settings.lane.engine, **run.server.provenance}
+    return LaneKey.from_provenance(prov, run.settings.lane.name)
 
 
-def _read(state: "GlmfSession", what: str, read: Any) -> Any:
+def _read(run: "LaneRun", what: str, read: Any) -> Any:
     """Run `read(store)` on the store (not created if missing); a fault is noted once per process
     and gives None (with --glmf-history-required the calling test fails with it)."""
     from pytest_glmf.results.history import HistoryError, open_store
 
-    hs = _settings(state)
+    hs = _settings(run)
     assert hs is not None and hs.location is not None
     try:
         store = open_store(hs.location, create=False)
@@ -208,36 +208,36 @@ def _read(state: "GlmfSession", what: str, read: Any) -> Any:
             return read(store)
     except HistoryError as exc:
         line = f"glmf: {what} unavailable: {exc}"
-        state.extra.setdefault("history_read_errors", []).append(line)
+        run.history_read_errors.append(line)
         if hs.required:
             pytest.fail(f"{line} (--glmf-history-required)", pytrace=False)
         return None
 
 
-def baseline_doc(state: "GlmfSession") -> dict[str, Any] | None:
+def baseline_doc(run: "LaneRun") -> dict[str, Any] | None:
     """The history baseline of this lane key, once per process; None before the server runs, or
     when no passing run is stored yet (the summary says so)."""
-    hs = _settings(state)
-    if hs is None or not hs.baseline_runs or state.server is None or state.settings.lane is None:
+    hs = _settings(run)
+    if hs is None or not hs.baseline_runs or run.server is None or run.settings.lane is None:
         return None
-    if "history_baseline" not in state.extra:
+    if not run.history_baseline_read:
         from pytest_glmf.results.history import queries
 
-        key = _lane_key(state)
-        doc = _read(state, "history baseline", lambda store: queries.history_baseline(store, key, hs.baseline_runs))
-        state.extra["history_baseline"] = doc
-        if doc is None and not state.extra.get("history_read_errors"):
-            state.extra["history_baseline_note"] = (f"glmf: history baseline: no passing run stored yet on {key.describe()}: "
-                                                    "nothing to compare against (this run starts the history)")
-    return state.extra["history_baseline"]
+        key = _lane_key(run)
+        doc = _read(run, "history baseline", lambda store: queries.history_baseline(store, key, hs.baseline_runs))
+        run.history_baseline, run.history_baseline_read = doc, True
+        if doc is None and not run.history_read_errors:
+            run.history_baseline_note = (f"glmf: history baseline: no passing run stored yet on {key.describe()}: "
+                                         "nothing to compare against (this run starts the history)")
+    return run.history_baseline
 
 
-def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], tolerance_for: Any) -> str | None:
+def drift_findings(run: "LaneRun", captured: list[tuple[str, str, Any]], tolerance_for: Any) -> str | None:
     """The slow-drift test of what one test recorded, against the stored complete runs of the same
     lane key: the message naming each drifted metric, or None. A warning by default
     (`warn_drift`), the test's failure with --glmf-history-drift fail (bookkeeping.judge_recorded)."""
-    hs = _settings(state)
-    if hs is None or hs.drift_mode == "off" or not captured or state.server is None or state.settings.lane is None:
+    hs = _settings(run)
+    if hs is None or hs.drift_mode == "off" or not captured or run.server is None or run.settings.lane is None:
         return None
     from pytest_glmf.results.baseline import numeric_metrics
     from pytest_glmf.results.history import drift, queries
@@ -245,22 +245,23 @@ def drift_findings(state: "GlmfSession", captured: list[tuple[str, str, Any]], t
     current = {(gate, key, m): v for gate, key, data in captured for m, v in numeric_metrics(gate, data).items()}
     if not current:
         return None
-    if "history_series" not in state.extra:
-        key = _lane_key(state)
-        state.extra["history_series"] = _read(state, "slow-drift check",
-                                              lambda store: queries.metric_series(store, key, 2 * hs.drift_window))
-    series = state.extra["history_series"]
+    if not run.history_series_read:
+        key = _lane_key(run)
+        run.history_series = _read(run, "slow-drift check",
+                                   lambda store: queries.metric_series(store, key, 2 * hs.drift_window))
+        run.history_series_read = True
+    series = run.history_series
     if not series:
         return None
     directions = {gate: metric_directions(gate) for gate in GATES}
-    found = drift.find_drifts(series, current, directions, hs.drift_window, tolerance_for, state.session_id)
+    found = drift.find_drifts(series, current, directions, hs.drift_window, tolerance_for, run.session_id)
     if not found:
         return None
-    return drift.drift_message(found, hs.drift_window, _lane_key(state).describe())
+    return drift.drift_message(found, hs.drift_window, _lane_key(run).describe())
 
 
-def drift_fails(state: "GlmfSession") -> bool:
-    hs = _settings(state)
+def drift_fails(run: "LaneRun") -> bool:
+    hs = _settings(run)
     return hs is not None and hs.drift_mode == "fail"
 
 
@@ -268,31 +269,28 @@ def warn_drift(message: str) -> None:
     warnings.warn(GlmfDriftWarning(message + "\n(a failure instead: --glmf-history-drift fail)"), stacklevel=2)
 
 
-def prepare_compared_with(state: "GlmfSession") -> None:
+def prepare_compared_with(run: "LaneRun") -> None:
     """Make the history baseline in the owner too (under xdist only workers judged), so the result
     file can say which runs it was compared with. Never fails the session."""
     try:
-        state.baseline_doc()
+        run.baseline_doc()
     except pytest.fail.Exception:
         pass
 
 
-def compared_with(state: "GlmfSession") -> dict[str, Any] | None:
+def compared_with(run: "LaneRun") -> dict[str, Any] | None:
     """Which baseline the session was compared with, for its result file (what is already known:
     this may run in a SIGTERM handler, where nothing may block on a store)."""
-    hs = _settings(state)
+    hs = _settings(run)
     if hs is not None and hs.baseline_runs:
-        doc = state.extra.get("history_baseline")
+        doc = run.history_baseline
         return dict(doc["made_of"]) if doc else None
-    if state.settings.baseline is not None:
-        return {"label": str(state.settings.baseline)}
+    if run.settings.baseline is not None:
+        return {"label": str(run.settings.baseline)}
     return None
 
 
-def summary_lines(state: "GlmfSession") -> list[str]:
+def summary_lines(run: "LaneRun") -> list[str]:
     """What the terminal summary says about the history (after the results tables)."""
-    lines = [*dict.fromkeys(state.extra.get("history_read_errors", []))]
-    for k in ("history_baseline_note", "history_note"):
-        if k in state.extra:
-            lines.append(state.extra[k])
-    return lines
+    lines = [*dict.fromkeys(run.history_read_errors)]
+    return lines + [note for note in (run.history_baseline_note, run.history_note) if note is not None]

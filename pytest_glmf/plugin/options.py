@@ -36,9 +36,10 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    """The resolved options (CLI > ini > default), validated before anything starts."""
+    """The resolved options (CLI > ini > default), validated before anything starts; frozen (a
+    lane's own settings are derived with `dataclasses.replace(settings, lane=...)`)."""
 
     lane: LaneConfig | None
     lanes_file: Path | None

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_glmf.plugin.session import GlmfSession
+    from pytest_glmf.plugin.run import LaneRun
 
 
-def serial_lock_path(state: "GlmfSession", session_id: str | None = None) -> Path:
-    """The lock of the session's server (several lanes: of the lane whose session id is given)."""
-    return state.settings.results_dir / ".locks" / f"{session_id or state.session_id}.lock"
+def serial_lock_path(run: "LaneRun", session_id: str | None = None) -> Path:
+    """The lock of the run's server (several lanes: of the lane whose session id is given)."""
+    return run.settings.results_dir / ".locks" / f"{session_id or run.session_id}.lock"
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """The session object: one per pytest process, created and registered with the plugin manager only
 when a lane is selected (pytest-xdist's `DSession` pattern: hooks as methods of one object). It holds the session's state (the lane,
-its server launched once, the thresholds, the result recorder) and every hook that needs a lane,
+its run, plugin/run.py: server launched once, result recorder, result file; the thresholds) and every hook that needs a lane,
 so the plugin's entry point stays a few lines and no hook asks whether there is a session.
 
 Session model: one server per test session. Without xdist the session-scoped `glmf_server`
@@ -10,9 +10,9 @@ launches it before the workers start, hands its address to every worker through
 
 Several lanes (`--glmf-lane a --glmf-lane b`, `--glmf-lane all`): the tests that use `glmf_lane`
 are parametrized by lane (session scope, so pytest runs one lane's tests together), and the
-session object holds one lane's state at a time: before the first test of the next lane it
-finishes the previous one (stops its server, writes its result file, baseline, history) and starts
-afresh (its own session id `<id>-<lane>`, its own result file and ledger lines). With xdist the
+session object holds one lane's run (`LaneRun`) at a time: before the first test of the next lane
+it finishes the previous one (stops its server, writes its result file, baseline, history) and
+starts a new run (its own session id `<id>-<lane>`, its own result file and ledger lines). With xdist the
 controller does that when the scheduler has seen the previous lane's last test complete, and the
 workers wait for the next lane's server (plugin/lanesched.py). At the end the lanes are compared
 (compare/report.py): the terminal tables and `<results>/compare-<id>.md`.
@@ -23,6 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,16 +31,16 @@ import pytest
 from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
 from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
+from pytest_glmf.plugin.run import LaneRun
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
-from pytest_glmf.results.recorder import SCHEMA, SessionRecorder
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.launch.base import Server
     from pytest_glmf.plugin.options import Settings
+    from pytest_glmf.results.recorder import SessionRecorder
 
 
-SERVER_EXITED = "the server exited before the end of the session"
 SESSION_KEY = pytest.StashKey["GlmfSession"]()
 PLUGIN_NAME = "glmf_session"
 
@@ -65,26 +66,23 @@ def _uses_server(item: pytest.Item) -> bool:
 
 @dataclass(eq=False)  # identity semantics: registered with the plugin manager
 class GlmfSession:
-    """Per-process session state and the hooks that use it (registered as "glmf_session")."""
+    """Per-process session state and the hooks that use it (registered as "glmf_session"). What
+    belongs to one lane's run (its server, recorder, result file, notes) is `run` (plugin/run.py),
+    replaced whole when several lanes switch."""
 
-    settings: Settings
-    session_id: str
+    settings: Settings                             # resolved once, frozen (several lanes: `lane` is the first)
+    run: LaneRun                                   # the current lane's run
     worker: str                                    # "main", or the xdist worker id
     owner: bool                                    # this process starts/stops the server
-    server: "Server | None" = None
-    boot_error: str | None = None
     thresholds: Thresholds | None = None
-    remote_server: dict[str, Any] | None = None    # worker: the controller's server, serialized
-    extra: dict[str, Any] = field(default_factory=dict)
-    gone: str | None = None                        # why the server is gone (later tests skip)
-    incomplete: list[str] = field(default_factory=list)  # why the result file is incomplete
-    stopped: bool = False
-    recorder: "SessionRecorder | None" = None      # this process's `glmf_results`
-    _baseline_doc: dict[str, Any] | None = None
-    _forget_cleanup: Any = None
     base_session_id: str = ""                      # several lanes: each lane's session id is `<this>-<lane>`
-    lane_failed: bool = False                      # several lanes: a test of the current lane failed
-    finished_lanes: list[dict[str, Any]] = field(default_factory=list)  # several lanes: name, result file, notes
+    recovered: list[str] = field(default_factory=list)   # partial result files of killed earlier sessions
+    ending_abruptly: bool = False                  # SIGTERM or an exit: no last probe of the server
+    finished_lanes: list[LaneRun] = field(default_factory=list)   # several lanes: their runs, in order
+    comparison: tuple[str, Path, list[Path]] | None = None   # several lanes: (terminal text, Markdown file, inputs)
+    comparison_html: Path | None = None
+    comparison_error: str | None = None
+    _forget_cleanup: Any = None
     config: pytest.Config | None = None
 
     @classmethod
@@ -104,14 +102,14 @@ class GlmfSession:
         if workerinput is not None:
             session_id = workerinput.get("glmf_session_id", "worker")
             base = workerinput.get("glmf_base_session_id", session_id)
-            session = cls(settings, session_id, workerinput["workerid"], owner=False, thresholds=thresholds,
-                          remote_server=workerinput.get("glmf_server"), boot_error=workerinput.get("glmf_boot_error"),
-                          base_session_id=base)
+            worker = workerinput["workerid"]
+            run = LaneRun(settings, session_id, worker, remote_server=workerinput.get("glmf_server"),
+                          boot_error=workerinput.get("glmf_boot_error"))
+            session = cls(settings, run, worker, owner=False, thresholds=thresholds, base_session_id=base)
         else:
             session_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-            session = cls(settings, session_id, "main", owner=True, thresholds=thresholds, base_session_id=session_id)
-            if several:
-                session.session_id = session.lane_session_id(settings.lanes[0].name)
+            run = LaneRun(settings, f"{session_id}-{settings.lanes[0].name}" if several else session_id)
+            session = cls(settings, run, "main", owner=True, thresholds=thresholds, base_session_id=session_id)
             session._forget_cleanup = cleanup.register(f"glmf session {session_id}", session.end_abruptly, first=True)
         session.config = config
         config.stash[SESSION_KEY] = session
@@ -138,19 +136,18 @@ class GlmfSession:
         """Several lanes: make `name` the current lane; the previous one is finished first (its
         server stopped before the next one can start). An xdist worker only forgets the previous
         lane's server: the controller finishes lanes (`xdist_next_lane`)."""
-        if name == self.lane.name and not any(f["lane"] == name for f in self.finished_lanes):
+        if name == self.lane.name and not self.finished(name):
             return
         if self.owner:
             self.finish_lane()
         lane = next(lane for lane in self.settings.lanes if lane.name == name)
-        recovered = self.extra.get("recovered")
-        self.settings = replace(self.settings, lane=lane)
-        self.session_id = self.lane_session_id(name)
-        self.server, self.boot_error, self.gone, self.stopped, self.recorder = None, None, None, False, None
-        self.incomplete, self._baseline_doc, self.lane_failed, self.remote_server = [], None, False, None
-        self.extra = {"recovered": recovered} if recovered else {}
+        self.run = LaneRun(replace(self.settings, lane=lane), self.lane_session_id(name), self.worker)
         if self.owner:
-            bookkeeping.claim_results(self)
+            bookkeeping.claim_results(self.run)
+
+    def finished(self, name: str) -> bool:
+        """Several lanes: lane `name`'s run is finished (its result file written)."""
+        return any(f.lane.name == name for f in self.finished_lanes)
 
     def xdist_next_lane(self, name: str) -> None:
         """xdist controller, several lanes: every test of the current lane has completed (or none
@@ -161,8 +158,8 @@ class GlmfSession:
             self.get_server()
         except pytest.fail.Exception:
             pass   # boot_error goes to the workers; each of the lane's tests fails with it
-        lanesched.publish(self.settings.results_dir, self.session_id, name, server=self.server,
-                          boot_error=self.boot_error)
+        lanesched.publish(self.settings.results_dir, self.run.session_id, name, server=self.run.server,
+                          boot_error=self.run.boot_error)
 
     def xdist_stopping(self, why: str) -> None:
         """xdist controller: the session stops (-x, --maxfail): workers waiting for a later lane
@@ -179,85 +176,71 @@ class GlmfSession:
     def finish_lane(self, exitstatus: int | None = None) -> int | None:
         """Several lanes: stop the current lane's server and write its result file (with the lane's
         own exit status: 1 when one of its tests failed), once."""
-        if any(f["lane"] == self.lane.name for f in self.finished_lanes):
+        run = self.run
+        if self.finished(run.lane.name):
             return None
         self.stop()
         if exitstatus in (None, pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):   # not interrupted: its own
-            exitstatus = pytest.ExitCode.TESTS_FAILED if self.lane_failed else pytest.ExitCode.OK
+            exitstatus = pytest.ExitCode.TESTS_FAILED if run.failed else pytest.ExitCode.OK
         status = bookkeeping.finish_session(self, exitstatus)
-        self.finished_lanes.append({"lane": self.lane.name, "result_file": self.extra.get("result_file"),
-                                    "exitstatus": int(exitstatus), "extra": dict(self.extra)})
+        run.exitstatus = int(exitstatus)
+        self.finished_lanes.append(run)
         return status
 
     @property
     def lane(self) -> "LaneConfig":
-        assert self.settings.lane is not None   # a session exists only when a lane is selected
-        return self.settings.lane
+        return self.run.lane
 
     def get_recorder(self) -> "SessionRecorder":
-        if self.recorder is None:
-            self.recorder = SessionRecorder(self.settings.results_dir, self.session_id, self.lane.name, self.worker)
-        return self.recorder
+        return self.run.get_recorder()
 
     def baseline_doc(self) -> dict[str, Any] | None:
-        """The --glmf-baseline result file (validated at configure), or None; with `history[:K]`
-        the median of the last K passing runs from the store (plugin/history.py)."""
-        if self.settings.history is not None and self.settings.history.baseline_runs:
-            return history.baseline_doc(self)
-        if self._baseline_doc is None and self.settings.baseline is not None and self.settings.baseline.exists():
-            from pytest_glmf.results.baseline import load_baseline
-
-            self._baseline_doc = load_baseline(self.settings.baseline, SCHEMA)
-        return self._baseline_doc
+        return self.run.baseline_doc()
 
     def get_server(self) -> "Server":
-        if self.boot_error is not None:
-            pytest.fail(self.boot_error, pytrace=False)
-        if self.server is None:
-            if self.remote_server is None and not self.owner and self.several:
+        run = self.run
+        if run.boot_error is not None:
+            pytest.fail(run.boot_error, pytrace=False)
+        if run.server is None:
+            if run.remote_server is None and not self.owner and self.several:
                 # the controller boots the lane when the last one is done
-                handed = lanesched.wait_published(self.settings.results_dir, self.session_id, self.lane.name, self.worker)
+                handed = lanesched.wait_published(self.settings.results_dir, run.session_id, run.lane.name, self.worker)
                 if "skip" in handed:
                     pytest.skip(handed["skip"])
-                self.remote_server, self.boot_error = handed.get("server"), handed.get("boot_error")
-                if self.boot_error is not None:
-                    pytest.fail(self.boot_error, pytrace=False)
-            if self.remote_server is not None:
-                self.server = server_from_dict(self.remote_server)
+                run.remote_server, run.boot_error = handed.get("server"), handed.get("boot_error")
+                if run.boot_error is not None:
+                    pytest.fail(run.boot_error, pytrace=False)
+            if run.remote_server is not None:
+                run.server = server_from_dict(run.remote_server)
             else:
                 try:
-                    self.server = launch_lane(self.lane, self.settings.results_dir, self.session_id)
+                    run.server = launch_lane(run.lane, self.settings.results_dir, run.session_id)
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
-                    self.boot_error = f"{type(exc).__name__}: {exc}"
-                    bookkeeping.ledger_line(self, "boot", self.boot_error, getattr(exc, "cause", "configuration"))
+                    run.boot_error = f"{type(exc).__name__}: {exc}"
+                    bookkeeping.ledger_line(run, "boot", run.boot_error, getattr(exc, "cause", "configuration"))
                 else:
-                    bookkeeping.enrich_provenance(self.server, self.lane)
-                if self.boot_error is not None:   # outside the except: no "During handling..." echo
-                    pytest.fail(self.boot_error, pytrace=False)
-        assert self.server is not None
-        return self.server
-
-    def note_if_exited(self) -> None:
-        """A server that died on its own (not stopped by us) makes the results incomplete."""
-        if self.server is not None and not self.stopped and self.gone is None and not self.server.is_alive():
-            self.gone = SERVER_EXITED
-            self.incomplete.append(self.gone)
+                    bookkeeping.enrich_provenance(run.server, run.lane)
+                if run.boot_error is not None:   # outside the except: no "During handling..." echo
+                    pytest.fail(run.boot_error, pytrace=False)
+        assert run.server is not None
+        return run.server
 
     def stop(self) -> None:
-        if self.server is not None and self.owner and not self.stopped:
-            self.note_if_exited()
-            if self.gone is None and not self.extra.get("ending_abruptly"):
+        run = self.run
+        if run.server is not None and self.owner and not run.stopped:
+            run.note_if_exited()
+            if run.gone is None and not self.ending_abruptly:
                 from pytest_glmf.engine.surface import record_at_end
 
-                record_at_end(self.server)   # the served surface's generation part: every gate has run
-            self.stopped = True
-            self.server.stop()
+                record_at_end(run.server)   # the served surface's generation part: every gate has run
+            run.stopped = True
+            run.server.stop()
 
     def end_abruptly(self, urgent: bool) -> None:
         """The process ends before the session did (SIGTERM: CI cancelled the job; or an exit):
         what was recorded goes to the result file with the reason, then the server stops."""
         reason = "terminated by SIGTERM" if urgent else "the process exited before the session ended"
-        self.extra["ending_abruptly"] = True     # no last probe of the server: just stop it
+        self.ending_abruptly = True     # no last probe of the server: just stop it
         try:
             bookkeeping.write_results(self, [reason])
         finally:
@@ -270,9 +253,9 @@ class GlmfSession:
         """Finish the result files of killed earlier sessions; under xdist the controller launches
         before the workers start (it owns the server)."""
         if self.owner:
-            history.check_store(self)
+            history.check_store(self.run)
             bookkeeping.recover_killed(self)
-            bookkeeping.claim_results(self)
+            bookkeeping.claim_results(self.run)
         if not _xdist_controller(session.config) or self.several:   # several: booted lane by lane (scheduler)
             return
         try:
@@ -290,12 +273,12 @@ class GlmfSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # xdist hook: runs on the controller per worker
 
-        node.workerinput["glmf_session_id"] = self.session_id
+        node.workerinput["glmf_session_id"] = self.run.session_id
         node.workerinput["glmf_base_session_id"] = self.base_session_id
-        if self.server is not None:
-            node.workerinput["glmf_server"] = server_to_dict(self.server)
-        if self.boot_error is not None:
-            node.workerinput["glmf_boot_error"] = self.boot_error
+        if self.run.server is not None:
+            node.workerinput["glmf_server"] = server_to_dict(self.run.server)
+        if self.run.boot_error is not None:
+            node.workerinput["glmf_boot_error"] = self.run.boot_error
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -340,7 +323,7 @@ class GlmfSession:
             self.switch_lane(name)   # before the lock: it is the lane's
         if self.owner or not _uses_server(item):
             return (yield)
-        with server_lock(serial_lock_path(self), exclusive=item.get_closest_marker("glmf_serial") is not None):
+        with server_lock(serial_lock_path(self.run), exclusive=item.get_closest_marker("glmf_serial") is not None):
             return (yield)
 
     @pytest.hookimpl(tryfirst=True)
@@ -350,7 +333,7 @@ class GlmfSession:
         if self.several and (name := item_lane(item)) is not None:
             self.switch_lane(name)   # before the test's fixtures: the previous lane's server stops first
         if _uses_server(item):
-            faults.before_test(item, self)
+            faults.before_test(item, self.run)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
@@ -359,7 +342,7 @@ class GlmfSession:
         judged against the baseline."""
         if not _uses_server(item):
             return (yield)
-        result = yield from faults.guard_call(item, self)
+        result = yield from faults.guard_call(item, self.run)
         bookkeeping.judge_recorded(item, self)
         return result
 
@@ -368,14 +351,15 @@ class GlmfSession:
         arrive on the controller with the reports' user_properties)."""
         props = getattr(report, "user_properties", ())
         reasons = [v for k, v in props if k == "glmf_incomplete"]
-        self.incomplete.extend(r for r in reasons if r not in self.incomplete)
+        run = self.run
+        run.incomplete.extend(r for r in reasons if r not in run.incomplete)
         if report.failed and self.owner:
-            self.lane_failed = True
+            run.failed = True
         if not self.owner or not any(k == "glmf_test" for k, _ in props):
             return
-        bookkeeping.ledger_failure(self, report)
-        if report.when == "teardown" and not self.stopped:
-            bookkeeping.checkpoint(self)
+        bookkeeping.ledger_failure(run, report)
+        if report.when == "teardown" and not run.stopped:
+            bookkeeping.checkpoint(run)
 
     @pytest.hookimpl(trylast=True)  # after xdist has torn its workers down: nobody uses the server any more
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -393,10 +377,10 @@ class GlmfSession:
                 session.exitstatus = status   # a store fault under --glmf-history-required
         finally:
             self.stop()
-            serial_lock_path(self).unlink(missing_ok=True)  # the workers are gone: nobody holds it
+            serial_lock_path(self.run).unlink(missing_ok=True)  # the workers are gone: nobody holds it
             if self.several:
                 for lane in self.settings.lanes:
-                    serial_lock_path(self, self.lane_session_id(lane.name)).unlink(missing_ok=True)
+                    serial_lock_path(self.run, self.lane_session_id(lane.name)).unlink(missing_ok=True)
                 lanesched.cleanup(self.settings.results_dir, self.base_session_id)
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:

@@ -253,3 +253,49 @@ def test_several_lanes_take_load_or_loadgroup_distribution(pytester, files) -> N
     result.stderr.fnmatch_lines(["ERROR: --dist loadfile: several lanes (slots-38, slots-120) under xdist run with "
                                  "--dist load or loadgroup *"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+RUN_CONFTEST = """
+import dataclasses
+from pytest_glmf.plugin.run import LaneRun
+from pytest_glmf.plugin.session import session_of
+
+OWN = {"settings", "session_id", "worker"}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    import pytest
+    run = session_of(pytest_config).run   # after the session switched lanes, before the test's setup
+    fresh = LaneRun(run.settings, run.session_id, run.worker)
+    left = [f.name for f in dataclasses.fields(LaneRun)
+            if f.name not in OWN and getattr(run, f.name) != getattr(fresh, f.name)]
+    print(f"\\nRUN {nodeid.split('[')[-1]} {run.lane.name} left={left}")
+
+
+def pytest_configure(config):
+    global pytest_config
+    pytest_config = config
+"""
+PROBE_TEST = """
+def test_records_then_fails_on_the_first_lane(glmf_lane, glmf_server, glmf_results):
+    glmf_results.record("boot", "probe", {"lane": glmf_lane.name})
+    assert glmf_lane.name != "slots-38", "lane A fails"
+"""
+
+
+def test_what_lane_a_knew_is_absent_from_lane_b(pytester: pytest.Pytester, files: list[str]) -> None:
+    pytester.makeconftest(RUN_CONFTEST)
+    pytester.makepyfile(test_probe=PROBE_TEST)
+    result = pytester.runpytest_subprocess(*files, "--glmf-lane", "slots-38", "--glmf-lane", "slots-120", "-s",
+                                           "--glmf-allow-unverified", "test_probe.py")
+    result.assert_outcomes(passed=1, failed=1)
+    # lane B's first test starts from a run with every field at its default (lane A's failure,
+    # recorder, server and notes stayed with lane A's run)
+    result.stdout.fnmatch_lines(["RUN slots-38] slots-38 left=[[]]", "RUN slots-120] slots-120 left=[[]]"])
+    results = pytester.path / "glmf-results"
+    docs = {name: json.loads((results / f"{name}-latest.json").read_text()) for name in ("slots-38", "slots-120")}
+    assert [t["test"].split("[")[-1] for t in docs["slots-38"]["failed_tests"]] == ["slots-38]"]
+    assert docs["slots-120"]["failed_tests"] == []
+    assert docs["slots-38"]["exitstatus"] == 1 and docs["slots-120"]["exitstatus"] == 0
+    result.stdout.fnmatch_lines([f"glmf: lane slots-38: {results}/slots-38-*.json (exit 1)",
+                                 f"glmf: lane slots-120: {results}/slots-120-*.json (exit 0)"])

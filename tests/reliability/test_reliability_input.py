@@ -157,6 +157,6 @@ def test_bad_curve_setting_is_a_usage_error_before_any_server_starts(pytester) -
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
                                                "batch", "--glmf-thresholds", str(th), "-k", "test_curve_row")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        pattern = f"ERROR: {th}: {where}; allowed: arrival, between_tokens_timeout_s, client_retries, continuous_usage, *".replace("[", "[[]")
+        pattern = f"ERROR: {th}: {where}; allowed: arrival, between_tokens_timeout_s, client_error_max_pct, client_retries, continuous_usage, *".replace("[", "[[]")
         result.stderr.fnmatch_lines([pattern])
         nothing_started(pytester)

@@ -93,9 +93,6 @@ class CapacityResult:
     def undecided(self) -> str:
         return self.search.undecided
 
-    def bound_of(self, kind: str) -> Bound | None:
-        return next((b for b in self.bounds if b.kind == kind), None)
-
     def spread_pct(self) -> float | None:
         """How far the answer may move between sessions, as a baseline spread (spread_pct_of)."""
         return spread_pct_of(self.search)

@@ -326,8 +326,8 @@ def test_the_boot_suite_on_a_gpu_vllm_takes_its_seats_from_server_info(pytester,
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.assert_outcomes(passed=3)
     # the end-of-session boot table: the seats and where they came from
-    result.stdout.fnmatch_lines(["facts | 1024 *max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as "
-                                 "/server_info says*"])
+    result.stdout.fnmatch_lines(["max_running_requests * | 1024", "cap_reason * | [[]1]",
+                                 "[[]1] max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as /server_info*"])
 
 
 def test_kv_pool_dtypes_without_a_log_say_how_to_give_it() -> None:
