@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import fit_table, fmt, render_table, wrap
 from pytest_glmf.results.baseline import (
     BaselineError,
     baseline_label,
@@ -42,77 +41,6 @@ from pytest_glmf.results.plotting import plot_curve as draw_curve
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
 TITLES = {name: spec.title for name, spec in GATES.items()}
 DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
-
-
-WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells become notes under them
-
-
-def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> str:
-    """`render_table` made to fit `width`: a one-row table printed on end; long headers on two lines
-    ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
-    ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
-    "503 [1]"; one number per distinct text, numbered in reading order)."""
-    body = [list(r) for r in body]
-    halves = [_halves(h) for h in header]
-    if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
-        # a few rows of many columns (boot facts, one summary): on end, a row per column
-        header, body = [header[0], *(r[0] for r in body)], [[h, *(r[j] if j < len(r) else "" for r in body)]
-                                                             for j, h in enumerate(header[1:], 1)]
-    heads = [header]
-    if len(" | ".join(header)) > width:
-        split = [_halves(h) for h in header]
-        heads = [[a for a, _ in split], [b for _, b in split]]
-    moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
-    while _widest(heads, body) > width:
-        cells = [(len(c), i, j) for i, r in enumerate(body) for j, c in enumerate(r)
-                 if (j > 0 or len(c) > 24) and len(c) > 10 and "\0" not in c]
-        if not cells:
-            break
-        _, i, j = max(cells)
-        text = body[i][j]
-        value, _, flag = text.partition(" [")
-        keep, note = (value + " ", flag[:-1]) if flag.endswith("]") else ("", text)
-        if note not in moved:
-            moved.append(note)
-        body[i][j] = f"{keep}\0{moved.index(note)}\0"
-    order: dict[int, int] = {}
-    for r in body:
-        for c in r:
-            if "\0" in c:
-                order.setdefault(int(c.split("\0")[1]), len(order) + 1)
-    body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
-            for r in body]
-    notes = sorted(order.items(), key=lambda kv: kv[1])
-    return _render(heads, body) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
-
-
-def _halves(name: str) -> tuple[str, str]:
-    """A header split at the separator nearest its middle ("per_user_tok_s" -> "per_user", "tok_s")."""
-    cuts = [i for i, ch in enumerate(name) if ch in "_ "]
-    if len(name) <= 8 or not cuts:
-        return name, ""
-    i = min(cuts, key=lambda k: abs(k - len(name) / 2))
-    return name[:i], name[i + 1:]
-
-
-def _render(heads: list[list[str]], body: list[list[str]]) -> str:
-    if len(heads) == 1:
-        return render_table(body, heads[0])
-    lines = render_table([*heads, *body]).splitlines()
-    widths = [len(c) for c in lines[0].split(" | ")]
-    widths = [max(len(r[i]) if i < len(r) else 0 for r in [*heads, *body]) for i in range(len(heads[0]))]
-    return "\n".join([*lines[:len(heads)], "-+-".join("-" * w for w in widths), *lines[len(heads):]])
-
-
-def _widest(heads: list[list[str]], body: list[list[str]]) -> int:
-    return max(map(len, render_table([*heads, *body]).splitlines()), default=0)
-
-
-def wrap(line: str, width: int = WIDTH) -> str:
-    """A long note or sentence folded to `width`, its continuation lines indented."""
-    return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
-
-
 
 
 def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:

@@ -308,16 +308,17 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             m["records"] = [r.to_dict() for r in out["records"]]
             prompt_tokens = prompt_tokens or m["prompt_tokens_p50"]
             c = out["client"]
+            # two lines, each within 120 columns: what was measured, then the client's own account
             say(f"curve users={users} {label}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
-                f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}, "
-                f"client error bound {bound_text(c['error'], SHOWN_BOUNDS)}"
+                f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}"
+                + (f", {m['errors']} errors" if m["errors"] else "")
+                + (", client-bound" if c["client_bound"] else ""))
+            say(f"  client: error bound {bound_text(c['error'], SHOWN_BOUNDS)}"
                 + (f" ({c['error'].get('shared_events', 0)} of {c['token_events']} token events shared a read; "
                    "kernel stamps)" if c["stamps"] == "kernel" else " (user-space stamps)")
                 + f", lag p99 {_ms(c['lag_p99_s'])}"
-                + (f" cpu {c['cpu_frac'] * 100:.0f} %" if c["workers"] == 1 else
-                   f" cpu {c['cpu_frac'] * 100:.0f} % on the busiest of {c['workers']} workers")
-                + (f", {m['errors']} errors" if m["errors"] else "")
-                + (", client-bound" if c["client_bound"] else ""))
+                + (f", cpu {c['cpu_frac'] * 100:.0f} %" if c["workers"] == 1 else
+                   f", cpu {c['cpu_frac'] * 100:.0f} % on the busiest of {c['workers']} workers"))
             return m
 
         for run in range(settings.runs):

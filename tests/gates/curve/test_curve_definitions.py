@@ -241,6 +241,12 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     text = capsys.readouterr()
     assert "aggregate tok/s" in text.out and "knee" not in text.err
     assert text.err.count("run 1/2") == 2 and text.err.count("warm pass") == 2
+    # each run's progress on two lines within 120 columns: what was measured, then the client's account
+    lines = text.err.splitlines()
+    run = next(i for i, line in enumerate(lines) if "curve users=3 run 1/2: aggregate" in line)
+    assert "per-user" in lines[run] and "ttft p50" in lines[run]
+    assert lines[run + 1].startswith("  client: error bound ") and "lag p99" in text.err and "cpu" in text.err
+    assert [line for line in lines if len(line) > 120] == []
 
 
 def test_open_loop_rate_spaces_the_sends(truth_factory):
