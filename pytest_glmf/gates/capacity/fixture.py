@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.gates.capacity.spec import build_slo
-from pytest_glmf.plugin.progress import live_progress
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
@@ -121,6 +120,7 @@ def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any,
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
     from pytest_glmf.gates.curve.endpoints import server_endpoints
+    from pytest_glmf.plugin.progress import live_progress  # the plugin imports this module: no cycle at import
 
     section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
     source = glmf_thresholds.source(glmf_lane.name, "capacity")
