@@ -3,18 +3,25 @@
 WAL journal, so readers (a session's baseline, `glmf history`) never block the writer; writers
 take the file's write lock up front (BEGIN IMMEDIATE) and wait up to the busy timeout (30 s, or
 `sqlite:///PATH?timeout=S`) for another session that is storing at the same moment, so two
-sessions finishing at once both land. A file that is not a database, or stays locked past the
-timeout, is one HistoryError line (store.py); nothing here deletes or repairs a user's file.
+sessions finishing at once both land. SQLite does not always wait: switching a new file to WAL
+while another connection creates it, or a lock it sees as a deadlock, answers "locked" at once,
+so opening and BEGIN are tried again (short sleeps) until the same timeout has passed. A file that
+is not a database, or stays locked past the timeout, is one HistoryError line (store.py); nothing
+here deletes or repairs a user's file.
 """
 from __future__ import annotations
 
+import random
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_glmf.results.history.store import Location, SqlStore
+
+T = TypeVar("T")
 
 
 class SqliteStore(SqlStore):
@@ -32,13 +39,27 @@ class SqliteStore(SqlStore):
             self.conn = sqlite3.connect(path, timeout=location.timeout_s, isolation_level=None,
                                         check_same_thread=False)
             self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA journal_mode = WAL")   # also the first read: a non-database fails here
+            conn = self.conn
+            # also the first read: a non-database fails here
+            self._patiently(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+
+    def _patiently(self, step: Callable[[], T]) -> T:
+        """`step`, tried again while SQLite answers "locked"/"busy" at once instead of waiting its
+        busy timeout, until the store's timeout has passed (then the last error stands)."""
+        deadline = time.monotonic() + self.location.timeout_s
+        while True:
+            try:
+                return step()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(min(0.05 * (1 + random.random()), max(0.0, deadline - time.monotonic())))
 
     @contextmanager
     def _transaction(self, lock: bool = False) -> Iterator[sqlite3.Cursor]:
         assert self.conn is not None
         cur = self.conn.cursor()
-        cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
+        self._patiently(lambda: cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN"))
         try:
             yield cur
         except BaseException:
@@ -57,7 +78,7 @@ class SqliteStore(SqlStore):
     def _explain(self, exc: Exception) -> str | None:
         if isinstance(exc, sqlite3.OperationalError):
             msg = str(exc)
-            if "locked" in msg or "busy" in msg:
+            if _is_busy(exc):
                 return (f"the file stayed locked by another process for more than {self.location.timeout_s:g} s "
                         f"({msg})")
             if "unable to open" in msg:
@@ -74,3 +95,8 @@ class SqliteStore(SqlStore):
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    msg = str(exc)
+    return "locked" in msg or "busy" in msg

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,6 +185,60 @@ def test_a_writer_waits_for_another_one_shorter_than_the_timeout(tmp_path, make_
     with open_store(loc) as store:
         store.add_run(make_doc(1))
         assert len(store.runs()) == 1
+
+
+class _LockedAtOnce(sqlite3.Connection):
+    """What SQLite does when two sessions create one store at once (seen in CI: "database is locked"
+    0.002 s after opening, with a 30 s timeout): the WAL switch and BEGIN answer "locked" without
+    waiting, `left` more times."""
+    left = 0
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        if "journal_mode" in sql and _LockedAtOnce.left > 0:
+            _LockedAtOnce.left -= 1
+            raise sqlite3.OperationalError("database is locked")
+        return super().execute(sql, *args)
+
+    def cursor(self, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        conn = self
+
+        class Cursor(sqlite3.Cursor):
+            def execute(self, sql: str, *a: Any) -> sqlite3.Cursor:  # type: ignore[override]
+                if sql.startswith("BEGIN") and _LockedAtOnce.left > 0:
+                    _LockedAtOnce.left -= 1
+                    raise sqlite3.OperationalError("database is locked")
+                return super().execute(sql, *a)
+        return Cursor(conn)
+
+
+@pytest.fixture
+def locked_at_once(monkeypatch: pytest.MonkeyPatch) -> type[_LockedAtOnce]:
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: connect(*a, factory=_LockedAtOnce, **kw))
+    return _LockedAtOnce
+
+
+def test_a_lock_answered_at_once_is_waited_out_like_any_other(tmp_path, make_doc, locked_at_once) -> None:
+    loc = parse_location(f"sqlite:///{tmp_path / 'history.sqlite'}?timeout=5", Path("/"), tmp_path)
+    locked_at_once.left = 6                      # opening's WAL switch, then the BEGINs of migrate and add_run
+    t0 = time.monotonic()
+    with open_store(loc) as store:
+        store.add_run(make_doc(1))
+        assert [r.session_id for r in store.runs()] == [make_doc(1)["session_id"]]
+    assert locked_at_once.left == 0 and time.monotonic() - t0 < 4
+
+
+def test_a_lock_answered_at_once_still_fails_after_the_timeout_with_the_time_it_waited(tmp_path,
+                                                                                        locked_at_once) -> None:
+    path = tmp_path / "history.sqlite"
+    loc = parse_location(f"sqlite:///{path}?timeout=0.5", Path("/"), tmp_path)
+    locked_at_once.left = 10**6
+    t0 = time.monotonic()
+    with pytest.raises(HistoryError) as err:
+        open_store(loc)
+    assert 0.5 <= time.monotonic() - t0 < 5
+    assert str(err.value) == (f"history store {path}: opening: the file stayed locked by another process for more "
+                              "than 0.5 s (database is locked)")
 
 
 def test_a_missing_file_is_not_created_by_a_reader(tmp_path) -> None:
