@@ -34,8 +34,9 @@ def kv_hint(facts: Mapping[str, Any]) -> str:
 
 
 def users_bound(facts: Mapping[str, Any] | None, *, prompt_tokens: float, max_tokens: int, shared_tokens: float = 0.0,
-                max_users: int, allow_queueing: bool = False) -> tuple[Bound, list[Bound]]:
-    """The binding bound (the smallest) and every bound that applies, for this workload."""
+                max_users: int, allow_queueing: bool = False, lane: Any = None) -> tuple[Bound, list[Bound]]:
+    """The binding bound (the smallest) and every bound that applies, for this workload. `lane`:
+    the seat hint leaves out advice its engine flags already follow (boot/hints.py)."""
     facts = facts or {}
     bounds = [Bound(max_users, "max_users", f"the search's ceiling, settings.max_users = {max_users}",
                     "raise capacity settings.max_users")]
@@ -43,7 +44,7 @@ def users_bound(facts: Mapping[str, Any] | None, *, prompt_tokens: float, max_to
     if seats:
         # the hint carries the boot log's cap reason with the flag that raises it
         bounds.append(Bound(seats, "seats", f"{seats} seats (max_running_requests)",
-                            seat_cap_hint(facts.get("cap_reason"))))
+                            seat_cap_hint(facts.get("cap_reason"), lane)))
     n = kv_users(facts, prompt_tokens, max_tokens, shared_tokens)
     if n is not None:
         per_user = prompt_tokens + max_tokens - shared_tokens

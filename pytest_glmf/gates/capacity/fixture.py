@@ -43,6 +43,7 @@ class LaneCapacity:
     progress: "Progress | None" = None
     api_key: str | None = None
     recorder: Any = None                           # the session's results (glmf_results): every result recorded
+    lane: Any = None                               # the LaneConfig: its engine flags trim the seat hint
     _done: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _slo(self, slo: "SLO | None") -> "SLO":
@@ -54,7 +55,7 @@ class LaneCapacity:
 
     def _kw(self) -> dict[str, Any]:
         return {"facts": self.facts, "time_scale": self.time_scale, "timeouts": self.timeouts,
-                "progress": self.progress, "api_key": self.api_key}
+                "progress": self.progress, "api_key": self.api_key, "lane": self.lane}
 
     def _record(self, key: str, data: dict[str, Any]) -> None:
         if self.recorder is not None:
@@ -130,4 +131,4 @@ def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any,
                         settings=glmf_thresholds.settings(glmf_lane.name, "capacity"), slo=slo, facts=facts,
                         time_scale=float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0,
                         timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig),
-                        recorder=glmf_results)
+                        recorder=glmf_results, lane=glmf_lane)

@@ -195,6 +195,7 @@ class _Session:
     timeouts: Mapping[str, float] | None = None
     progress: Progress | None = None
     api_key: str | None = None
+    lane: Any = None                        # a LaneConfig: its engine flags trim the seat hint (boot/hints.py)
     runner: asyncio.Runner = field(init=False)
     target: Endpoints = field(init=False)
     cost: ClientCost = field(init=False, default_factory=ClientCost)   # sizes the client's worker processes
@@ -320,7 +321,7 @@ class _Session:
         shared = max(0.0, prompt_est - TEMPLATE_TOKENS) if settings.shared_prefix else 0.0
         bound, bounds = users_bound(self.facts, prompt_tokens=prompt_est, max_tokens=settings.max_tokens,
                                     shared_tokens=shared, max_users=settings.max_users,
-                                    allow_queueing=self.slo.allow_queueing)
+                                    allow_queueing=self.slo.allow_queueing, lane=self.lane)
         first = start or settings.start_users or DEFAULT_START_USERS
         # the search's own clamp (search.py): never below the floor, never above the bound
         first = min(max(first, settings.min_users), math.floor(bound.value))
@@ -367,12 +368,13 @@ def _workload_dict(settings: CapacitySettings) -> dict[str, Any]:
 def measure_capacity(base_url: str | Sequence[str], slo: SLO, settings: CapacitySettings = DEFAULTS, *,
                      facts: Mapping[str, Any] | None = None, start_users: int | None = None, time_scale: float = 1.0,
                      timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,
-                     api_key: str | None = None) -> CapacityResult:
+                     api_key: str | None = None, lane: Any = None) -> CapacityResult:
     """The most concurrent users meeting `slo` with `settings`' workload. `base_url`: a server (or a
     router), or several replicas' URLs the streams are dealt over; `facts`: the boot facts
     (BootFacts.to_dict(): seats, KV pool; summed over replicas) that bound the search;
-    `time_scale`: a simulator's."""
-    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+    `time_scale`: a simulator's; `lane`: the LaneConfig measured, whose engine flags trim the seat
+    hint (advice it already follows is left out)."""
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key, lane) as session:
         return session.capacity(settings, start_users)
 
 
@@ -387,14 +389,14 @@ def measure_frontier(base_url: str | Sequence[str], slo: SLO, settings: Capacity
                      contexts: Sequence[int] | None = None, facts: Mapping[str, Any] | None = None,
                      start_users: int | None = None, time_scale: float = 1.0, timeouts: Mapping[str, float] | None = None,
                      progress: Progress | None = None, api_key: str | None = None,
-                     known: Mapping[int, CapacityResult] | None = None) -> FrontierResult:
+                     known: Mapping[int, CapacityResult] | None = None, lane: Any = None) -> FrontierResult:
     """Capacity at each context length (prompt tokens per user), shortest first. Each search starts
     at the previous context's capacity (capacity falls with context) capped by its own bounds, and
     its model borrows the previous context's slope at the boundary until it has two points of its own.
     `known`: results already measured for some contexts with the same settings (not measured again)."""
     contexts = sorted(set(contexts if contexts is not None else settings.frontier.contexts))
     points: list[CapacityResult] = []
-    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key, lane) as session:
         start, slope = start_users, None
         for context in contexts:
             cs = frontier_settings(settings, context)
@@ -411,14 +413,14 @@ def measure_rate_capacity(base_url: str | Sequence[str], slo: SLO, settings: Cap
                           facts: Mapping[str, Any] | None = None, start_per_s: float | None = None,
                           users_capacity: CapacityResult | None = None, time_scale: float = 1.0,
                           timeouts: Mapping[str, float] | None = None, progress: Progress | None = None,
-                          api_key: str | None = None) -> RateResult:
+                          api_key: str | None = None, lane: Any = None) -> RateResult:
     """The highest Poisson request rate meeting `slo`. Without a start, a users capacity gives one
     by Little's law (users / time each request takes at that load), else 1 request/s."""
     if start_per_s is None and users_capacity is not None and users_capacity.last_pass is not None:
         p = users_capacity.last_pass
         if p.per_user_tok_s and p.ttft_s is not None:
             start_per_s = p.users / (p.ttft_s + settings.max_tokens / p.per_user_tok_s)
-    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key) as session:
+    with _Session(base_url, settings, slo, facts, time_scale, timeouts, progress, api_key, lane) as session:
         return session.rate_capacity(settings, start_per_s)
 
 

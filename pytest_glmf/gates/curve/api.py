@@ -202,7 +202,7 @@ def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, la
     bounds = checked_bounds("curve", bounds, "assert_curve", ("allow_queueing",), source)
     messages = []
     for row in rows:
-        checks = row_gate_checks(row.detail, bounds, source=source)
+        checks = row_gate_checks(row.detail, bounds, source=source, lane=lane)
         unit_note = f" (simulator time scale {row.time_scale:g}: numbers in recipe units)" if row.time_scale != 1.0 else ""
         title = f"curve{lane_phrase(lane)} @ {row.users} users{unit_note}"
         failed = failed_checks(checks)

@@ -243,10 +243,12 @@ def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_
     return whole
 
 
-def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "") -> list[Check]:
+def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "",
+                    lane: Any = None) -> list[Check]:
     """Every verdict of one curve row: the metric bounds from thresholds.yaml, then the row's own
     validity (seats, KV fit, client health, token counts, spread), which fail the gate even when
-    the numbers look fine, because then the numbers are not the server's at that many users."""
+    the numbers look fine, because then the numbers are not the server's at that many users.
+    `lane`: the seat hint leaves out advice its engine flags already follow (boot/hints.py)."""
     users = row["users"]
     where = f"@ {users} users"
     hints = {"spread_pct": "noisy runs: check other load on the server, or raise runs",
@@ -257,11 +259,11 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     if not allow_queueing and seat.get("seats") is not None:
         checks.append(Check("seats", seat["seats"], {"min": users}, where=where,
                             source=seat.get("seats_source") or "boot log",
-                            hint=seat_cap_hint(seat.get("cap_reason"))))
+                            hint=seat_cap_hint(seat.get("cap_reason"), lane)))
     for i, rep in enumerate(seat.get("replicas") or []):
         if not allow_queueing and rep["users"] is not None and rep["seats"] is not None:
             checks.append(Check(f"seats of replica {i + 1}", rep["seats"], {"min": rep["users"]}, where=where,
-                                source=f"boot log of {rep['name']}", hint=seat_cap_hint(rep.get("cap_reason"))))
+                                source=f"boot log of {rep['name']}", hint=seat_cap_hint(rep.get("cap_reason"), lane)))
     mem = row.get("memory") or {}
     if not allow_queueing and mem.get("fits") is False:
         checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},

@@ -105,6 +105,21 @@ def test_the_seats_stop_it_first_with_the_flag_that_raises_them():
                                    "the state size with --mamba-ssm-dtype bfloat16")
 
 
+def test_the_seat_hint_leaves_out_what_the_lane_already_passes():
+    """The capacity's seat bound knows the lane's engine flags, as the boot gate's hint does
+    (boot/hints.py): the lane's fixture hands it over, and a lane passing `--mamba-ssm-dtype
+    bfloat16` is not told to halve its state with it."""
+    from pytest_glmf.config.lanes import builtin_lanes
+    from pytest_glmf.gates.capacity.fixture import LaneCapacity
+
+    batch = builtin_lanes()["batch"]          # passes --mamba-ssm-dtype bfloat16
+    facts = {"engine": "sglang", "max_running_requests": 12, "cap_reason": CAP, "kv_tokens": 10_000_000}
+    with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8, seats=12) as ts:
+        r = LaneCapacity(base_url=ts.url, settings=SETTINGS, facts=facts, lane=batch).measure(SLO(per_user_tok_s=26.88))
+    assert r.users == 12 and r.stopped_by == "seats"
+    assert r.search.bound.hint == f"{CAP}: increase --mamba-full-memory-ratio or --max-mamba-cache-size"
+
+
 def test_the_kv_pool_stops_it_first_with_the_flag_that_raises_it():
     prompt = max(len(p) for p in load_prompt_variants()) // 4 + 16     # the estimate without /tokenize
     facts = {"engine": "sglang", "max_running_requests": 128, "kv_tokens": 9 * (prompt + SETTINGS.max_tokens) + 10,

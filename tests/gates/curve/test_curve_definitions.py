@@ -159,6 +159,27 @@ def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
     assert not [c for c in row_gate_checks(row, {"allow_queueing": True}) if not c.ok]
 
 
+def test_the_seat_hint_leaves_out_what_the_lane_already_passes(truth_factory):
+    """The curve's seat hint knows the lane's engine flags, as the boot gate's does (boot/hints.py):
+    a lane passing `--mamba-ssm-dtype bfloat16` is not told to halve its state with it."""
+    from pytest_glmf.config.lanes import builtin_lanes
+    from pytest_glmf.gates.curve.api import CurveResult, _row, assert_curve
+
+    lanes = builtin_lanes()          # batch passes --mamba-ssm-dtype bfloat16, daily does not
+    ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
+    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
+    facts = {**FACTS, "cap_reason": FACTS["cap_reason"] + ". To raise it: increase --mamba-full-memory-ratio or "
+             "--max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16."}
+    row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, facts)[0]
+    hints = {name: next(c.hint for c in row_gate_checks(row, {}, lane=lane) if c.metric == "seats")
+             for name, lane in lanes.items()}
+    assert "--mamba-ssm-dtype" in hints["daily"] and "--max-mamba-cache-size" in hints["daily"]
+    assert "--mamba-ssm-dtype" not in hints["batch"] and "--max-mamba-cache-size" in hints["batch"]
+    with pytest.raises(pytest.fail.Exception) as failed:      # assert_curve hands its lane to the checks
+        assert_curve(CurveResult([_row(row, 1.0)]), lane=lanes["batch"])
+    assert "--max-mamba-cache-size" in str(failed.value) and "--mamba-ssm-dtype" not in str(failed.value)
+
+
 def test_noisy_runs_are_flagged_by_spread(truth_factory):
     # each /flush_cache (one per measured run) switches the server between full and 60 % speed
     ts = truth_factory(ttft_ms=10, itl_ms=3, speed_schedule="1.0,1.6")
