@@ -23,7 +23,7 @@ from pytest_glmf.gates.boot.parse import parse_boot_log
 
 pytestmark = pytest.mark.contract
 
-EMPTY = BootFacts(engine="sglang").to_dict()
+EMPTY = BootFacts(engine="sglang", log_read=True).to_dict()
 
 
 def line_facts(text: str) -> dict:

@@ -31,6 +31,9 @@ class BootFacts:
     # where seats, KV tokens and context came from: "boot log", or the server's word ("/server_info",
     # "/v1/models") where the log says nothing (gates/boot/told.py)
     sources: dict[str, str] = field(default_factory=dict)
+    # whether a boot log was read (parse_boot_log of a non-empty text); False: the facts are the
+    # server's word alone, and nothing was checked for the log's problems
+    log_read: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -120,7 +120,7 @@ def _problems(lines: list[LogLine], ready_no: int | None) -> list[str]:
 def parse_boot_log(text: str) -> BootFacts:
     """Facts a boot log states, null where it does not say (see the module docstring)."""
     lines = log_lines(text)
-    facts = BootFacts(engine=_engine(text))
+    facts = BootFacts(engine=_engine(text), log_read=bool(text.strip()))
     ready = None
     if facts.engine == "vllm":
         parse_vllm(lines, facts)

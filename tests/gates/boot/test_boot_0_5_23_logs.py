@@ -52,7 +52,8 @@ def test_every_held_out_log_has_an_expectation() -> None:
 def test_held_out_0_5_23_log_facts(name: str) -> None:
     text = (LOGS / name).read_text()
     assert text.startswith("# source: written for issue 22 from SGLang 0.5.23's format strings")
-    want = {**BootFacts().to_dict(), "engine": "sglang", "ready": True, **EXPECTED[name]}
+    want = {**BootFacts().to_dict(), "engine": "sglang", "ready": True, "log_read": True,
+            **EXPECTED[name]}
     assert parse_boot_log(text).to_dict() == want
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_glmf.gates.boot.api import assert_boot_log_clean
 from pytest_glmf.gates.boot.cli import cli
 from pytest_glmf.gates.boot.parse import BootFacts, engine_version, parse_boot_log
 
@@ -19,7 +20,7 @@ CONTRACT_KEYS = [
     "engine", "max_running_requests", "requested_max_running_requests", "cap_reason",
     "max_mamba_cache_size", "state_slots_per_request", "kv_tokens", "context_len", "kv_pools",
     "kv_pool_layout", "kv_cache_memory_gib", "max_concurrency", "cuda_graph_bs", "ready", "problems",
-    "sources",
+    "sources", "log_read",
 ]
 
 SGL_BS_512 = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136,
@@ -35,7 +36,7 @@ VLLM_V0_DEFAULT = ("max_running_requests is vLLM V0's default max_num_seqs 256 (
 def facts(**kw) -> dict:
     if kw.get("kv_pools"):
         kw.setdefault("kv_pool_layout", "one-pool-per-line")   # none of these is a DSA model
-    return {**BootFacts().to_dict(), **kw}
+    return {**BootFacts().to_dict(), "log_read": True, **kw}
 
 
 # One entry per file in /work/shared/bootlogs: the complete expected to_dict().
@@ -326,8 +327,18 @@ def test_vllm_engine_core_failure():
     assert engine_version(log) == "0.11.0"
 
 
+def test_the_log_clean_check_says_when_no_log_was_read():
+    """assert_boot_log_clean passed silently on facts no boot log gave (the server's word alone)."""
+    with pytest.raises(pytest.skip.Exception, match=r"^no boot log for lane 'mine': nothing was checked for "
+                                                     r"problems; give it with --glmf-boot-log FILE"):
+        assert_boot_log_clean(parse_boot_log(""), lane="mine")
+    assert_boot_log_clean(parse_boot_log("hello\n"), lane="mine")           # a log read, no problem in it
+    with pytest.raises(pytest.fail.Exception, match="reports 1 problem"):     # problems given by hand still fail
+        assert_boot_log_clean(BootFacts(problems=["line 1: boom"]))
+
+
 def test_empty_and_unknown_text():
-    assert parse_boot_log("").to_dict() == facts()
+    assert parse_boot_log("").to_dict() == facts(log_read=False)
     assert parse_boot_log("hello\nworld\n").to_dict() == facts()
 
 
