@@ -4,6 +4,8 @@ old one; the new one is a local wheel (no network) imported ahead of this interp
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -162,3 +164,51 @@ def test_an_image_spec_runs_where_preflight_runs_and_says_so_in_one_line(
     assert len(err.splitlines()) == 1, err
     assert err.startswith("glmf upgrade: vllm/vllm-openai:v0.32.0: the probe could not run in the image: "
                           "no Docker engine answers at DOCKER_HOST="), err
+
+
+def fake_image(root: Path, where: str, args: str, version: str) -> Path:
+    """What an engine image holds for the probe: the release's package and its dist-info."""
+    for name, text in {**package(where, args), f"vllm-{version}.dist-info/METADATA":
+                       f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_an_image_spec_is_asked_in_its_container_and_read_as_its_version(
+        releases: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image path past the Docker engine: a docker lane's own image is the `--from` side, each image is
+    asked once with the lane's interpreter, its parser's answer (the real probe, run on the release the
+    image holds) gives the version and the flag changes, and the source is said not read. Only the
+    container is stood in for (runner.probe_in_image: the probe's stdout, stderr and exit code);
+    tests/launch/docker runs the container itself."""
+    from pytest_glmf.launch.preflight import runner
+    from pytest_glmf.launch.preflight.runner import PROBE_SOURCE
+
+    images = {"vllm/vllm-openai:v0.32.0": fake_image(releases / "img-old", "launchers", OLD, "0.32.0"),
+              "vllm/vllm-openai:v0.33.0": fake_image(releases / "img-new", "common", NEW, "0.33.0")}
+    asked: list[tuple[str, str, str]] = []
+
+    def in_container(lane, image: str, interpreter: str, probe_args: list[str]) -> tuple[str, str, int | None]:
+        asked.append((lane.name, image, interpreter))
+        proc = subprocess.run([sys.executable, "-W", "ignore", "-c", PROBE_SOURCE, *probe_args], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(images[image])}, timeout=120)
+        return proc.stdout, proc.stderr, proc.returncode
+
+    monkeypatch.setattr(runner, "probe_in_image", in_container)
+    lanes = releases / "docker-lanes.yaml"
+    lanes.write_text("lanes:\n  boxed:\n    engine: vllm\n    launcher: docker\n    image: vllm/vllm-openai:v0.32.0\n"
+                     "    model: /m\n    ctx: 2048\n    extra: [--max-num-seqs, '8', --mamba-cache-mode, align, "
+                     "--swap-space, '4']\n")
+    out_json = releases / "up.json"
+    code = main(["upgrade", "--lanes", str(lanes), "--to", "vllm/vllm-openai:v0.33.0", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert asked == [("boxed", "vllm/vllm-openai:v0.32.0", "python3"), ("boxed", "vllm/vllm-openai:v0.33.0", "python3")]
+    report = json.loads(out_json.read_text())["lanes"][0]
+    assert report["from"] == "0.32.0 (vllm/vllm-openai:v0.32.0)" and report["to"] == "0.33.0 (vllm/vllm-openai:v0.33.0)"
+    assert report["parser"].endswith("common.cli_args.make_arg_parser")
+    changes = {(c["flag"], c["change"]) for c in report["changes"]}
+    assert {("--swap-space", "removed"), ("--mamba-cache-mode", "deprecated"), ("-", "source not read")} <= changes
+    assert ("--max-num-seqs", "removed") not in changes
+    assert out.strip().endswith("1 of 1 lane(s) would break: boxed")
