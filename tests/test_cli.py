@@ -178,6 +178,120 @@ def test_ctrl_c_on_glmf_capacity_is_one_line_and_keeps_the_probes(sim_url: str, 
     assert any(line.startswith("capacity users=2: meets the service level") for line in doc["progress"])
 
 
+# -- Ctrl-C on the other measuring commands: what finished goes to --json, marked as curve/capacity mark it
+
+DAILY_SIM = ["--model-path", "/models/GLM-5.3-Flash-NVFP4", "--speculative-algorithm", "DFLASH",
+             "--speculative-draft-model-path", "/models/GLM-5.3-Flash-DFlash2", "--speculative-dflash-block-size", "7",
+             "--max-mamba-cache-size", "48", "--tool-call-parser", "glm47", "--enable-cache-report", "--autotune-s", "0"]
+
+
+@pytest.fixture(scope="module")
+def daily_sim() -> Iterator[str]:
+    """The daily lane's simulator (a tool parser, speculation, the cache report): every gate has its server."""
+    from pytest_glmf.sim.process import SimProcess
+
+    with SimProcess(DAILY_SIM, time_scale=0.1) as sim:
+        yield sim.url
+
+
+def ctrl_c_after_calls(monkeypatch: pytest.MonkeyPatch, module: object, name: str, calls: int) -> None:
+    """Ctrl-C while the measurement makes its call number `calls + 1` of `module.name`: the calls
+    before it are the real ones (the work that finished), that one is interrupted."""
+    real, made = getattr(module, name), []
+
+    def wrapped(*args, **kwargs):
+        if len(made) >= calls:
+            raise KeyboardInterrupt
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
+
+
+def interrupted_doc(code: int, err: str, out: Path, finished: str, command: str) -> dict:
+    assert code == 130 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (f"glmf {command}: interrupted (Ctrl-C / SIGINT) before the end; {finished} "
+                                    f"written to {out}, marked incomplete")
+    doc = json.loads(out.read_text())
+    assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"]
+    return doc
+
+
+def test_ctrl_c_on_glmf_tools_keeps_the_finished_turns(daily_sim: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    import pytest_glmf.gates.tools.harness as harness
+
+    ctrl_c_after_calls(monkeypatch, harness, "run_turn", 2)
+    out = tmp_path / "tools.json"
+    code = main(["tools", "--url", daily_sim, "--no-stream-check", "--json", str(out)])
+    printed, err = capsys.readouterr()
+    doc = interrupted_doc(code, err, out, "2 turn(s)", "tools")
+    assert doc["turns"] == 2 and len(doc["results"]) == 2 and doc["parsed"] == 2, doc
+    assert printed.startswith("tool turns parsed 2/2 at concurrency 1")      # the finished turns' summary
+    # without --json the line says how to keep them
+    monkeypatch.undo()
+    ctrl_c_after_calls(monkeypatch, harness, "run_turn", 1)
+    assert main(["tools", "--url", daily_sim, "--no-stream-check"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == ("glmf tools: interrupted (Ctrl-C / SIGINT) before the end; "
+                                                        "1 turn(s) finished (--json FILE keeps them)")
+
+
+def test_ctrl_c_on_glmf_accept_keeps_the_finished_requests(daily_sim: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    import pytest_glmf.gates.acceptance.probe as probe
+
+    ctrl_c_after_calls(monkeypatch, probe, "measure_sglang", 2)
+    out = tmp_path / "accept.json"
+    code = main(["accept", "--url", daily_sim, "--prompts-per-class", "1", "--max-tokens-scale", "0.1",
+                 "--json", str(out)])
+    doc = interrupted_doc(code, capsys.readouterr().err, out, "2 request(s)", "accept")
+    assert len(doc["records"]) == 2 and not any(r["error"] for r in doc["records"])
+    assert [c["class"] for c in doc["classes"]] == [r["class_name"] for r in doc["records"]]
+
+
+def test_ctrl_c_on_glmf_template_check_keeps_the_finished_conversations(daily_sim: str, tmp_path: Path, monkeypatch,
+                                                                        capsys) -> None:
+    import pytest_glmf.gates.template.api as template_api
+
+    ref = tmp_path / "ref.json"
+    assert main(["template", "reference", "--url", daily_sim, "--out", str(ref)]) == 0
+    ctrl_c_after_calls(monkeypatch, template_api, "served_prompt_ids", 1)
+    out = tmp_path / "template.json"
+    code = main(["template", "check", "--url", daily_sim, "--reference", str(ref), "--json", str(out)])
+    doc = interrupted_doc(code, capsys.readouterr().err, out, "1 conversation(s)", "template check")
+    assert doc["conversations"] == 1 and doc["matched"] == 1
+
+
+def test_ctrl_c_on_glmf_agents_keeps_the_finished_turns(daily_sim: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    import pytest_glmf.gates.agents.runner as runner
+
+    real, done = runner._one_turn, []
+
+    async def one_turn(*args, **kwargs):      # Ctrl-C as the first turn after one that finished is sent
+        if done:
+            raise KeyboardInterrupt
+        answered = await real(*args, **kwargs)
+        done.append(answered)
+        return answered
+
+    monkeypatch.setattr(runner, "_one_turn", one_turn)
+    out = tmp_path / "agents.json"
+    code = main(["agents", "--url", daily_sim, "--sessions", "2", "--turns", "3", "--max-tokens", "8",
+                 "--think-time", "0.5", "--no-warmup", "--time-scale", "0.1", "--json", str(out)])
+    err = capsys.readouterr().err
+    turns = json.loads(out.read_text())["agents"]["turn_records"] if out.exists() else []
+    assert 1 <= len(turns) <= 2, err
+    doc = interrupted_doc(code, err, out, f"{len(turns)} turn(s)", "agents")
+    assert all(t["turn"] == 0 for t in turns) and doc["bounds"] == {}
+
+
+def test_ctrl_c_on_glmf_agents_replay_keeps_the_finished_windows(daily_sim: str, tmp_path: Path) -> None:
+    out = tmp_path / "replay.json"
+    code, _, err = ctrl_c_after(["agents", "replay", "--url", daily_sim, "--seconds", "60", "--time-scale", "0.1",
+                                 "--no-warmup", "--json", str(out)], "replay: trace [", tmp_path)
+    doc = interrupted_doc(code, err, out, "1 window(s)", "agents replay")
+    assert [line for line in doc["replay"]["progress"] if line.startswith("replay: trace [")] == \
+        [line for line in err.splitlines() if line.startswith("replay: trace [")]
+
+
 def test_ctrl_c_on_any_other_glmf_command_is_one_line(monkeypatch, capsys) -> None:
     import pytest_glmf.gates.tools.cli as tools_cli
 

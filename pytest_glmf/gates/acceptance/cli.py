@@ -5,9 +5,10 @@ import argparse
 import json
 from pathlib import Path
 
+from pytest_glmf.cli import interrupted
 from pytest_glmf.engine.client import Client
 from pytest_glmf.engine.introspect import EngineUnknown, detect_engine
-from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.probe import AcceptRecord, load_prompt_classes, probe, probe_result
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 
@@ -32,13 +33,21 @@ def cli(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
         classes = [c for c in classes if c.name in wanted]
+    finished: list[AcceptRecord] = []
     with Client(args.url) as client:
         try:
             engine = args.engine or detect_engine(client)
         except EngineUnknown as exc:
             ap.error(f"{exc} (--engine sglang|vllm)")
-        result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
-                       max_tokens_scale=args.max_tokens_scale, template=args.template)
+        try:
+            result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
+                           max_tokens_scale=args.max_tokens_scale, template=args.template, on_record=finished.append)
+        except KeyboardInterrupt:
+            done = probe_result(engine, classes, finished, args.template)
+            if finished:
+                print(render_result(done))
+            return interrupted("accept", Path(args.json_out) if args.json_out else None, done,
+                               f"{len(finished)} request(s)")
     print(render_result(result))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))

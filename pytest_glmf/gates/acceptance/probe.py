@@ -308,29 +308,34 @@ def probe(client: Client, engine: str, classes: list[PromptClass], *, prompts_pe
     response showing no speculation ends the probe (the rest would only confirm it)."""
     model = served_model(client) if engine == "vllm" else None
     records: list[AcceptRecord] = []
-    rows = []
-    stopped = False
     for pc in classes:
-        class_records = []
         max_tokens = max(1, int(round(pc.max_tokens * max_tokens_scale)))
         for i, messages in enumerate(pc.prompts[:prompts_per_class]):
             if engine == "vllm":
                 rec = measure_vllm(client, pc.name, i, messages, max_tokens, model=model)
             else:
                 rec = measure_sglang(client, pc.name, i, messages, max_tokens, template=template)
-            class_records.append(rec)
+            records.append(rec)
             if on_record:
                 on_record(rec)
             if stop_if_not_speculative and rec.error is None and rec.speculative is False:
-                stopped = True
-                break
-        records += class_records
+                return probe_result(engine, classes, records, template)
+    return probe_result(engine, classes, records, template)
+
+
+def probe_result(engine: str, classes: list[PromptClass], records: list[AcceptRecord],
+                 template: str = DEFAULTS.template) -> dict[str, Any]:
+    """The result of the records measured (all of them, or those that ended before a Ctrl-C): one
+    row per class that has records, in the classes' order."""
+    rows = []
+    for pc in classes:
+        class_records = [r for r in records if r.class_name == pc.name]
+        if not class_records:
+            continue
         row = summarize_class(pc.name, class_records, engine)
         row["label"] = pc.label
         row["recipe"] = pc.recipe
         rows.append(row)
-        if stopped:
-            break
     speculative = any(r.speculative for r in records) if any(r.error is None for r in records) else None
     return {"engine": engine, "source": SOURCE_VLLM if engine == "vllm" else SOURCE_SGLANG, "mean": mean_over_classes(rows),
             "prompt_format": ("server chat template (/v1/chat/completions)" if engine == "vllm"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,7 +151,7 @@ def result_flags(summary: Mapping[str, Any], opts: Any, failed_key: str = "error
 def measure_agents(url: str, conversations: Conversations | Sequence[Session] | str | Path | None = None, *,
                    settings: AgentsSettings | None = None, timeouts: Mapping[str, float] | None = None,
                    time_scale: float = 1.0, api_key: str | None = None, tag: str = "agents",
-                   **overrides: Any) -> AgentsResult:
+                   on_turn: Callable[[TurnRecord], None] | None = None, **overrides: Any) -> AgentsResult:
     """Run the sessions at once against `url` (after one prefix-cache flush) and summarize them.
 
     `conversations`: Conversations, a list of Session, or a sessions YAML path (sessions.py); None: the
@@ -159,7 +159,8 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
     (`gates/agents/spec.py`: `sessions`, `turns`, `max_tokens`, `think_time_s`, ...) on top of
     `settings`, checked like a thresholds file's (ConfigError naming the key). `time_scale`: the
     simulator's (think times are scaled by it, numbers reported in recipe units); `timeouts`: a
-    lane's (first_token_s, between_tokens_s) for what the settings leave unset."""
+    lane's (first_token_s, between_tokens_s) for what the settings leave unset; `on_turn`: gets each
+    measured turn as it ends (what a Ctrl-C keeps)."""
     opts = checked_settings(settings, overrides)
     if conversations is None:
         ratio = 1.0 if opts.sessions_file else tokens_per_word(lambda text: count_tokens(url, text, opts.model))
@@ -173,7 +174,7 @@ def measure_agents(url: str, conversations: Conversations | Sequence[Session] | 
         value = value if value is not None else (timeouts or {}).get(lane_key)
         if value is not None:
             setattr(send, key, float(value))
-    turns = run_conversations_sync(url, conv, send, tag)
+    turns = run_conversations_sync(url, conv, send, tag, on_turn)
     raw = summarize(turns, [len(s.turns) for s in conv.sessions])
     raw["sessions_completed_pct"] = 100.0 * raw["sessions_completed"] / raw["sessions"] if raw["sessions"] else None
     flags = result_flags(raw, opts)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.spec import DEFAULTS, REPLAY, REPLAY_DEFAULTS, SPEC
 from pytest_glmf.gates.spec import GateSpec
@@ -184,7 +185,13 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
 
     what = settings.sessions_file or f"{settings.sessions} sessions x {settings.turns} turns"
     say(f"glmf agents: {what} against {a.url}")
-    result = measured(lambda: measure_agents(a.url, settings=settings, time_scale=time_scale), "glmf agents")
+    finished: list[Any] = []
+    try:
+        result = measured(lambda: measure_agents(a.url, settings=settings, time_scale=time_scale,
+                                                 on_turn=finished.append), "glmf agents")
+    except KeyboardInterrupt:
+        return interrupted("agents", a.json, {"agents": {"turn_records": [t.to_dict() for t in finished]},
+                                              "bounds": bounds}, f"{len(finished)} turn(s)")
     if result is None:
         return 2
     print(result.table())
@@ -252,10 +259,21 @@ def run_replay(a: argparse.Namespace, trace: Any, settings: Any, bounds: dict[st
     from pytest_glmf.gates.agents.replay import measure_replay, replay_checks
     from pytest_glmf.gates.verdict import failed_checks
 
-    say(f"glmf agents replay: {len(trace.requests)} requests of {trace.source} at x{settings.speedup:g} "
-        f"against {a.url}")
-    result = measured(lambda: measure_replay(a.url, trace, settings=settings, time_scale=time_scale, progress=say),
-                      "glmf agents replay")
+    said: list[str] = []
+
+    def progress(line: str) -> None:
+        said.append(line)
+        say(line)
+
+    progress(f"glmf agents replay: {len(trace.requests)} requests of {trace.source} at x{settings.speedup:g} "
+             f"against {a.url}")
+    try:
+        result = measured(lambda: measure_replay(a.url, trace, settings=settings, time_scale=time_scale,
+                                                 progress=progress), "glmf agents replay")
+    except KeyboardInterrupt:   # what finished: the connection windows' lines (each once its requests ended)
+        windows = sum(1 for line in said if line.startswith("replay: trace ["))
+        return interrupted("agents replay", a.json, {"replay": {"progress": said}, "bounds": bounds},
+                           f"{windows} window(s)")
     if result is None:
         return 2
     print(result.table())

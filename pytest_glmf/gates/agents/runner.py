@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -109,7 +109,7 @@ def next_messages(session: Session, k: int, messages: list[dict[str, Any]], prev
 
 
 async def run_session(target: Target, index: int, session: Session, settings: SendOptions, t0: float,
-                      tag: str) -> list[TurnRecord]:
+                      tag: str, on_turn: Callable[[TurnRecord], None] | None = None) -> list[TurnRecord]:
     scale = settings.time_scale
     due = t0 + session.start_s * scale
     messages: list[dict[str, Any]] = []
@@ -127,6 +127,8 @@ async def run_session(target: Target, index: int, session: Session, settings: Se
         rec, answer = await _one_turn(target, settings, body, index, f"{tag}-s{index}-t{k}", due)
         out.append(TurnRecord(session=index, turn=k, kind=turn.kind, request=rec, t_due_s=due,
                               cached_tokens=answer.cached_tokens, tool_call=bool(answer.tool_calls)))
+        if on_turn is not None:
+            on_turn(out[-1])
         if not rec.ok:
             break    # the conversation cannot go on without its answer
         previous = answer
@@ -159,8 +161,9 @@ async def _one_turn(target: Target, settings: SendOptions, body: dict[str, Any],
 
 
 async def run_conversations(url: str, conversations: Conversations, settings: SendOptions,
-                            tag: str = "agents") -> list[TurnRecord]:
-    """Every session at once (each from its start_s); the turns of all sessions, in send order."""
+                            tag: str = "agents", on_turn: Callable[[TurnRecord], None] | None = None) -> list[TurnRecord]:
+    """Every session at once (each from its start_s); the turns of all sessions, in send order.
+    `on_turn` gets each measured turn as it ends (the warm pass's are not measured)."""
     target = Target(url, settings.api_key)
     if settings.model is None:   # vLLM refuses any name but the served model's; SGLang takes any
         settings = replace(settings, model=await target.served_model())
@@ -173,13 +176,13 @@ async def run_conversations(url: str, conversations: Conversations, settings: Se
     if settings.flush_cache:
         await target.flush()
     t0 = perf() + FIRST_CONNECT_S   # every first turn connects before the common start
-    per = await asyncio.gather(*(run_session(target, i, s, settings, t0, tag)
+    per = await asyncio.gather(*(run_session(target, i, s, settings, t0, tag, on_turn)
                                  for i, s in enumerate(conversations.sessions)))
     return sorted((t for turns in per for t in turns), key=lambda t: (t.request.t_send_s, t.session))
 
 
 def run_conversations_sync(url: str, conversations: Conversations, settings: SendOptions,
-                           tag: str = "agents") -> list[TurnRecord]:
+                           tag: str = "agents", on_turn: Callable[[TurnRecord], None] | None = None) -> list[TurnRecord]:
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(run_conversations(url, conversations, settings, tag))
+        return runner.run(run_conversations(url, conversations, settings, tag, on_turn))
 

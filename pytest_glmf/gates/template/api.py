@@ -15,7 +15,7 @@ differing token.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,11 +101,13 @@ def measure_template(url: str, reference: Mapping[str, Any] | str | Path,
                      conversations: list[Conversation] | str | Path | None = None, *,
                      served_ids: str = DEFAULTS.served_ids, context_tokens: int = DEFAULTS.context_tokens,
                      model: str | None = None, timeouts: Mapping[str, float] | None = None,
-                     skip_special_tokens_default: Mapping[str, Any] | None = None) -> TemplateResult:
+                     skip_special_tokens_default: Mapping[str, Any] | None = None,
+                     on_conversation: Callable[[TemplateResult], None] | None = None) -> TemplateResult:
     """Render every conversation on the server at `url` (`served_ids`: tokenize | chat) and compare
     its prompt ids with `reference` (a dict or a file from `glmf template reference`).
     `skip_special_tokens_default`: the server's default for output text (`{"value", "from"}`,
-    special.skip_special_default; None: unknown), compared with the one the reference recorded."""
+    special.skip_special_default; None: unknown), compared with the one the reference recorded.
+    `on_conversation` gets the result of the conversations done so far after each one."""
 
     ref = load_reference(reference) if isinstance(reference, (str, Path)) else dict(reference)
     check_reference(ref, "template reference")
@@ -118,31 +120,42 @@ def measure_template(url: str, reference: Mapping[str, Any] | str | Path,
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
     differences: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
+
+    def result(n: int) -> TemplateResult:      # of the first n conversations
+        matched = n - len(differences) - len(errors)
+        return TemplateResult(n, matched, len(differences), matched / n if n else None, len(errors), served_ids,
+                              describe_source(ref.get("source") or {}), dict(differences), dict(errors),
+                              dict(skip_special_tokens_default) if skip_special_tokens_default else None,
+                              ref.get("skip_special_tokens_default"))
+
     with Client(url, Timeouts(**known)) as client:
         model = model or served_model(client)
-        for c in convs:
-            want = by_id[c.id]
-            try:
-                got = served_prompt_ids(client, c, served_ids, model)
-            except (httpx.HTTPError, TemplateError) as exc:
-                errors[c.id] = (request_failure(exc) or ("server", str(exc)))[1]
-                continue
-            at = first_difference(want["ids"], got)
-            if at is None:
-                continue
-            lo, hi = max(0, at - context_tokens), min(len(got), at + context_tokens + 1)
-            served_pieces = [""] * len(got)
-            served_pieces[lo:hi] = token_pieces(client, got[lo:hi], model)
-            differences[c.id] = Difference(
-                at, want["ids"][at] if at < len(want["ids"]) else None, got[at] if at < len(got) else None,
-                around(want["pieces"], at, context_tokens), around(served_pieces, at, context_tokens),
-                len(want["ids"]), len(got)).to_dict()
-    n = len(convs)
-    matched = n - len(differences) - len(errors)
-    return TemplateResult(n, matched, len(differences), matched / n if n else None, len(errors), served_ids,
-                          describe_source(ref.get("source") or {}), differences, errors,
-                          dict(skip_special_tokens_default) if skip_special_tokens_default else None,
-                          ref.get("skip_special_tokens_default"))
+        for done, c in enumerate(convs, 1):
+            compare_one(client, c, by_id[c.id], served_ids, model, context_tokens, differences, errors)
+            if on_conversation is not None:
+                on_conversation(result(done))
+    return result(len(convs))
+
+
+def compare_one(client: Client, c: Conversation, want: Mapping[str, Any], served_ids: str, model: str | None,
+                context_tokens: int, differences: dict[str, dict[str, Any]], errors: dict[str, str]) -> None:
+    """One conversation's served prompt ids against the reference's: its difference or its error
+    added to `differences` / `errors` (nothing when they match)."""
+    try:
+        got = served_prompt_ids(client, c, served_ids, model)
+    except (httpx.HTTPError, TemplateError) as exc:
+        errors[c.id] = (request_failure(exc) or ("server", str(exc)))[1]
+        return
+    at = first_difference(want["ids"], got)
+    if at is None:
+        return
+    lo, hi = max(0, at - context_tokens), min(len(got), at + context_tokens + 1)
+    served_pieces = [""] * len(got)
+    served_pieces[lo:hi] = token_pieces(client, got[lo:hi], model)
+    differences[c.id] = Difference(
+        at, want["ids"][at] if at < len(want["ids"]) else None, got[at] if at < len(got) else None,
+        around(want["pieces"], at, context_tokens), around(served_pieces, at, context_tokens),
+        len(want["ids"]), len(got)).to_dict()
 
 
 def assert_template(result: TemplateResult, *, source: str | None = None, lane: Any = None, **bounds: Any) -> None:

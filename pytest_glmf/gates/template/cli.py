@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.template.spec import DEFAULTS, SERVED_IDS
 from pytest_glmf.gates.template.special import skip_special_default
@@ -74,9 +75,18 @@ def _reference(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from pytest_glmf.gates.template.api import measure_template
 
-    result = measure_template(args.url, args.reference, args.conversations, served_ids=args.served_ids,
-                              context_tokens=args.context_tokens,
-                              skip_special_tokens_default=_default(args.generation_config))
+    so_far: list[Any] = []      # the result of the conversations done, after each one
+    try:
+        result = measure_template(args.url, args.reference, args.conversations, served_ids=args.served_ids,
+                                  context_tokens=args.context_tokens,
+                                  skip_special_tokens_default=_default(args.generation_config),
+                                  on_conversation=so_far.append)
+    except KeyboardInterrupt:
+        if so_far:
+            print(so_far[-1].table())
+        return interrupted("template check", Path(args.json_out) if args.json_out else None,
+                           so_far[-1].summary() if so_far else {},
+                           f"{so_far[-1].conversations if so_far else 0} conversation(s)")
     print(result.table())
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))

@@ -5,8 +5,9 @@ import argparse
 import json
 from pathlib import Path
 
+from pytest_glmf.cli import interrupted
 from pytest_glmf.engine.client import Client
-from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.harness import TurnResult, harness_summary, load_scenarios, run_harness
 from pytest_glmf.gates.tools.spec import DEFAULTS, TOOL_CHOICES
 from pytest_glmf.gates.tools.table import render_summary
 
@@ -24,9 +25,18 @@ def cli(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         ap.error("--concurrency must be >= 1")
     scenarios = load_scenarios(args.scenarios)
-    with Client(args.url) as client:
-        summary = run_harness(client, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
-                              strict=args.strict, check_stream=not args.no_stream_check)
+    finished: list[TurnResult] = []
+    try:
+        with Client(args.url) as client:
+            summary = run_harness(client, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
+                                  strict=args.strict, check_stream=not args.no_stream_check, on_turn=finished.append)
+    except KeyboardInterrupt:
+        done = harness_summary(finished, scenarios, concurrency=args.concurrency, tool_choice=args.tool_choice,
+                               strict=args.strict)
+        if finished:
+            print(render_summary(done))
+        return interrupted("tools", Path(args.json_out) if args.json_out else None, done,
+                           f"{len(finished)} turn(s)")
     print(render_summary(summary))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(summary, indent=2, ensure_ascii=False))

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -377,23 +377,39 @@ def failure_hint(summary: dict[str, Any]) -> str | None:
     return None
 
 
+def harness_summary(results: list[TurnResult], scenarios: list[Scenario], *, concurrency: int = 1,
+                    tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict) -> dict[str, Any]:
+    """The summary of the turns run (all of them, or those that finished before a Ctrl-C)."""
+    out = summarize(results, {s.id: why for s in scenarios if (why := applies(s, tool_choice))})
+    out.update({"concurrency": concurrency, "tool_choice": tool_choice, "strict": strict,
+                "results": [{**asdict(r), "ok": r.ok} for r in results]})
+    return out
+
+
 def run_harness(client: Client, scenarios: list[Scenario], *, concurrency: int = 1,
                 tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None,
-                check_stream: bool = True, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
-    """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise."""
+                check_stream: bool = True, max_tokens: int = DEFAULT_MAX_TOKENS,
+                on_turn: Callable[[TurnResult], None] | None = None) -> dict[str, Any]:
+    """Run every applicable turn (repeated until `concurrency` turns are in flight) and summarise.
+    `on_turn` gets each turn as it ends; a Ctrl-C cancels the turns not started yet."""
     if tool_choice not in TOOL_CHOICES:
         raise ValueError(f"tool_choice {tool_choice!r}: use one of {TOOL_CHOICES}")
     if model is None:
         model = served_model(client)  # vLLM wants the served model's name; SGLang ignores it
-    skipped = {s.id: why for s in scenarios if (why := applies(s, tool_choice))}
-    todo = [s for s in scenarios if s.id not in skipped]
+    todo = [s for s in scenarios if not applies(s, tool_choice)]
     repeats = max(1, -(-concurrency // len(todo))) if todo else 0
     jobs = [(s, r) for r in range(repeats) for s in todo]
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(lambda job: run_turn(client, job[0], tool_choice=tool_choice, model=model,
-                                                     strict=strict, check_stream=check_stream, repeat=job[1],
-                                                     max_tokens=max_tokens), jobs))
-    out = summarize(results, skipped)
-    out.update({"concurrency": concurrency, "tool_choice": tool_choice, "strict": strict,
-                "results": [{**asdict(r), "ok": r.ok} for r in results]})
-    return out
+
+    def turn(job: tuple[Scenario, int]) -> TurnResult:
+        result = run_turn(client, job[0], tool_choice=tool_choice, model=model, strict=strict,
+                          check_stream=check_stream, repeat=job[1], max_tokens=max_tokens)
+        if on_turn is not None:
+            on_turn(result)
+        return result
+
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    try:
+        results = list(pool.map(turn, jobs))
+    finally:    # on Ctrl-C the queued turns are dropped, the ones in flight end
+        pool.shutdown(wait=True, cancel_futures=True)
+    return harness_summary(results, scenarios, concurrency=concurrency, tool_choice=tool_choice, strict=strict)
