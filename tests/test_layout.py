@@ -1,7 +1,9 @@
 """Every gate in one shape (CONTRIBUTING.md, "How to add a gate"): its package holds `api.py` (the
 public measurement and assertion functions), `spec.py` (its declaration), `fixture.py` (its
 fixtures, registered through the plugin's one list `FIXTURE_MODULES`), and a ready-made suite
-`suites/test_<gate>.py` uses them. A gate of the registry that misses a part fails naming it."""
+`suites/test_<gate>.py` uses them. A gate of the registry that misses a part fails naming it. A
+gate package's public names are those it imports under `if TYPE_CHECKING:`, each loaded from
+there on first use (gates/__init__.py, `lazy_exports`)."""
 from __future__ import annotations
 
 import importlib
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pytest_glmf.plugin as plugin
+from pytest_glmf.gates import type_checking_imports
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.plugin.measuring import serial_fixtures
 
@@ -64,3 +67,24 @@ def test_each_fixture_module_names_its_serial_fixtures_among_its_own(module: str
 def test_the_speed_and_numerics_fixtures_measure_alone() -> None:
     assert set(serial_fixtures(plugin.FIXTURE_MODULES)) == {
         "glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents", "glmf_replay", "glmf_capacity"}
+
+
+@pytest.mark.parametrize("package", [*(f"pytest_glmf.gates.{gate}" for gate in GATES), "pytest_glmf.compare"])
+def test_a_packages_public_names_are_its_type_checking_imports_each_loaded_on_use(package: str) -> None:
+    mod = importlib.import_module(package)
+    homes = type_checking_imports(Path(mod.__file__ or ""))
+    assert sorted(mod.__all__) == sorted(homes), f"{package}: __all__ and the names imported under TYPE_CHECKING differ"
+    for name, (module, attr) in homes.items():
+        assert getattr(mod, name) is getattr(importlib.import_module(module), attr)
+    assert set(homes) <= set(dir(mod))
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nothing_here'"):
+        mod.nothing_here  # noqa: B018
+
+
+def test_type_checking_imports_reads_only_the_guarded_absolute_imports(tmp_path: Path) -> None:
+    init = tmp_path / "__init__.py"
+    init.write_text("from typing import TYPE_CHECKING\nfrom pkg.a import loaded_now\n\nif TYPE_CHECKING:\n"
+                    "    from pkg.api import measure, Result as Answer\n    from pkg.spec import Settings\n"
+                    "    from . import relative\n")
+    assert type_checking_imports(init) == {"measure": ("pkg.api", "measure"), "Answer": ("pkg.api", "Result"),
+                                           "Settings": ("pkg.spec", "Settings")}
