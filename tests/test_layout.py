@@ -50,7 +50,8 @@ def test_the_layout_check_names_the_missing_part(tmp_path: Path) -> None:
     assert layout_gaps(tmp_path, ["curve", "drift", "boot"], ["pytest_glmf.gates.curve.fixture"]) == [
         "gate 'drift': no gates/drift/fixture.py",
         "gate 'drift': pytest_glmf.gates.drift.fixture is not in plugin.FIXTURE_MODULES",
-        "gate 'boot': no gates/boot/api.py", "gate 'boot': no gates/boot/spec.py", "gate 'boot': no gates/boot/fixture.py",
+        "gate 'boot': no gates/boot/api.py", "gate 'boot': no gates/boot/spec.py",
+        "gate 'boot': no gates/boot/fixture.py",
         "gate 'boot': no suite suites/test_boot.py",
         "gate 'boot': pytest_glmf.gates.boot.fixture is not in plugin.FIXTURE_MODULES"]
 

@@ -6,8 +6,8 @@ server faults, the serial lock, results, the end-of-session tables). Without a l
 registered: the plugin adds its options, markers and fixtures and stays out of the way.
 Everything that launches, parses or measures lives in plain modules (config, launch, engine,
 gates, results); each gate's fixtures in its package (`gates/<gate>/fixture.py`, registered
-through the one list `FIXTURE_MODULES`, their shared part in `measuring`); the hooks' bodies for server faults are in `faults`, for result files, the
-ledger and the baseline in `bookkeeping`.
+through the one list `FIXTURE_MODULES`, their shared part in `measuring`); the hooks' bodies for
+server faults are in `faults`, for result files, the ledger and the baseline in `bookkeeping`.
 """
 from __future__ import annotations
 
