@@ -9,8 +9,13 @@ with 503 until a delay passes (slowready). Calls of /health_generate are counted
 """
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,3 +152,43 @@ def daily_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Server"]:
     server = launch_lane(lane, tmp_path_factory.mktemp("sim-daily"), "daily-sim")
     yield server
     server.stop()
+
+
+@contextlib.contextmanager
+def _glmf_sim(where: Path, *flags: str, ready_s: float = 60) -> Iterator[str]:
+    """`glmf sim FLAGS` on a free port, as a user's own server: started in `where` (its output in
+    `where/server.log`), its URL once /v1/models answers, stopped after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = where / "server.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([str(Path(sys.executable).parent / "glmf"), "sim", "--port", str(port), *flags],
+                                  stdout=out, stderr=subprocess.STDOUT, cwd=where)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_s
+        while True:
+            assert server.poll() is None, f"the simulator exited: {log.read_text()[-2000:]}"
+            try:
+                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"the simulator did not answer /v1/models within {ready_s:g} s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="session")
+def glmf_sim() -> Callable[..., AbstractContextManager[str]]:
+    """`with glmf_sim(where, *flags, ready_s=60) as url:` the simulator as a user's own server
+    (`glmf sim --port PORT FLAGS`, run in `where`), stopped after."""
+    return _glmf_sim

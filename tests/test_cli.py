@@ -5,11 +5,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from pytest_glmf.cli import SUBCOMMANDS, main
@@ -103,33 +102,11 @@ def test_every_subcommand_answers_help(capsys) -> None:
 
 
 @pytest.fixture(scope="module")
-def sim_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sim_url(glmf_sim: Callable[..., AbstractContextManager[str]], tmp_path_factory: pytest.TempPathFactory,
+            ) -> Iterator[str]:
     """The simulator, as a user's own server, at 1/20 of the recipe's time."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen([str(Path(sys.executable).parent / "glmf"), "sim", "--port", str(port),
-                                   "--time-scale", "0.05"], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, log.read_text()[-2000:]
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the simulator did not answer within 60 s"
-            time.sleep(0.2)
+    with glmf_sim(tmp_path_factory.mktemp("sim"), "--time-scale", "0.05") as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def ctrl_c_after(args: list[str], line_starts: str, cwd: Path) -> tuple[int, str, str]:

@@ -25,16 +25,14 @@ import dataclasses
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
@@ -249,43 +247,9 @@ RUNS = [b for b in ALL if b.directive == "run"]
 _OUTPUTS: dict[str, str] = {}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _users_server(where: Path) -> Iterator[str]:
-    """The simulator as the server a user already runs: started the way the page says, stopped after."""
-    port = _free_port()
-    with open(where / "server.log", "w") as log:
-        server = subprocess.Popen([str(BIN / "glmf"), "sim", "--port", str(port), "--tool-call-parser", "glm47",
-                                   "--time-scale", "0.1"], stdout=log, stderr=subprocess.STDOUT, cwd=where)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, f"the simulator exited: {(where / 'server.log').read_text()[-2000:]}"
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the simulator did not answer /v1/models within 120 s"
-            time.sleep(0.2)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
 @pytest.mark.parametrize("block", RUNS, ids=[b.id for b in RUNS])
-def test_shell_block_runs(block: Block, scratch: Path, clone: Path) -> None:
+def test_shell_block_runs(block: Block, scratch: Path, clone: Path,
+                          glmf_sim: Callable[..., AbstractContextManager[str]]) -> None:
     want_exit = 0
     m = re.search(r"exit=(\d+)", block.arg)
     if m:
@@ -295,7 +259,9 @@ def test_shell_block_runs(block: Block, scratch: Path, clone: Path) -> None:
     env = _run_env(venv_on_path=not readme)
     with contextlib.ExitStack() as stack:
         if "server" in block.arg.split():
-            env["MY_SERVER"] = stack.enter_context(_users_server(where))
+            # the simulator as the server a user already runs: started the way the page says, stopped after
+            env["MY_SERVER"] = stack.enter_context(glmf_sim(where, "--tool-call-parser", "glm47", "--time-scale", "0.1",
+                                                            ready_s=120))
         proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=where, env=env,
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr

@@ -7,6 +7,7 @@ gate's measuring code; the plugin loads those when a lane first needs them."""
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import subprocess
 import sys
@@ -20,11 +21,13 @@ HEAVY = ("numpy", "scipy", "httpx", "docker", "matplotlib", "psycopg", "uvicorn"
 # thresholds, needed to validate the files at configure), the verdict helpers and the fixture modules.
 LIGHT_GATE_MODULES = {"registry", "spec", "verdict", "bounds", "fixture"}
 
-# The three places where a function-local import is allowed (paths relative to pytest_glmf/):
+# The three places where a function-local import is allowed (paths relative to pytest_glmf/; a
+# folder ends in "/", a pattern has "*"):
 PLACES = {
-    # 1. the plugin's lazy loading: hooks and fixtures import the gate, engine, launch and history
-    #    code a lane needs when the lane first needs it (keeps `pytest --help` light)
-    "plugin's lazy loading": ("plugin/", "gates/capacity/fixture.py", "compare/fixture.py"),
+    # 1. the plugin's lazy loading: hooks and fixtures (the plugin's, and each gate's fixture.py)
+    #    import the gate, engine, launch and history code a lane needs when the lane first needs it
+    #    (keeps `pytest --help` light)
+    "plugin's lazy loading": ("plugin/", "gates/*/fixture.py"),
     # 2. the launch entry: the plugin imports the launch package (cleanup, health); launching a
     #    server, reading its config, parsing its boot log and naming a dead server's cause load the
     #    engine client and the parsers
@@ -42,12 +45,12 @@ CYCLES: set[tuple[str, str]] = set()
 
 
 def _in_places(relative: str) -> bool:
-    for prefixes in PLACES.values():
-        for prefix in prefixes:
-            if prefix.startswith("*/"):
-                if relative.endswith(prefix[1:]):
+    for places in PLACES.values():
+        for place in places:
+            if "*" in place:
+                if fnmatch.fnmatch(relative, place):
                     return True
-            elif relative == prefix or (prefix.endswith("/") and relative.startswith(prefix)):
+            elif relative == place or (place.endswith("/") and relative.startswith(place)):
                 return True
     return False
 
@@ -92,9 +95,13 @@ def test_the_rule_finds_a_deferred_import_and_allows_the_named_places(tmp_path: 
     (pkg / "gates" / "curve").mkdir(parents=True)
     (pkg / "gates" / "curve" / "table.py").write_text("def f():\n    from pkg.gates import verdict\n")
     (pkg / "gates" / "curve" / "cli.py").write_text("def cli():\n    import json\n")
-    (pkg / "plugin" / "fixtures.py").write_text("def glmf_curve():\n    from pkg.gates.curve import api\n")
+    (pkg / "plugin" / "session.py").write_text("def start():\n    from pkg.gates.curve import api\n")
+    (pkg / "gates" / "curve" / "fixture.py").write_text("def glmf_curve():\n    from pkg.gates.curve import api\n")
     (pkg / "gates" / "curve" / "plot.py").write_text("def plot():\n    import matplotlib.pyplot as plt\n")
-    assert misplaced_imports(pkg) == ["pytest_glmf/gates/curve/table.py:2: import pkg.gates inside a function"]
+    (pkg / "compare").mkdir()
+    (pkg / "compare" / "fixture.py").write_text("def glmf_lane_curve():\n    from pkg import plugin\n")
+    assert misplaced_imports(pkg) == ["pytest_glmf/compare/fixture.py:2: import pkg inside a function",
+                                      "pytest_glmf/gates/curve/table.py:2: import pkg.gates inside a function"]
 
 
 def plugin_modules_loaded() -> list[str]:
@@ -126,8 +133,10 @@ def heavy_modules(modules: list[str]) -> list[str]:
 
 
 def test_importing_the_plugin_loads_no_heavy_or_measuring_module() -> None:
+    import pytest_glmf.plugin as plugin
+
     loaded = plugin_modules_loaded()
-    assert "pytest_glmf.plugin.fixtures" in loaded
+    assert {*plugin.FIXTURE_MODULES, "pytest_glmf.plugin.measuring", "pytest_glmf.gates.curve.fixture"} <= set(loaded)
     bad = heavy_modules(loaded)
     assert not bad, ("importing pytest_glmf.plugin loaded " + ", ".join(bad) + ": import it inside the hook or "
                      "fixture that needs it (CONTRIBUTING.md, Imports)")

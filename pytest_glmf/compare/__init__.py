@@ -23,7 +23,4 @@ if TYPE_CHECKING:
 
 __all__ = ["Crossover", "LaneCurve", "assert_lane_beats", "comparison_markdown", "comparison_report", "crossover",
            "plot_lanes"]
-__getattr__, __dir__ = lazy_exports(__name__, {"assert_lane_beats": "api", "crossover": "api",
-                                               "Crossover": "judge", "LaneCurve": "lanecurve",
-                                               "comparison_report": "report", "comparison_markdown": "report",
-                                               "plot_lanes": "report"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

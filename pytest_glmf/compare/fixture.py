@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.compare.lanecurve import from_document
+from pytest_glmf.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.compare.lanecurve import LaneCurve
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.plugin.session import GlmfSession
     from pytest_glmf.results.recorder import SessionRecorder
+
+SERIAL: tuple[str, ...] = ()
 
 
 def lane_document(name: str, current: str, recorder: "SessionRecorder",
@@ -57,8 +60,6 @@ def glmf_lane_curve(pytestconfig: pytest.Config, glmf_lane: "LaneConfig",
     def lane_curve(name: str | None = None) -> "LaneCurve":
         __tracebackhide__ = True
         lane = name or glmf_lane.name
-        from pytest_glmf.plugin.session import session_of  # the plugin imports this module: no cycle at import
-
         doc = lane_document(lane, glmf_lane.name, glmf_results, session_of(pytestconfig))
         if doc is None:
             where = "this session" if lane == glmf_lane.name else \

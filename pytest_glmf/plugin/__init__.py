@@ -5,8 +5,9 @@ registers it with the plugin manager; every hook that needs a lane is a method o
 server faults, the serial lock, results, the end-of-session tables). Without a lane nothing is
 registered: the plugin adds its options, markers and fixtures and stays out of the way.
 Everything that launches, parses or measures lives in plain modules (config, launch, engine,
-gates, results); the hooks' bodies for server faults are in `faults`, for result files, the
-ledger and the baseline in `bookkeeping`.
+gates, results); each gate's fixtures in its package (`gates/<gate>/fixture.py`, registered
+through the one list `FIXTURE_MODULES`, their shared part in `measuring`); the hooks' bodies for
+server faults are in `faults`, for result files, the ledger and the baseline in `bookkeeping`.
 """
 from __future__ import annotations
 
@@ -25,12 +26,16 @@ from pytest_glmf.plugin.session import GlmfSession, item_lane, session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.engine.client import Client
-    from pytest_glmf.gates.boot.parse import BootFacts
     from pytest_glmf.launch.base import Server
     from pytest_glmf.results.recorder import SessionRecorder
 
-# The measuring fixtures, the glmf_users marker and the note of judged checks (plugin/fixtures.py).
-pytest_plugins = ["pytest_glmf.plugin.fixtures"]
+# The fixture modules, one list: each gate's (gates/<gate>/fixture.py, in the registry's order) and
+# the comparison's; each names in `SERIAL` its fixtures whose tests measure alone. pytest imports
+# them when it registers this plugin (strings: this module imports none of them, so a fixture module
+# may import the plugin's modules at its top). plugin/measuring.py is their shared part, registered
+# first: they import it, and pytest rewrites the asserts of a module it registers before it is imported.
+FIXTURE_MODULES = (*(f"pytest_glmf.gates.{gate}.fixture" for gate in GATES), "pytest_glmf.compare.fixture")
+pytest_plugins = ["pytest_glmf.plugin.measuring", *FIXTURE_MODULES]
 
 MARKERS = [
     "glmf_lanes(*names): run this test only on the named lanes; skipped with a reason on other lanes",
@@ -171,13 +176,6 @@ def glmf_server(pytestconfig: pytest.Config, glmf_lane: LaneConfig) -> Iterator[
 
 
 @pytest.fixture(scope="session")
-def glmf_boot_facts(glmf_server: "Server") -> "BootFacts":
-    """Facts parsed from the server's boot log (seats, cap reason, KV pools...), completed by what the
-    server says of itself where the log is silent or absent (gates/boot/told.py; `sources` says which)."""
-    return glmf_server.boot_facts
-
-
-@pytest.fixture(scope="session")
 def glmf_client(glmf_server: "Server", glmf_lane: LaneConfig) -> Iterator["Client"]:
     """A `pytest_glmf.engine.client.Client` on the server, with the lane's timeouts."""
     from pytest_glmf.engine.client import Client, Timeouts
@@ -198,8 +196,3 @@ def _session(config: pytest.Config) -> GlmfSession:
     session = session_of(config)
     assert session is not None
     return session
-
-
-# Per-gate fixtures live beside their gate's measurement code; importing them here registers them.
-from pytest_glmf.compare.fixture import glmf_lane_curve  # noqa: E402, F401
-from pytest_glmf.gates.capacity.fixture import glmf_capacity  # noqa: E402, F401

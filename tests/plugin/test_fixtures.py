@@ -1,5 +1,5 @@
-"""The measuring fixtures (plugin/fixtures.py) as a user's test file meets them, through pytester:
-the glmf_users marker, glmf_curve on an attached ground-truth server (the lane's settings under
+"""The measuring fixtures (gates/<gate>/fixture.py, plugin/measuring.py) as a user's test file meets
+them, through pytester: the glmf_users marker, glmf_curve on an attached ground-truth server (the lane's settings under
 the call's, rows recorded per test), the
 serial marking of measuring tests, and the errors for misuse (glmf_drift's fixture: in
 tests/gates/drift/test_drift_api.py, beside the toy engines)."""

@@ -25,6 +25,4 @@ if TYPE_CHECKING:
 
 __all__ = ["AcceptanceResult", "ClassAcceptance", "PromptClass", "assert_acceptance", "assert_speculating",
            "load_prompt_classes", "measure_acceptance"]
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "measure_acceptance": "api", "assert_acceptance": "api", "assert_speculating": "api",
-    "AcceptanceResult": "api", "ClassAcceptance": "api", "PromptClass": "probe", "load_prompt_classes": "probe"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

@@ -23,9 +23,4 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentsResult", "AgentsSettings", "Conversations", "ReplayResult", "ReplaySettings", "Session", "Turn",
            "assert_agents", "assert_replay", "from_template", "load_sessions", "measure_agents", "measure_replay"]
-__getattr__, __dir__ = lazy_exports(__name__, {"measure_agents": "api", "assert_agents": "api", "AgentsResult": "api",
-                                               "AgentsSettings": "spec", "Conversations": "sessions",
-                                               "Session": "sessions", "Turn": "sessions",
-                                               "from_template": "sessions", "load_sessions": "sessions",
-                                               "measure_replay": "replay", "assert_replay": "replay",
-                                               "ReplayResult": "traces", "ReplaySettings": "spec"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

@@ -28,5 +28,4 @@ if TYPE_CHECKING:
 
 __all__ = ["SLO", "CapacityResult", "CapacitySettings", "FrontierResult", "RateResult", "assert_capacity",
            "measure_capacity", "measure_frontier", "measure_rate_capacity"]
-__getattr__, __dir__ = lazy_exports(__name__, {**{name: "api" for name in __all__}, "SLO": "spec",
-                                               "CapacitySettings": "spec"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

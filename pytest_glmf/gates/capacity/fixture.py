@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.gates.capacity.spec import build_slo
+from pytest_glmf.plugin.measuring import LaneGates
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
     from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
     from pytest_glmf.gates.curve.runner import Progress
+
+SERIAL = ("glmf_capacity",)   # a speed measurement: the test measures alone
 
 
 @dataclass
@@ -115,20 +118,16 @@ class LaneCapacity:
 
 
 @pytest.fixture(scope="session")
-def glmf_capacity(pytestconfig: pytest.Config, glmf_server: Any, glmf_lane: Any, glmf_thresholds: Any,
-                  glmf_results: Any) -> LaneCapacity:
+def glmf_capacity(_glmf_gates: LaneGates) -> LaneCapacity:
     """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
     from pytest_glmf.gates.curve.endpoints import server_endpoints
-    from pytest_glmf.plugin.progress import live_progress  # the plugin imports this module: no cycle at import
 
-    section = glmf_thresholds.for_gate(glmf_lane.name, "capacity")
-    source = glmf_thresholds.source(glmf_lane.name, "capacity")
+    gate = _glmf_gates.gate("capacity", "glmf_capacity")
+    section, source = gate.section(), gate.source()
     slo = build_slo(section["slo"], f"{source}.slo") if "slo" in section else None
-    urls, facts = server_endpoints(glmf_server)    # replicas: streams dealt over them, seats summed
-    return LaneCapacity(base_url=urls if len(urls) > 1 else urls[0],
-                        settings=glmf_thresholds.settings(glmf_lane.name, "capacity"), slo=slo, facts=facts,
-                        time_scale=float(glmf_lane.time_scale) if glmf_lane.launcher == "sim" else 1.0,
-                        timeouts=glmf_lane.timeouts, source=source, progress=live_progress(pytestconfig),
-                        recorder=glmf_results, lane=glmf_lane)
+    urls, facts = server_endpoints(gate.server)    # replicas: streams dealt over them, seats summed
+    return LaneCapacity(base_url=urls if len(urls) > 1 else urls[0], settings=gate.settings(), slo=slo, facts=facts,
+                        time_scale=gate.time_scale, timeouts=gate.timeouts, source=source, progress=gate.progress(),
+                        recorder=gate.results, lane=gate.lane)

@@ -48,8 +48,32 @@ TEMPLATE_TOKENS = 32       # chat template and session line around the fitted pr
 DEFAULT_START_USERS = 8
 
 
+class SearchAnswer:
+    """What a capacity answer (users or rate) says of its search: why it stopped, the boundary's
+    interval, what left it undecided, and how far the answer may move between sessions."""
+
+    search: SearchResult
+
+    @property
+    def stopped_by(self) -> str:
+        """"slo" (a failing probe above the answer), "floor", or the bound that ended the search."""
+        return self.search.stopped_by
+
+    @property
+    def boundary_ci95(self) -> list[float] | None:
+        return self.search.boundary_ci95
+
+    @property
+    def undecided(self) -> str:
+        return self.search.undecided
+
+    def spread_pct(self) -> float | None:
+        """How far the answer may move between sessions, as a baseline spread (spread_pct_of)."""
+        return spread_pct_of(self.search)
+
+
 @dataclass
-class CapacityResult:
+class CapacityResult(SearchAnswer):
     """The capacity for one workload under one service level, and the evidence."""
 
     users: int | None                      # the most users that met the service level (None: not even min_users,
@@ -59,11 +83,6 @@ class CapacityResult:
     search: SearchResult
     bounds: list[Bound]                    # every bound that applied (search.bound is the binding one)
     time_scale: float = 1.0
-
-    @property
-    def stopped_by(self) -> str:
-        """"slo" (a failing probe above the answer), "floor", or the bound that ended the search."""
-        return self.search.stopped_by
 
     @property
     def last_pass(self) -> Probe | None:
@@ -84,18 +103,6 @@ class CapacityResult:
     @property
     def boundary_x(self) -> float | None:
         return self.search.boundary_x
-
-    @property
-    def boundary_ci95(self) -> list[float] | None:
-        return self.search.boundary_ci95
-
-    @property
-    def undecided(self) -> str:
-        return self.search.undecided
-
-    def spread_pct(self) -> float | None:
-        """How far the answer may move between sessions, as a baseline spread (spread_pct_of)."""
-        return spread_pct_of(self.search)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "users": self.users, "stopped_by": self.stopped_by, "undecided": self.undecided,
@@ -143,7 +150,7 @@ class FrontierResult:
 
 
 @dataclass
-class RateResult:
+class RateResult(SearchAnswer):
     """Open-loop capacity: the highest Poisson arrival rate that met the service level."""
 
     rate_per_s: float | None
@@ -151,21 +158,6 @@ class RateResult:
     workload: dict[str, Any]
     search: SearchResult
     time_scale: float = 1.0
-
-    @property
-    def stopped_by(self) -> str:
-        return self.search.stopped_by
-
-    @property
-    def boundary_ci95(self) -> list[float] | None:
-        return self.search.boundary_ci95
-
-    @property
-    def undecided(self) -> str:
-        return self.search.undecided
-
-    def spread_pct(self) -> float | None:
-        return spread_pct_of(self.search)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by,

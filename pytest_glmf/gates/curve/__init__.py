@@ -17,5 +17,4 @@ if TYPE_CHECKING:
     from pytest_glmf.gates.curve.spec import CurveRowSettings
 
 __all__ = ["CurveResult", "CurveRow", "CurveRowSettings", "assert_curve", "measure_curve"]
-__getattr__, __dir__ = lazy_exports(__name__, {"measure_curve": "api", "assert_curve": "api", "CurveResult": "api",
-                                               "CurveRow": "api", "CurveRowSettings": "spec"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

@@ -34,6 +34,4 @@ if TYPE_CHECKING:
 __all__ = ["DriftResult", "Prompt", "assert_drift", "assert_drift_not_worse_than", "assert_drift_self_check",
            "compare_drift", "load_chat_prompts", "load_drift_reference", "make_drift_reference", "measure_drift",
            "reference_from_lane"]
-__getattr__, __dir__ = lazy_exports(__name__, {
-    **{name: "api" for name in __all__ if name not in ("Prompt", "load_chat_prompts", "reference_from_lane")},
-    "reference_from_lane": "oracle", "Prompt": "prompts", "load_chat_prompts": "prompts"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

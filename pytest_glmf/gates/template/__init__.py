@@ -26,8 +26,4 @@ if TYPE_CHECKING:
 
 __all__ = ["Conversation", "TemplateResult", "assert_template", "load_conversations", "load_reference",
            "local_reference", "measure_template", "record_reference", "save_reference", "simulator_reference"]
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "measure_template": "api", "assert_template": "api", "TemplateResult": "api",
-    "Conversation": "conversations", "load_conversations": "conversations",
-    "load_reference": "reference", "local_reference": "reference", "record_reference": "reference",
-    "save_reference": "reference", "simulator_reference": "reference"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

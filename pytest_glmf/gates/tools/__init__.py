@@ -17,5 +17,4 @@ if TYPE_CHECKING:
     from pytest_glmf.gates.tools.harness import Scenario, load_scenarios
 
 __all__ = ["Scenario", "ToolsResult", "assert_tools", "load_scenarios", "measure_tools"]
-__getattr__, __dir__ = lazy_exports(__name__, {"measure_tools": "api", "assert_tools": "api", "ToolsResult": "api",
-                                               "Scenario": "harness", "load_scenarios": "harness"})
+__getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

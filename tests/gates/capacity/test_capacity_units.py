@@ -226,12 +226,13 @@ def test_the_public_api_is_importable_from_the_package_and_capacity_tests_run_al
         measure_rate_capacity,
     )
     from pytest_glmf.gates.capacity.check import assert_capacity as home
-    from pytest_glmf.plugin.fixtures import SERIAL_FIXTURES
+    from pytest_glmf.plugin import FIXTURE_MODULES
+    from pytest_glmf.plugin.measuring import serial_fixtures
 
     assert assert_capacity is home and SLO is SLO95.__class__ and CapacitySettings().runs == 3
     assert all(callable(f) for f in (measure_capacity, measure_frontier, measure_rate_capacity))
     assert {CapacityResult.__name__, FrontierResult.__name__, RateResult.__name__} <= set(dir(capacity))
-    assert "glmf_capacity" in SERIAL_FIXTURES
+    assert "glmf_capacity" in serial_fixtures(FIXTURE_MODULES)
 
 
 @pytest.mark.parametrize("args, message", [
