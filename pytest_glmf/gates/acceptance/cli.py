@@ -8,8 +8,12 @@ from pathlib import Path
 from pytest_glmf.engine.client import Client
 from pytest_glmf.engine.introspect import EngineUnknown, detect_engine
 from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
-from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
+from pytest_glmf.gates.acceptance.spec import AcceptanceSettings
 from pytest_glmf.gates.acceptance.table import render_result
+from pytest_glmf.gates.flags import SettingFlags
+
+# The acceptance settings (spec.py) as flags of their names (gates/flags.py).
+FLAGS = SettingFlags(AcceptanceSettings)
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -18,13 +22,10 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("sglang", "vllm"), help="default: detected from the server")
     ap.add_argument("--classes", help="comma-separated class names (default: all)")
     ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
-    ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
-    ap.add_argument("--max-tokens-scale", type=float, default=DEFAULTS.max_tokens_scale,
-                    help="scale each class's target length")
-    ap.add_argument("--template", default=DEFAULTS.template, choices=TEMPLATES,
-                    help=f"chat template for SGLang /generate text (default {DEFAULTS.template})")
     ap.add_argument("--json", dest="json_out", help="write the result JSON here")
+    FLAGS.add(ap, "the acceptance settings (gates/acceptance/spec.py)")
     args = ap.parse_args(argv)
+    settings: AcceptanceSettings = FLAGS.settings(ap, args)
     classes = load_prompt_classes(args.prompt_classes)
     if args.classes:
         wanted = args.classes.split(",")
@@ -37,8 +38,8 @@ def cli(argv: list[str] | None = None) -> int:
             engine = args.engine or detect_engine(client)
         except EngineUnknown as exc:
             ap.error(f"{exc} (--engine sglang|vllm)")
-        result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
-                       max_tokens_scale=args.max_tokens_scale, template=args.template)
+        result = probe(client, engine, classes, prompts_per_class=settings.prompts_per_class,
+                       max_tokens_scale=settings.max_tokens_scale, template=settings.template)
     print(render_result(result))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
