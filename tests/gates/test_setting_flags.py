@@ -154,3 +154,24 @@ def test_the_commands_refuse_before_any_request(argv, message, capsys):
 def test_a_setting_named_in_a_table_must_exist():
     with pytest.raises(ValueError, match="CurveRowSettings has no setting 'rate'"):
         SettingFlags(curve_cli.FLAGS.cls, aliases={"rate": "--rate"})
+
+
+def test_glmf_curve_measures_through_measure_curve_with_the_flags_settings(monkeypatch, capsys):
+    """One entry point: `glmf curve` calls `measure_curve` (run_curve is gone) with the settings its
+    flags built, so a setting the CLI never had (prompt_tokens) reaches the measurement, and the
+    measurement's refusal is one line and exit 2."""
+    from pytest_glmf.gates.curve import measure
+
+    seen = {}
+
+    def fake_measure_curve(url, users, *, settings, **kw):
+        seen.update(url=url, users=users, settings=settings)
+        raise ValueError("prompt_tokens: http://x has no /tokenize endpoint")
+
+    monkeypatch.setattr(curve_cli, "measure_curve", fake_measure_curve)
+    monkeypatch.setattr(curve_cli, "shell_facts", lambda url, facts: (facts, "nothing"))
+    code = curve_cli.cli(["--url", "http://x", "--users", "2,4", "--prompt-tokens", "900", "--rate", "3"])
+    assert code == 2 and capsys.readouterr().err.splitlines()[-1] == (
+        "glmf curve: prompt_tokens: http://x has no /tokenize endpoint")
+    assert seen["users"] == [2, 4] and seen["settings"].prompt_tokens == 900 and seen["settings"].rate_per_s == 3.0
+    assert not hasattr(measure, "run_curve")
