@@ -52,11 +52,16 @@ class Metric:
     hi: float | None = None
     doc: str = ""
     label: str = ""                         # what a reader calls it ("TTFT p95"); default: the name
+    column: str = ""                        # its short table header ("TTFT p95 s"); default: axis_label()
 
     def axis_label(self) -> str:
         """The metric as a table header or plot axis names it, with its unit: "TTFT p95 (s)"."""
         name = self.label or self.name.replace("_", " ")
         return f"{name} ({self.unit})" if self.unit and self.unit not in ("count", "ratio") else name
+
+    def column_label(self) -> str:
+        """The metric as a gate's own table heads its column."""
+        return self.column or self.axis_label()
 
     def describe(self) -> str:
         what = UNIT_TEXT.get(self.unit, self.unit)
@@ -271,6 +276,15 @@ class GateSpec:
     def section_keys(self) -> tuple[str, ...]:
         """Keys a section may hold besides metric bounds."""
         return ("settings", "baseline", *self.keys)
+
+    def glossary(self) -> dict[str, Any]:
+        """What the gate's numbers mean, in the declaration's words, for a JSON document to carry
+        (`glmf curve --json`, a result file's agents record): the title, each metric's label, unit
+        and meaning, and the definitions every report prints under the gate's tables."""
+        return {"title": self.title,
+                "metrics": {m.name: {"label": m.axis_label(), "unit": m.unit, "doc": m.doc}
+                            for m in self.metrics.values()},
+                "definitions": list(self.definitions)}
 
     def directions(self) -> dict[str, str]:
         return {m.name: m.direction for m in self.metrics.values()}

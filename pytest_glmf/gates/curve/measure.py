@@ -11,8 +11,7 @@ from typing import Any
 
 from pytest_glmf.gates.curve.records import knee
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, strip_records
-from pytest_glmf.gates.curve.spec import CurveRowSettings
-from pytest_glmf.gates.curve.table import DEFINITIONS
+from pytest_glmf.gates.curve.spec import SPEC, CurveRowSettings
 
 SCHEMA = 1
 
@@ -45,7 +44,7 @@ def curve_result(base_url: str | Sequence[str], rows: list[dict[str, Any]], work
                  settings: CurveSettings) -> dict[str, Any]:
     """The runner's answer for `rows` (all of them, or those finished before a Ctrl-C):
     {"schema", "url", "rows", "knee", "definitions", "workload"}."""
-    return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": DEFINITIONS,
+    return {"schema": SCHEMA, "url": base_url, "rows": rows, "knee": knee(rows), "definitions": SPEC.glossary(),
             "workload": {"model": workload.model, "max_tokens": workload.max_tokens, "path": workload.path,
                          "prompts": len(workload.prompts),
                          "rate_per_s": settings.rate_per_s, "arrival": settings.arrival}}
