@@ -1,15 +1,13 @@
-"""`glmf tools`: the tool-call gate from a shell."""
+"""`glmf tools`: the tool-call gate from a shell, through `measure_tools` (the API the suite uses)."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from pytest_glmf.engine.client import Client
 from pytest_glmf.gates.flags import SettingFlags
-from pytest_glmf.gates.tools.harness import load_scenarios, run_harness
+from pytest_glmf.gates.tools.api import measure_tools
 from pytest_glmf.gates.tools.spec import ToolsSettings
-from pytest_glmf.gates.tools.table import render_summary
 
 # The tool gate's settings (spec.py) as flags of their names (gates/flags.py).
 FLAGS = SettingFlags(ToolsSettings, help={"concurrency": "turns in flight at once (default here: 1; the suite's: "
@@ -25,15 +23,13 @@ def cli(argv: list[str] | None = None) -> int:
     FLAGS.add(ap, "the tool gate's settings (gates/tools/spec.py)")
     args = ap.parse_args(argv)
     settings: ToolsSettings = FLAGS.settings(ap, args)
-    scenarios = load_scenarios(args.scenarios)
-    with Client(args.url) as client:
-        summary = run_harness(client, scenarios, concurrency=settings.concurrency or 1,
-                              tool_choice=settings.tool_choice, strict=settings.strict,
-                              check_stream=not args.no_stream_check, max_tokens=settings.max_tokens)
-    print(render_summary(summary))
+    result = measure_tools(args.url, args.scenarios, concurrency=settings.concurrency or 1,
+                           tool_choice=settings.tool_choice, strict=settings.strict,
+                           check_stream=not args.no_stream_check, max_tokens=settings.max_tokens)
+    print(result.table())
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-    return 0 if summary["parsed"] == summary["turns"] and summary["turns"] else 1
+        Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))
+    return 0 if result.parsed == result.turns and result.turns else 1
 
 
 if __name__ == "__main__":  # pragma: no cover
