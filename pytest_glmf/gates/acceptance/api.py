@@ -95,6 +95,10 @@ class AcceptanceResult:
         """The recipe's table: class | tok/s | accept rate | accept length | recipe rate | requests."""
         return render_result(self._raw())
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything measured, per class and per request (`glmf accept --json`)."""
+        return {"engine": self.engine, **self._raw(), "records": list(self.records)}
+
     def _raw(self) -> dict[str, Any]:
         return {"speculative": self.speculative, "source": self.source, "prompt_format": self.prompt_format,
                 "classes": [c.detail for c in self.classes], "mean": self.mean.detail}

@@ -1,15 +1,14 @@
-"""`glmf accept`: acceptance per prompt class from a shell."""
+"""`glmf accept`: acceptance per prompt class from a shell, through `measure_acceptance` (the API the suite uses)."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from pytest_glmf.engine.client import Client
-from pytest_glmf.engine.introspect import EngineUnknown, detect_engine
-from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
+from pytest_glmf.engine.introspect import EngineUnknown
+from pytest_glmf.gates.acceptance.api import measure_acceptance
+from pytest_glmf.gates.acceptance.probe import load_prompt_classes
 from pytest_glmf.gates.acceptance.spec import AcceptanceSettings
-from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.flags import SettingFlags
 
 # The acceptance settings (spec.py) as flags of their names (gates/flags.py).
@@ -33,17 +32,15 @@ def cli(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
         classes = [c for c in classes if c.name in wanted]
-    with Client(args.url) as client:
-        try:
-            engine = args.engine or detect_engine(client)
-        except EngineUnknown as exc:
-            ap.error(f"{exc} (--engine sglang|vllm)")
-        result = probe(client, engine, classes, prompts_per_class=settings.prompts_per_class,
-                       max_tokens_scale=settings.max_tokens_scale, template=settings.template)
-    print(render_result(result))
+    try:
+        result = measure_acceptance(args.url, classes, engine=args.engine, prompts_per_class=settings.prompts_per_class,
+                                    max_tokens_scale=settings.max_tokens_scale, template=settings.template)
+    except EngineUnknown as exc:
+        ap.error(f"{exc} (--engine sglang|vllm)")
+    print(result.table())
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
-    if any(r["errors"] for r in result["classes"]):
+        Path(args.json_out).write_text(json.dumps(result.to_json(), indent=2))
+    if any(c.errors for c in result.classes):
         return 1
     return 0
 
