@@ -251,17 +251,12 @@ class SettingFlags:
             akw["help"] = a.help.replace("%", "%%") if a.help else self._help(s, a.scale)
             group.add_argument(a.flag, action=_SettingAction, dest=f"{_SETTINGS}_{s.path}", **akw)
 
-    def given(self, a: argparse.Namespace) -> dict[str, Any]:
-        """The settings the command line gave, {path: value} (nested paths dotted)."""
-        return {path: value for path, (value, _) in getattr(a, _SETTINGS, {}).items()}
-
-    def settings(self, p: argparse.ArgumentParser, a: argparse.Namespace, base: Mapping[str, Any] | None = None,
-                 **overrides: Any) -> Any:
-        """The settings object: the declaration's defaults, then `base`, the flags given, `overrides`;
-        built and checked by the spec (`build_settings`), a ConfigError is `p.error` naming the flag."""
+    def settings(self, p: argparse.ArgumentParser, a: argparse.Namespace) -> Any:
+        """The settings object: the declaration's defaults with the flags given on top, built and
+        checked by the spec (`build_settings`); a ConfigError is `p.error` naming the flag."""
         given = getattr(a, _SETTINGS, {})
-        data: dict[str, Any] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in (base or {}).items()}
-        for path, value in [*((k, v) for k, (v, _) in given.items()), *overrides.items()]:
+        data: dict[str, Any] = {}
+        for path, (value, _) in given.items():
             head, _, tail = path.partition(".")
             if tail:
                 data.setdefault(head, {})[tail] = value
