@@ -28,14 +28,16 @@ unknown key, a wrong type or a value out of range is a ConfigError naming file a
 """
 from __future__ import annotations
 
+import dataclasses
 import random
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError, allowed, read_yaml
-from pytest_glmf.gates.agents.spec import DEFAULTS
+from pytest_glmf.gates.agents.spec import DEFAULTS, AgentsSettings
 
 TURN_KINDS = ("user", "tool")
 
@@ -124,10 +126,10 @@ class Template:
     seed: int = DEFAULTS.seed
 
 
+# each template key's kind and lowest value: the gate's setting of that name's (spec.py)
 TEMPLATE_LIMITS: dict[str, tuple[type, float]] = {
-    "sessions": (int, 1), "turns": (int, 1), "system_tokens": (int, 0), "user_tokens": (int, 1),
-    "max_tokens": (int, 1), "think_time_s": (float, 0), "tool_every": (int, 0), "start_spread_s": (float, 0),
-    "seed": (int, 0)}
+    name: (kind, {f.name: f for f in dataclasses.fields(AgentsSettings)}[name].metadata["min"])
+    for name, kind in typing.get_type_hints(Template).items()}
 
 
 def from_template(template: Template | None = None, source: str = "<template>", tokens_per_word: float = 1.0,
