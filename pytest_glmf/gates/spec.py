@@ -52,24 +52,29 @@ class Metric:
     hi: float | None = None
     doc: str = ""
     label: str = ""                         # what a reader calls it ("TTFT p95"); default: the name
+    column: str = ""                        # its short table header ("TTFT p95 s"); default: axis_label()
 
     def axis_label(self) -> str:
         """The metric as a table header or plot axis names it, with its unit: "TTFT p95 (s)"."""
         name = self.label or self.name.replace("_", " ")
         return f"{name} ({self.unit})" if self.unit and self.unit not in ("count", "ratio") else name
 
+    def column_label(self) -> str:
+        """The metric as a gate's own table heads its column."""
+        return self.column or self.axis_label()
+
     def describe(self) -> str:
         what = UNIT_TEXT.get(self.unit, self.unit)
         if self.lo is not None and self.hi is not None:
-            return f"{what} in [{_num(self.lo)}, {_num(self.hi)}]"
+            return f"{what} in [{num_text(self.lo)}, {num_text(self.hi)}]"
         if self.lo is not None:
-            return f"{what}, >= {_num(self.lo)}"
+            return f"{what}, >= {num_text(self.lo)}"
         if self.hi is not None:
-            return f"{what}, <= {_num(self.hi)}"
+            return f"{what}, <= {num_text(self.hi)}"
         return what
 
 
-def _num(x: float) -> str:
+def num_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
@@ -86,7 +91,7 @@ def check_bound(where: str, metric: Metric, bound: Any) -> None:
             raise ConfigError(f"{where}: {name}: {k} must be a number, got {x!r}")
     lo, hi = bound.get("min"), bound.get("max")
     if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"{where}: {name}: min {_num(lo)} > max {_num(hi)}: no measurement can meet both")
+        raise ConfigError(f"{where}: {name}: min {num_text(lo)} > max {num_text(hi)}: no measurement can meet both")
     for k, x in bound.items():
         below = metric.lo is not None and x < metric.lo
         above = metric.hi is not None and x > metric.hi
@@ -95,7 +100,7 @@ def check_bound(where: str, metric: Metric, bound: Any) -> None:
         # a min above the range (or a max below it) can never be met; the other side gates nothing
         never = (k == "min" and above) or (k == "max" and below)
         consequence = "can never be met" if never else "gates nothing"
-        raise ConfigError(f"{where}: {name}: {k} {_num(x)} {consequence}: {name} is {metric.describe()}")
+        raise ConfigError(f"{where}: {name}: {k} {num_text(x)} {consequence}: {name} is {metric.describe()}")
 
 
 # ---------------------------------------------------------------------------- settings
@@ -108,7 +113,7 @@ def setting(default: Any = dataclasses.MISSING, *, min: float | None = None, max
     return field(default=default, metadata={"min": min, "max": max, "above": above, "doc": doc})
 
 
-def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1 and len(typing.get_args(tp)) == 2:
@@ -119,17 +124,17 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 def _range_text(meta: Mapping[str, Any]) -> str:
     parts = []
     if meta.get("above") is not None:
-        parts.append(f"> {_num(meta['above'])}")
+        parts.append(f"> {num_text(meta['above'])}")
     if meta.get("min") is not None:
-        parts.append(f">= {_num(meta['min'])}")
+        parts.append(f">= {num_text(meta['min'])}")
     if meta.get("max") is not None:
-        parts.append(f"<= {_num(meta['max'])}")
+        parts.append(f"<= {num_text(meta['max'])}")
     return " and ".join(parts)
 
 
 def describe_type(tp: Any, meta: Mapping[str, Any] | None = None) -> str:
     """What a settings value must be, in the words of an error message."""
-    tp, _ = _unwrap_optional(tp)
+    tp, _ = unwrap_optional(tp)
     rng = _range_text(meta or {})
     rng = f" {rng}" if rng else ""
     if tp is bool:
@@ -152,7 +157,7 @@ def describe_type(tp: Any, meta: Mapping[str, Any] | None = None) -> str:
 
 def _convert(where: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> Any:
     """`value` as `tp` (ints are numbers too), or ConfigError naming what is expected."""
-    tp, optional = _unwrap_optional(tp)
+    tp, optional = unwrap_optional(tp)
     if value is None:
         if optional:
             return None
@@ -271,6 +276,15 @@ class GateSpec:
     def section_keys(self) -> tuple[str, ...]:
         """Keys a section may hold besides metric bounds."""
         return ("settings", "baseline", *self.keys)
+
+    def glossary(self) -> dict[str, Any]:
+        """What the gate's numbers mean, in the declaration's words, for a JSON document to carry
+        (`glmf curve --json`, a result file's agents record): the title, each metric's label, unit
+        and meaning, and the definitions every report prints under the gate's tables."""
+        return {"title": self.title,
+                "metrics": {m.name: {"label": m.axis_label(), "unit": m.unit, "doc": m.doc}
+                            for m in self.metrics.values()},
+                "definitions": list(self.definitions)}
 
     def directions(self) -> dict[str, str]:
         return {m.name: m.direction for m in self.metrics.values()}

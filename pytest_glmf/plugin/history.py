@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from pytest_glmf.plugin.run import LaneRun
     from pytest_glmf.results.history.store import Location
 
-DEFAULT_BASELINE_RUNS = 5
+DEFAULT_BASELINE_RUNS = 5      # --glmf-baseline history: the median of the last 5 passing runs
+DEFAULT_DRIFT_WINDOW = 5       # --glmf-history-drift MODE: the last 5 runs against the 5 before (drift.py)
 DRIFT_MODES = ("warn", "fail", "off")
 PENDING_DIR = ".history-pending"
 
@@ -47,7 +48,7 @@ class HistorySettings:
     location: "Location | None"       # None: the store is off
     baseline_runs: int | None = None  # --glmf-baseline history[:K]
     drift_mode: str = "warn"
-    drift_window: int = 5
+    drift_window: int = DEFAULT_DRIFT_WINDOW
     required: bool = False
 
     def header(self) -> str | None:
@@ -92,7 +93,7 @@ def resolve_history(history: tuple[str | None, Path, str], drift: tuple[str | No
     if location is None and (baseline_runs or required):
         what = f"{baseline[2]} {baseline[0]}" if baseline_runs else "--glmf-history-required"
         raise pytest.UsageError(f"{what} needs a history store, but {where} is off")
-    return HistorySettings(location, baseline_runs, mode, int(window or 5), required)
+    return HistorySettings(location, baseline_runs, mode, int(window or DEFAULT_DRIFT_WINDOW), required)
 
 
 def _settings(run: "LaneRun") -> HistorySettings | None:

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_glmf.config.lanes import LaneConfig, apply_overrides, check_local_volumes, load_lanes, select_lane
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.plugin.history import HistorySettings, resolve_history
+from pytest_glmf.plugin.history import DEFAULT_BASELINE_RUNS, DEFAULT_DRIFT_WINDOW, HistorySettings, resolve_history
 from pytest_glmf.results.recorder import SCHEMA
 
 # name -> (metavar, help, ini default). 'Help' formatting (same rules as pytest's): start with a
@@ -27,12 +27,12 @@ OPTIONS: dict[str, tuple[str, str, str | None]] = {
               "the image the server runs", None),
     "results": ("DIR", "Directory for result files and server logs (default: glmf-results in the current directory)", None),
     "baseline": ("FILE", "Result file of a known-good run to compare this session against, or history[:K]: the "
-                 "median of the last K (default 5) passing runs in the history store on the same lane, GPU, model "
+                 f"median of the last K (default {DEFAULT_BASELINE_RUNS}) passing runs in the history store on the same lane, GPU, model "
                  "revision and engine", None),
     "history": ("URL", "History store every session is added to: a SQLite file (default: <results>/history.sqlite), "
                 "sqlite:///PATH?timeout=S, postgresql://USER@HOST:PORT/DB, or off", None),
     "history_drift": ("MODE", "Slow-drift check against the history: warn (default), fail or off, optionally :K "
-                      "(compare the last K runs with the K before; default 5)", None),
+                      f"(compare the last K runs with the K before; default {DEFAULT_DRIFT_WINDOW})", None),
 }
 
 

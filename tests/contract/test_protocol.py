@@ -194,7 +194,7 @@ def test_generate_meta_info_is_0_5_23s(sglang_package: Path, sim: tuple[str, Pat
 def test_request_bodies_the_gates_send_pass_sglangs_checks(sglang_oracle: Any, sim: tuple[str, Path]) -> None:
     from pytest_glmf.engine.introspect import detect_engine
     from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
-    from pytest_glmf.gates.curve.measure import run_curve
+    from pytest_glmf.gates.curve import measure_curve
     from pytest_glmf.gates.drift.adapters import make_adapter
     from pytest_glmf.gates.drift.prompts import load_chat_prompts
     from pytest_glmf.gates.drift.reference import make_reference, score_candidate
@@ -202,7 +202,7 @@ def test_request_bodies_the_gates_send_pass_sglangs_checks(sglang_oracle: Any, s
 
     url, record = sim
     record.write_text("")
-    run_curve(url, [2], max_tokens=8, runs=1)
+    measure_curve(url, [2], max_tokens=8, runs=1)
     adapter = make_adapter(url)
     ref = make_reference(adapter, load_chat_prompts(n=2), max_tokens=6, k=3)
     score_candidate(adapter, ref)

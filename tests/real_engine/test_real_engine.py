@@ -178,8 +178,7 @@ def test_stream_shape_role_chunk_then_usage_chunk(oracle_client: Client) -> None
 
 def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: Client, real_report: dict) -> None:
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.measure import run_curve
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, strip_records
+    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows, strip_records
     from pytest_glmf.gates.curve.table import curve_table
 
     # vLLM 404s an unknown model name; the load runner's default "default" only works on SGLang.
@@ -192,9 +191,7 @@ def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: C
     settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
                              lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC,
                              client_retries=CURVE_CLIENT_RETRIES)
-    result = run_curve(oracle.base_url, CURVE_USERS, workload=workload, settings=settings,
-                       facts=oracle.boot_facts.to_dict())
-    rows = result["rows"]
+    rows = run_rows(oracle.base_url, workload, settings, oracle.boot_facts.to_dict())
     real_report["curve"] = {"table": curve_table(rows), "rows": [strip_records(r) for r in rows]}
     checks: list[Check] = []
     for row in rows:

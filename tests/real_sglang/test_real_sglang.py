@@ -148,8 +148,7 @@ def test_launched_by_the_plugin_preflight_identity_surface(oracle: Any, oracle_c
 
 def test_curve_rows_valid_with_counts_agreeing(oracle: Any, sglang_report: dict) -> None:
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.measure import run_curve
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, strip_records
+    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows, strip_records
     from pytest_glmf.gates.curve.table import curve_table
 
     workload = Workload(prompts=CURVE_PROMPTS, max_tokens=CURVE_MAX_TOKENS)
@@ -159,8 +158,7 @@ def test_curve_rows_valid_with_counts_agreeing(oracle: Any, sglang_report: dict)
     from pytest_glmf.gates.curve.endpoints import server_endpoints
 
     urls, facts = server_endpoints(oracle)          # boot facts and decode_log_interval, as glmf_curve passes them
-    result = run_curve(urls, CURVE_USERS, workload=workload, settings=settings, facts=facts)
-    rows = result["rows"]
+    rows = run_rows(urls, workload, settings, facts)
     sglang_report["curve"] = {"table": curve_table(rows), "rows": [strip_records(r) for r in rows]}
     checks: list[Check] = []
     for row in rows:

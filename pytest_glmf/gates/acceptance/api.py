@@ -14,7 +14,7 @@ Definitions and sources per engine: `probe.py`. In a test the `glmf_acceptance` 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import pytest
 
 from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import detect_engine
-from pytest_glmf.gates.acceptance.probe import PromptClass, load_prompt_classes, probe
+from pytest_glmf.gates.acceptance.probe import AcceptRecord, PromptClass, load_prompt_classes, probe, probe_result
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
@@ -80,6 +80,13 @@ class AcceptanceResult:
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)   # one per request
     lane: str | None = None           # set by the glmf_acceptance fixture (named in failures)
 
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> "AcceptanceResult":
+        """From the probe's dict (probe.probe / probe_result)."""
+        return cls(classes=[ClassAcceptance.from_row(r) for r in raw["classes"]],
+                   mean=ClassAcceptance.from_row(raw["mean"]), speculative=raw["speculative"], engine=raw["engine"],
+                   source=raw["source"], prompt_format=raw["prompt_format"], records=raw["records"])
+
     def __getitem__(self, name: str) -> ClassAcceptance:
         if name == MEAN:
             return self.mean
@@ -95,6 +102,10 @@ class AcceptanceResult:
         """The recipe's table: class | tok/s | accept rate | accept length | recipe rate | requests."""
         return render_result(self._raw())
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything measured, per class and per request (`glmf accept --json`)."""
+        return {"engine": self.engine, **self._raw(), "records": list(self.records)}
+
     def _raw(self) -> dict[str, Any]:
         return {"speculative": self.speculative, "source": self.source, "prompt_format": self.prompt_format,
                 "classes": [c.detail for c in self.classes], "mean": self.mean.detail}
@@ -103,7 +114,8 @@ class AcceptanceResult:
 def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | None = None, *,
                        engine: str | None = None, prompts_per_class: int | None = DEFAULTS.prompts_per_class,
                        max_tokens_scale: float = DEFAULTS.max_tokens_scale, template: str = DEFAULTS.template,
-                       timeouts: Mapping[str, float] | None = None) -> AcceptanceResult:
+                       timeouts: Mapping[str, float] | None = None,
+                       on_record: Callable[[AcceptanceResult], None] | None = None) -> AcceptanceResult:
     """Measure acceptance per class of `classes` (a YAML file, a list of PromptClass, or None: the
     packaged seven), one request at a time. `engine` (sglang | vllm; None: asked of the server)
     picks the source: SGLang's per-request meta_info, or vLLM's /metrics counters around each
@@ -118,12 +130,15 @@ def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | N
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
     with Client(url, Timeouts(**known)) as client:
         engine = engine or detect_engine(client)
+        done: list[AcceptRecord] = []
+
+        def each(rec: AcceptRecord) -> None:     # the result so far after each request (kept on Ctrl-C)
+            done.append(rec)
+            if on_record is not None:
+                on_record(AcceptanceResult.from_raw(probe_result(engine, pcs, done, template)))
         raw = probe(client, engine, pcs, prompts_per_class=prompts_per_class, max_tokens_scale=max_tokens_scale,
-                    template=template)
-    return AcceptanceResult(classes=[ClassAcceptance.from_row(r) for r in raw["classes"]],
-                            mean=ClassAcceptance.from_row(raw["mean"]), speculative=raw["speculative"],
-                            engine=raw["engine"], source=raw["source"], prompt_format=raw["prompt_format"],
-                            records=raw["records"])
+                    template=template, on_record=each)
+    return AcceptanceResult.from_raw(raw)
 
 
 def assert_speculating(result: AcceptanceResult, *, lane: Any = None, spec: str | None = None) -> None:

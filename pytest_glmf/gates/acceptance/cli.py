@@ -1,4 +1,4 @@
-"""`glmf accept`: acceptance per prompt class from a shell."""
+"""`glmf accept`: acceptance per prompt class from a shell, through `measure_acceptance` (the API the suite uses)."""
 from __future__ import annotations
 
 import argparse
@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 from pytest_glmf.cli import interrupted
-from pytest_glmf.engine.client import Client
-from pytest_glmf.engine.introspect import EngineUnknown, detect_engine
-from pytest_glmf.gates.acceptance.probe import AcceptRecord, load_prompt_classes, probe, probe_result
-from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
-from pytest_glmf.gates.acceptance.table import render_result
+from pytest_glmf.engine.introspect import EngineUnknown
+from pytest_glmf.gates.acceptance.api import AcceptanceResult, measure_acceptance
+from pytest_glmf.gates.acceptance.probe import load_prompt_classes
+from pytest_glmf.gates.acceptance.spec import AcceptanceSettings
+from pytest_glmf.gates.flags import SettingFlags
+
+# The acceptance settings (spec.py) as flags of their names (gates/flags.py).
+FLAGS = SettingFlags(AcceptanceSettings)
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -19,13 +22,10 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("sglang", "vllm"), help="default: detected from the server")
     ap.add_argument("--classes", help="comma-separated class names (default: all)")
     ap.add_argument("--prompt-classes", help="YAML file of prompt classes (default: the packaged set)")
-    ap.add_argument("--prompts-per-class", type=int, help="use only the first N prompts of each class")
-    ap.add_argument("--max-tokens-scale", type=float, default=DEFAULTS.max_tokens_scale,
-                    help="scale each class's target length")
-    ap.add_argument("--template", default=DEFAULTS.template, choices=TEMPLATES,
-                    help=f"chat template for SGLang /generate text (default {DEFAULTS.template})")
     ap.add_argument("--json", dest="json_out", help="write the result JSON here")
+    FLAGS.add(ap, "the acceptance settings (gates/acceptance/spec.py)")
     args = ap.parse_args(argv)
+    settings: AcceptanceSettings = FLAGS.settings(ap, args)
     classes = load_prompt_classes(args.prompt_classes)
     if args.classes:
         wanted = args.classes.split(",")
@@ -33,25 +33,23 @@ def cli(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown class(es) {sorted(unknown)}; known: {[c.name for c in classes]}")
         classes = [c for c in classes if c.name in wanted]
-    finished: list[AcceptRecord] = []
-    with Client(args.url) as client:
-        try:
-            engine = args.engine or detect_engine(client)
-        except EngineUnknown as exc:
-            ap.error(f"{exc} (--engine sglang|vllm)")
-        try:
-            result = probe(client, engine, classes, prompts_per_class=args.prompts_per_class,
-                           max_tokens_scale=args.max_tokens_scale, template=args.template, on_record=finished.append)
-        except KeyboardInterrupt:
-            done = probe_result(engine, classes, finished, args.template)
-            if finished:
-                print(render_result(done))
-            return interrupted("accept", Path(args.json_out) if args.json_out else None, done,
-                               f"{len(finished)} request(s)")
-    print(render_result(result))
+    so_far: list[AcceptanceResult] = []      # the result of the requests done, after each one
+    try:
+        result = measure_acceptance(args.url, classes, engine=args.engine, prompts_per_class=settings.prompts_per_class,
+                                    max_tokens_scale=settings.max_tokens_scale, template=settings.template,
+                                    on_record=so_far.append)
+    except EngineUnknown as exc:
+        ap.error(f"{exc} (--engine sglang|vllm)")
+    except KeyboardInterrupt:
+        if so_far:
+            print(so_far[-1].table())
+        return interrupted("accept", Path(args.json_out) if args.json_out else None,
+                           so_far[-1].to_json() if so_far else {},
+                           f"{len(so_far[-1].records) if so_far else 0} request(s)")
+    print(result.table())
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
-    if any(r["errors"] for r in result["classes"]):
+        Path(args.json_out).write_text(json.dumps(result.to_json(), indent=2))
+    if any(c.errors for c in result.classes):
         return 1
     return 0
 

@@ -152,7 +152,7 @@ def _timing(rec: AcceptRecord, t0: float, t_first: float | None, t_last: float |
 
 
 def measure_sglang(client: Client, class_name: str, prompt_index: int, messages: list[dict[str, str]],
-                   max_tokens: int, *, template: str = "glm") -> AcceptRecord:
+                   max_tokens: int, *, template: str = DEFAULTS.template) -> AcceptRecord:
     """One streamed /generate request; statistics from the last chunk's meta_info."""
     rec = AcceptRecord(class_name, prompt_index, SOURCE_SGLANG)
     body = {"text": render_chat(messages, template),

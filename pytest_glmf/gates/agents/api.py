@@ -24,7 +24,7 @@ from pytest_glmf.gates.agents.records import SummaryNumber, TurnRecord, summariz
 from pytest_glmf.gates.agents.runner import SendOptions, run_conversations_sync
 from pytest_glmf.gates.agents.sessions import Conversations, Session, as_conversations, from_template, tokens_per_word
 from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
-from pytest_glmf.gates.agents.table import DEFINITIONS, agents_table
+from pytest_glmf.gates.agents.table import agents_table
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.workload import count_tokens
 from pytest_glmf.gates.spec import GateSpec
@@ -93,7 +93,7 @@ class AgentsResult:
         return {**metrics, "valid": self.valid, "flags": "; ".join(self.flags) or "ok", "schema": SCHEMA,
                 "url": self.url, "time_scale": self.time_scale, "settings": dataclasses.asdict(self.settings),
                 **{k: v for k, v in self.summary.items() if k not in metrics}, "measured": dict(self.measured),
-                "definitions": DEFINITIONS, "turn_records": [t.to_dict() for t in self.turns]}
+                "definitions": SPEC.glossary(), "turn_records": [t.to_dict() for t in self.turns]}
 
 
 def checked_settings(settings: Any, overrides: Mapping[str, Any], spec: GateSpec = SPEC) -> Any:

@@ -22,45 +22,42 @@ from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.agents.spec import DEFAULTS, REPLAY, REPLAY_DEFAULTS, SPEC
+from pytest_glmf.gates.agents.spec import REPLAY, SPEC, AgentsSettings, ReplaySettings
+from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.spec import GateSpec
 
-# flag -> the setting it sets (None: not given, the setting's default)
-SESSION_FLAGS = {"--sessions-file": "sessions_file", "--sessions": "sessions", "--turns": "turns",
-                 "--system-tokens": "system_tokens", "--user-tokens": "user_tokens", "--max-tokens": "max_tokens",
-                 "--think-time": "think_time_s", "--tool-every": "tool_every", "--start-spread": "start_spread_s",
-                 "--seed": "seed", "--path": "path", "--model": "model",
-                 "--first-token-timeout": "first_token_timeout_s", "--between-tokens-timeout": "between_tokens_timeout_s",
-                 "--send-lateness-max": "send_lateness_max_s"}
-REPLAY_FLAGS = {"--trace": "trace", "--start": "start_s", "--seconds": "seconds", "--speedup": "speedup",
-                "--block-tokens": "block_tokens", "--session-prefix-tokens": "session_prefix_tokens",
-                "--path": "path", "--model": "model", "--first-token-timeout": "first_token_timeout_s",
-                "--between-tokens-timeout": "between_tokens_timeout_s", "--send-lateness-max": "send_lateness_max_s"}
+# The settings (spec.py) as flags of their names (gates/flags.py); the shorter names the CLI
+# had first stay as aliases.
+TIMEOUT_ALIASES = {"first_token_timeout_s": "--first-token-timeout", "between_tokens_timeout_s": "--between-tokens-timeout",
+                   "send_lateness_max_s": "--send-lateness-max"}
+CAPACITY_ONLY = "the capacity search's (pytest: test_agents_capacity), not one run's"
+SESSION_FLAGS = SettingFlags(AgentsSettings, aliases={**TIMEOUT_ALIASES, "think_time_s": "--think-time",
+                                                      "start_spread_s": "--start-spread"},
+                             skip={k: CAPACITY_ONLY for k in ("start_sessions", "max_sessions", "resolution_sessions",
+                                                              "frontier_turns")},
+                             help={"model": "model name to send (default: the server's first model)"})
+
+
+def seconds_arg(text: str) -> float | None:
+    """--seconds S|all (all: the setting's null, to the trace's end)."""
+    if text == "all":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of trace seconds or all, got {text!r}") from None
+
+
+REPLAY_FLAGS = SettingFlags(ReplaySettings, aliases={**TIMEOUT_ALIASES, "start_s": "--start"},
+                            types={"seconds": seconds_arg},
+                            help={"seconds": "the window's length in trace seconds, or all (to the trace's end)",
+                                  "model": "model name to send (default: the server's first model)"})
 # measured by test_agents_capacity's search, not by one run of sessions
 NOT_MEASURED = ("capacity_sessions",)
 
 
 def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def settings_from_flags(p: argparse.ArgumentParser, a: argparse.Namespace, flags: dict[str, str],
-                        spec: GateSpec) -> Any:
-    """The gate's settings from the flags given (the rest: defaults), each checked by the spec;
-    a bad value is `p.error` naming the flag and what it allows."""
-    from pytest_glmf.gates.agents.api import checked_settings
-
-    given: dict[str, Any] = {}
-    for flag, key in flags.items():
-        value = getattr(a, key)
-        if value is None:
-            continue
-        try:
-            checked_settings(None, {key: value}, spec)
-        except ConfigError as exc:
-            p.error(str(exc).replace(f"settings.{key}", flag, 1))
-        given[key] = value
-    return checked_settings(None, given, spec)
 
 
 def parse_bounds(p: argparse.ArgumentParser, a: argparse.Namespace, spec: GateSpec,
@@ -92,14 +89,8 @@ def measurable(spec: GateSpec, not_measured: Sequence[str]) -> list[str]:
     return [m for m in spec.metrics if m not in not_measured]
 
 
-def common_flags(p: argparse.ArgumentParser, what: str) -> None:
+def common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
-    p.add_argument("--model", help="model name to send (default: the server's first model)")
-    p.add_argument("--first-token-timeout", type=float, dest="first_token_timeout_s", metavar="S")
-    p.add_argument("--between-tokens-timeout", type=float, dest="between_tokens_timeout_s", metavar="S")
-    p.add_argument("--send-lateness-max", type=float, dest="send_lateness_max_s", metavar="S",
-                   help=f"client self-check: {what} sent later than this (p99) fail the run (default "
-                        f"{DEFAULTS.send_lateness_max_s:g})")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="the server is a simulator at this time scale: report the modelled GPU's units")
     p.add_argument("--min", action="append", metavar="METRIC=X", help="a lower bound (repeatable, comma-separated)")
@@ -141,32 +132,13 @@ def cli(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replay"]:
         return replay_cli(argv[1:])
-    d = DEFAULTS
     p = argparse.ArgumentParser(prog="glmf agents", description="Agents' sessions at once against a running "
                                 "server: per-turn TTFT, prompt and cached tokens, sessions. `glmf agents replay "
                                 "--help`: a trace replayed open loop.")
-    p.add_argument("--sessions-file", dest="sessions_file", metavar="FILE",
-                   help="a sessions YAML (sessions: written out, or template:); default: the template of the flags below")
-    p.add_argument("--sessions", type=int, help=f"concurrent sessions; a file's are cycled to this (default {d.sessions})")
-    p.add_argument("--turns", type=int, help=f"turns per generated session (default {d.turns})")
-    p.add_argument("--system-tokens", type=int, dest="system_tokens", help=f"default {d.system_tokens}")
-    p.add_argument("--user-tokens", type=int, dest="user_tokens", help=f"default {d.user_tokens}")
-    p.add_argument("--max-tokens", type=int, dest="max_tokens", help=f"output tokens per answer (default {d.max_tokens})")
-    p.add_argument("--think-time", type=float, dest="think_time_s", metavar="S",
-                   help=f"between an answer and the next turn, recipe seconds (default {d.think_time_s:g})")
-    p.add_argument("--tool-every", type=int, dest="tool_every", help="every k-th turn is a tool result (default 0: none)")
-    p.add_argument("--start-spread", type=float, dest="start_spread_s", metavar="S",
-                   help="sessions start evenly over this window (default 0)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--no-warmup", action="store_true", help="skip the discarded first turn of every session")
-    p.add_argument("--path", help=f"the streamed chat endpoint (default {d.path})")
-    common_flags(p, "turns")
+    common_flags(p)
+    SESSION_FLAGS.add(p, "the sessions' settings (gates/agents/spec.py; sessions-file: written out, or template:)")
     a = p.parse_args(argv)
-    settings = settings_from_flags(p, a, SESSION_FLAGS, SPEC)
-    if a.no_warmup:
-        from dataclasses import replace
-
-        settings = replace(settings, warmup=False)
+    settings = SESSION_FLAGS.settings(p, a)
     bounds = parse_bounds(p, a, SPEC, NOT_MEASURED)
     time_scale = checked_time_scale(p, a)
     if settings.sessions_file:
@@ -202,42 +174,14 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
 # ---------------------------------------------------------------------------- replay
 
 
-def seconds_arg(text: str) -> float | str:
-    if text == "all":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of trace seconds or all, got {text!r}") from None
-
-
 def replay_cli(argv: list[str]) -> int:
-    d = REPLAY_DEFAULTS
     p = argparse.ArgumentParser(prog="glmf agents replay", description="Replay a trace open loop against a running "
                                 "server: each request sent at its arrival time / speedup, its prompt fitted to "
                                 "its input tokens, its output tokens forced.")
-    p.add_argument("--trace", help=f"a trace file (Azure CSV, Mooncake JSONL, our JSONL) or the packaged slice's "
-                                   f"name (default {d.trace})")
-    p.add_argument("--start", type=float, dest="start_s", metavar="S", help="the window's start in trace seconds (default 0)")
-    p.add_argument("--seconds", type=seconds_arg, metavar="S|all",
-                   help=f"the window's length in trace seconds, or all (default {d.seconds:g})")
-    p.add_argument("--speedup", type=float, help="arrivals this many times faster than the trace's (default 1)")
-    p.add_argument("--block-tokens", type=int, dest="block_tokens", help="tokens per hash_ids block (default 512)")
-    p.add_argument("--session-prefix-tokens", type=int, dest="session_prefix_tokens",
-                   help="our JSONL: tokens a session's requests share (default 0)")
-    p.add_argument("--path", help=f"the streamed completions endpoint (default {d.path})")
-    p.add_argument("--no-warmup", action="store_true", help="skip the discarded first pass over the window")
-    common_flags(p, "requests")
+    common_flags(p)
+    REPLAY_FLAGS.add(p, "the replay's settings (gates/agents/spec.py, agents.replay)")
     a = p.parse_args(argv)
-    whole = a.seconds == "all"
-    if whole:
-        a.seconds = None
-    settings = settings_from_flags(p, a, REPLAY_FLAGS, REPLAY)
-    if whole or a.no_warmup:
-        from dataclasses import replace
-
-        settings = replace(settings, seconds=None if whole else settings.seconds,
-                           warmup=settings.warmup and not a.no_warmup)
+    settings = REPLAY_FLAGS.settings(p, a)
     bounds = parse_bounds(p, a, REPLAY)
     time_scale = checked_time_scale(p, a)
     from pytest_glmf.gates.agents.replay import windowed

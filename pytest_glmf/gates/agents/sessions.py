@@ -28,13 +28,16 @@ unknown key, a wrong type or a value out of range is a ConfigError naming file a
 """
 from __future__ import annotations
 
+import dataclasses
 import random
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError, allowed, read_yaml
+from pytest_glmf.gates.agents.spec import DEFAULTS, AgentsSettings
 
 TURN_KINDS = ("user", "tool")
 
@@ -52,7 +55,7 @@ class Session:
     name: str
     turns: tuple[Turn, ...]
     system: str | None = None
-    max_tokens: int = 64
+    max_tokens: int = DEFAULTS.max_tokens
     think_time_s: float = 0.0
     start_s: float = 0.0               # when the session's first turn is due, after the common start
     tools: tuple[dict[str, Any], ...] = ()   # OpenAI tool definitions offered with every turn
@@ -110,21 +113,23 @@ def words(rng: random.Random, n: int) -> str:
 
 @dataclass(frozen=True)
 class Template:
-    sessions: int = 8
-    turns: int = 4
-    system_tokens: int = 600
-    user_tokens: int = 120
-    max_tokens: int = 64
-    think_time_s: float = 1.0
-    tool_every: int = 0
-    start_spread_s: float = 0.0        # sessions start evenly over this window (0: all at once)
-    seed: int = 0
+    """A sessions file's `template:`; a key it leaves out is the gate's setting of that name (spec.py)."""
+
+    sessions: int = DEFAULTS.sessions
+    turns: int = DEFAULTS.turns
+    system_tokens: int = DEFAULTS.system_tokens
+    user_tokens: int = DEFAULTS.user_tokens
+    max_tokens: int = DEFAULTS.max_tokens
+    think_time_s: float = DEFAULTS.think_time_s
+    tool_every: int = DEFAULTS.tool_every
+    start_spread_s: float = DEFAULTS.start_spread_s    # sessions start evenly over this window (0: all at once)
+    seed: int = DEFAULTS.seed
 
 
+# each template key's kind and lowest value: the gate's setting of that name's (spec.py)
 TEMPLATE_LIMITS: dict[str, tuple[type, float]] = {
-    "sessions": (int, 1), "turns": (int, 1), "system_tokens": (int, 0), "user_tokens": (int, 1),
-    "max_tokens": (int, 1), "think_time_s": (float, 0), "tool_every": (int, 0), "start_spread_s": (float, 0),
-    "seed": (int, 0)}
+    name: (kind, {f.name: f for f in dataclasses.fields(AgentsSettings)}[name].metadata["min"])
+    for name, kind in typing.get_type_hints(Template).items()}
 
 
 def from_template(template: Template | None = None, source: str = "<template>", tokens_per_word: float = 1.0,

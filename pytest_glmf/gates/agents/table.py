@@ -6,16 +6,6 @@ from typing import Any
 
 from pytest_glmf.gates.verdict import fmt, render_table
 
-DEFINITIONS = {
-    "ttft_s": "first chunk with content, reasoning or a tool call minus the turn's send; queueing included",
-    "per_user_tok_s": "(completion_tokens - 1) / (last token - first token) per answer; median over answers",
-    "cached_tokens": "usage.prompt_tokens_details.cached_tokens as the server reports it",
-    "cache_hit_pct": "sum of cached / sum of prompt tokens over the turns that report it",
-    "returning": "the turns after a session's first (what a prefix cache can serve)",
-    "session_time_s": "first turn's send to the last answer's last token, completed sessions",
-    "send_lateness_s": "turn sent - turn due (previous answer's last token + think time)",
-}
-
 
 def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1f} %"

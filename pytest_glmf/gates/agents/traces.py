@@ -74,7 +74,7 @@ class Trace:
     requests: tuple[TraceRequest, ...]
     source: str
     block_tokens: int = MOONCAKE_BLOCK_TOKENS
-    session_prefix_tokens: int = 0
+    session_prefix_tokens: int = REPLAY_DEFAULTS.session_prefix_tokens
 
     @property
     def duration_s(self) -> float:
@@ -97,7 +97,7 @@ def _resolve(path: str | Path) -> Path:
 
 
 def load_trace(path: str | Path, *, block_tokens: int = MOONCAKE_BLOCK_TOKENS,
-               session_prefix_tokens: int = 0) -> Trace:
+               session_prefix_tokens: int = REPLAY_DEFAULTS.session_prefix_tokens) -> Trace:
     """A trace file (Azure CSV, Mooncake JSONL or our JSONL), or the packaged slice by name."""
     p = _resolve(path)
     try:
@@ -344,8 +344,8 @@ def window_line(k: int, records: Sequence[RequestRecord], scale: float, time_sca
             f"{failed} failed, TTFT p95 {'-' if p95 is None else f'{p95:.3f}'} s; {done}/{total} done")
 
 
-def replay_trace(url: str, trace: Trace, *, time_scale: float = 1.0, speedup: float = 1.0, model: str | None = None,
-                 path: str = "/v1/completions", first_token_timeout_s: float = 600.0,
+def replay_trace(url: str, trace: Trace, *, time_scale: float = 1.0, speedup: float = REPLAY_DEFAULTS.speedup,
+                 model: str | None = None, path: str = REPLAY_DEFAULTS.path, first_token_timeout_s: float = 600.0,
                  between_tokens_timeout_s: float = 60.0, progress: Progress | None = None) -> ReplayResult:
     """Send every request of `trace` at its arrival time x time_scale / speedup (open loop: a slow
     server does not slow the arrivals), after one prefix-cache flush, and summarize. `progress`

@@ -7,8 +7,9 @@ Without --context: one search (the most concurrent users meeting the service lev
 --context: the frontier, one search per context length, shortest first. With --rate: also the
 open-loop capacity (Poisson arrivals). Each answer (the last probe that passed) comes with the
 boundary the probes put beside it and that boundary's 95 % interval, and its cost (probes,
-measured requests, wall time), in the text and the JSON. The client's settings are `glmf curve`'s
-(--workers, --client-error-max, --lag-p99-max-ms, --client-retries, --spread-max). Exit 0 when every search found an
+measured requests, wall time), in the text and the JSON. Every capacity setting (spec.py) is a
+flag of its name, checked as the thresholds file's are (gates/flags.py); the client's are named as
+`glmf curve`'s (--workers, --client-error-max, --lag-p99-max-ms, --client-retries, --spread-max). Exit 0 when every search found an
 answer from valid measurements, 1 otherwise (no answer: nothing met the service level, or
 undecided: a probe the client could not measure), 2 for bad arguments.
 """
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings, build_slo
-from pytest_glmf.gates.curve.cli import add_client_flags
-from pytest_glmf.gates.spec import build_settings
+from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, build_slo
+from pytest_glmf.gates.curve.cli import CLIENT_ALIASES, MODEL_HELP
+from pytest_glmf.gates.flags import Alias, SettingFlags
 
 
 def parse_slo(text: str) -> SLO:
@@ -45,12 +46,19 @@ def parse_slo(text: str) -> SLO:
     return build_slo(data, "--slo")
 
 
-def _ints(p: argparse.ArgumentParser, flag: str, text: str | None) -> list[int]:
-    try:
-        return [int(x) for x in (text or "").split(",") if x.strip()]
-    except ValueError:
-        p.error(f"{flag} takes comma-separated integers, got {text!r}")
-    return []
+def _prompt_tokens(text: str) -> int | None:
+    """--prompt-tokens N; 0: the prompt file as it is (the setting's null)."""
+    return int(text) or None
+
+
+FLAGS = SettingFlags(CapacitySettings, aliases={
+    **CLIENT_ALIASES, "resolution_pct": "--resolution", "start_users": "--start", "frontier.contexts": "--context",
+    "guided": Alias("--bisect", const=False, help="bracket and bisect only (default: each probe where a fit of the "
+                    "probes so far puts the boundary); the same as --no-guided")},
+    types={"prompt_tokens": _prompt_tokens},
+    help={"prompt_tokens": "prompt tokens per user, fitted with the server's /tokenize (0: the prompt file as it is)",
+          "model": MODEL_HELP.replace(", as glmf capacity", ""),
+          "frontier.contexts": "frontier: comma-separated prompt tokens per user, e.g. 2048,8192,32768,57344"})
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -61,48 +69,21 @@ def cli(argv: list[str] | None = None) -> int:
                    "ttft_pct, allow_queueing=true)")
     p.add_argument("--boot-log", type=Path, help="the server's boot log: its seats and KV pool bound the search "
                    "(without it: what the server says at /server_info)")
-    p.add_argument("--prompt-tokens", type=int, default=DEFAULTS.prompt_tokens,
-                   help=f"prompt tokens per user, fitted with the server's /tokenize (default {DEFAULTS.prompt_tokens}; "
-                        "0: the prompt file as it is)")
-    p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
-    p.add_argument("--context", help="frontier: comma-separated prompt tokens per user, e.g. 2048,8192,32768,57344")
-    p.add_argument("--runs", type=int, default=DEFAULTS.runs, help=f"measured runs per probe (default {DEFAULTS.runs})")
-    p.add_argument("--start", type=int, help="first users value to probe (default 8)")
-    p.add_argument("--resolution", type=float, default=DEFAULTS.resolution_pct,
-                   help=f"resolution in percent of the answer (default {DEFAULTS.resolution_pct:g})")
-    p.add_argument("--resolution-users", type=int, help="resolution in users (instead of a percentage)")
-    p.add_argument("--max-users", type=int, default=DEFAULTS.max_users)
-    p.add_argument("--bisect", action="store_true",
-                   help="bracket and bisect only (default: each probe where a fit of the probes so far puts the boundary)")
-    p.add_argument("--shared-prefix", action="store_true",
-                   help="every user sends the same prompt, a unique line last (a prefix cache stores it once)")
-    p.add_argument("--prompt-file", help="the text prompts are made of (default: the recipe's briefing)")
-    p.add_argument("--model", help="model name to send (default: the server's first model)")
-    # the client's settings, as `glmf curve` names them
-    p.add_argument("--workers", type=int, help="client worker processes reading the streams (default: as many as "
-                   "the measured cost per token event needs; a probe still client-bound is measured again with "
-                   "twice as many, up to the cores)")
-    add_client_flags(p, DEFAULTS, "probe")
     p.add_argument("--rate", action="store_true", help="also search the open-loop rate (Poisson arrivals)")
-    p.add_argument("--rate-requests", type=int, default=DEFAULTS.rate.requests, help="requests per open-loop run")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="the server is a simulator at this time scale: report the modelled GPU's units")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--plot", type=Path, help="write the frontier as a PNG here (needs --context and matplotlib)")
+    FLAGS.add(p, "the capacity's settings (gates/capacity/spec.py; the client's are the curve's)")
     a = p.parse_args(argv)
+    if a.time_scale <= 0:
+        p.error(f"--time-scale: expected a number > 0, got {a.time_scale:g}")
     try:
         slo = parse_slo(a.slo)
-        settings: CapacitySettings = build_settings(CapacitySettings, {
-            "prompt_tokens": a.prompt_tokens or None, "max_tokens": a.max_tokens, "runs": a.runs,
-            "resolution_pct": a.resolution, "resolution_users": a.resolution_users, "max_users": a.max_users,
-            "shared_prefix": a.shared_prefix, "guided": not a.bisect, "prompt_file": a.prompt_file, "model": a.model,
-            "start_users": a.start, "path": a.path, "continuous_usage": a.continuous_usage, "workers": a.workers,
-            "spread_max_pct": a.spread_max, "lag_p99_max_s": a.lag_p99_max_ms / 1e3,
-            "client_error_max_pct": a.client_error_max,
-            "client_retries": a.client_retries, "rate": {"requests": a.rate_requests}}, "glmf capacity")
     except ConfigError as exc:
         p.error(str(exc))
-    contexts = _ints(p, "--context", a.context)
+    settings: CapacitySettings = FLAGS.settings(p, a)
+    contexts = list(settings.frontier.contexts)
     if a.plot and not contexts:
         p.error("--plot draws the frontier: give --context too")
     facts = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ import pytest
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
+from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, workload_for
 from pytest_glmf.gates.curve.records import knee
 from pytest_glmf.gates.curve.runner import Progress, run_rows, strip_records
 from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC, CurveRowSettings
@@ -86,6 +86,8 @@ class CurveResult:
     settings: CurveRowSettings = DEFAULTS
     prompt_tokens: int | None = None     # the longest prompt after fitting (settings.prompt_tokens)
     lane: str | None = None              # set by the glmf_curve fixture (named in failures)
+    run: dict[str, Any] = field(default_factory=dict, repr=False)   # the runner's answer, as `glmf curve
+    # --json` writes it (measure.curve_result: raw rows with their records, knee, definitions, workload)
 
     def __getitem__(self, users: int) -> CurveRow:
         for row in self.rows:
@@ -148,7 +150,8 @@ def row_record(raw: dict[str, Any], time_scale: float = 1.0) -> dict[str, Any]:
 
 def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, settings: CurveRowSettings | None = None,
                   boot_facts: Any = None, timeouts: Mapping[str, float] | None = None, time_scale: float = 1.0,
-                  progress: Progress | None = None, **overrides: Any) -> CurveResult:
+                  progress: Progress | None = None, on_row: Callable[[dict[str, Any]], None] | None = None,
+                  **overrides: Any) -> CurveResult:
     """Measure the server at `url` at each users value (one discarded warm pass per value, then
     `runs` measured runs with distinct prompts, each after a prefix-cache flush). `url`: one
     server or router, or a list of replicas' URLs (streams dealt round-robin over them).
@@ -159,7 +162,8 @@ def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, setti
     name or a value out of range raises ConfigError. `boot_facts` (a BootFacts or its dict) gives
     seats and KV pool for the row checks; `timeouts` a lane's `timeouts` (first_token_s,
     between_tokens_s) for what the settings leave unset; `time_scale` the simulator's, to report
-    recipe units. Raises ValueError naming the setting when the prompt file cannot be read or
+    recipe units; `progress` is called with each progress line, `on_row` with each runner row as
+    it finishes (what a Ctrl-C keeps). Raises ValueError naming the setting when the prompt file cannot be read or
     `prompt_tokens` is set and the server has no /tokenize; WorkerError when a client worker
     process failed."""
     opts = _settings(settings, overrides)
@@ -181,10 +185,11 @@ def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, setti
         longest = max(counts)
     # a BootFacts, or its dict (several replicas: endpoints.replica_facts, seats summed)
     facts = boot_facts.to_dict() if hasattr(boot_facts, "to_dict") else dict(boot_facts or {})
-    raw_rows = run_rows(url, workload_for(opts, prompts), run_settings_for(opts, values, timeouts), facts, progress)
+    workload, run_settings = workload_for(opts, prompts), run_settings_for(opts, values, timeouts)
+    raw_rows = run_rows(url, workload, run_settings, facts, progress, on_row)
     return CurveResult(rows=[_row(r, float(time_scale)) for r in raw_rows],
                        url=url if isinstance(url, str) else ", ".join(url), settings=opts,
-                       prompt_tokens=longest)
+                       prompt_tokens=longest, run=curve_result(url, raw_rows, workload, run_settings))
 
 
 def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, lane: Any = None,

@@ -128,7 +128,7 @@ class CurveSettings:
     lag_probe_s: float = 0.001           # the lag probe's interval: a read can be late by its lag max + this
     kernel_stamps: bool = True            # kernel receive times where available (load_http)
     workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
-    arrival: str = "uniform"              # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
+    arrival: str = DEFAULTS.arrival       # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
     seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
     client_retries: int = DEFAULTS.client_retries   # runs measured again in place of client-bound ones
 

@@ -21,19 +21,19 @@ from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
 METRICS = [
     Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate",
-           label="per-user decode rate"),
+           label="per-user decode rate", column="per-user tok/s"),
     Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest users (5th percentile)",
-           label="slowest users' decode rate (p5)"),
+           label="slowest users' decode rate (p5)", column="p5 tok/s"),
     Metric("aggregate_tok_s", "higher", "tok/s", doc="output tokens of all users / wall time",
-           label="aggregate output"),
+           label="aggregate output", column="aggregate tok/s"),
     Metric("ttft_p50_s", "lower", "s", doc="time to first token, median",
-           label="TTFT p50"),
+           label="TTFT p50", column="TTFT p50 s"),
     Metric("ttft_p95_s", "lower", "s", doc="time to first token, 95th percentile",
-           label="TTFT p95"),
+           label="TTFT p95", column="TTFT p95 s"),
     Metric("itl_p95_s", "lower", "s", doc="time between tokens, 95th percentile",
            label="inter-token latency p95"),
     Metric("spread_pct", "lower", "%", doc="run-to-run spread of the row's numbers",
-           label="run-to-run spread"),
+           label="run-to-run spread", column="spread"),
 ]
 
 

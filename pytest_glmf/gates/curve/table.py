@@ -1,21 +1,16 @@
-"""The curve's table, its definitions and the knee sentence (plain data in, text out)."""
+"""The curve's table and the knee sentence (plain data in, text out). The metrics' column heads
+and what they mean are the gate's declaration's (spec.py: `Metric.column`, `doc`, DEFINITIONS)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.curve.checks import describe_flags
+from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.verdict import fmt, render_table
 
-DEFINITIONS = {
-    "ttft_s": "first chunk with content, reasoning or a tool call minus request send; queueing included",
-    "per_user_tok_s": "(completion_tokens - 1) / (last token - first token) per request; median over users",
-    "per_user_tok_s_p5": "5th percentile of the per-request speeds",
-    "aggregate_tok_s": "all completion tokens / (last token anywhere - first send)",
-    "itl_s": "gaps between successive content chunks",
-    "spread_pct": "(max - min) / median over measured runs, larger of aggregate and per-user",
-    "completion_tokens": "usage.completion_tokens; checked against chunks and /metrics (0.5 %)",
-}
+# the metrics the recipe's table shows, in its order
+TABLE_METRICS = ("aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "spread_pct")
 
 
 def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -29,8 +24,7 @@ def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
                      fmt(r.get("per_user_tok_s_p5")), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
                      "-" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %", seat_txt,
                      "ok" if r.get("valid") and not flags else "; ".join(flags) or "invalid"])
-    return render_table(body, ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
-                               "TTFT p95 s", "spread", "seats", "flags"])
+    return render_table(body, ["users", *(SPEC.metrics[m].column_label() for m in TABLE_METRICS), "seats", "flags"])
 
 
 def knee_sentence(k: Mapping[str, Any]) -> str:

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_ratio, percentile_ci
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.drift.adapters import DriftAdapter
 
-DEFAULT_AGREEMENT_TOKENS = 16   # spec.py's default; here so stats need no spec import
 
 
 def answer_record(response: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def _ratio(numer: np.ndarray, denom: np.ndarray, boot: dict[str, Any]) -> tuple[
     return float(numer.sum() / denom.sum()), percentile_ci(samples[np.isfinite(samples)])
 
 
-def answer_stats(oracle: dict[str, Any], cand: dict[str, Any], *, agreement_tokens: int = DEFAULT_AGREEMENT_TOKENS,
+def answer_stats(oracle: dict[str, Any], cand: dict[str, Any], *, agreement_tokens: int = DEFAULTS.agreement_tokens,
                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """Every statistic of the module docstring, candidate answers against the oracle's."""
     o, c = oracle["answers"], cand["answers"]

@@ -18,9 +18,10 @@ from pytest_glmf.gates.drift.reference import (
     score_candidate,
     sim_template,
 )
-from pytest_glmf.gates.drift.spec import DEFAULTS
+from pytest_glmf.gates.drift.spec import DriftSettings
 from pytest_glmf.gates.drift.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from pytest_glmf.gates.drift.table import noise_text, render_table
+from pytest_glmf.gates.flags import Alias, SettingFlags
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -59,34 +60,44 @@ def _provenance(a: argparse.Namespace, lane_key: str) -> dict[str, Any]:
     return {**out, **_kv(a.provenance)}
 
 
+# The drift settings (spec.py) each phase takes as flags of their names (gates/flags.py); what
+# no phase takes is the suite's (NOT_FLAGS says why).
+REFERENCE_FLAGS = SettingFlags(DriftSettings, only=("prompt_file", "prompts", "max_tokens", "k", "score_concurrency",
+                                                    "answer_max_tokens", "answer_prompts"),
+                               help={"prompts": "first N prompts of the set (default: all 40)",
+                                     "prompt_file": "a prompt set JSON (default: the packaged one)"})
+SCORE_FLAGS = SettingFlags(DriftSettings, only=("score_concurrency", "check_tokenizer"),
+                           aliases={"check_tokenizer": Alias("--no-tokenizer-check", const=False,
+                                                             help="the same as --no-check-tokenizer")})
+COMPARE_FLAGS = SettingFlags(DriftSettings, only=("agreement_tokens",))
+NOT_FLAGS = {
+    "reference": "the suite's stored reference: `glmf drift score --reference FILE` names it",
+    "oracle_url": "the suite's oracle: `glmf drift reference --url` names it",
+    "oracle_engine": "`--engine` of each phase",
+    "regenerate": "the suite's choice: `glmf drift reference` always makes one",
+    "self_check": "how the suite judges the noise floor: `glmf drift compare` shows every mode's numbers "
+                  "(`--no-self-check` skips the second scoring)",
+    "not_worse_than": "the suite's paired comparison: `glmf drift compare REF A B` compares two candidates",
+}
+
+
 def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="glmf drift", description="Teacher-forced log-prob drift against an oracle.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reference", help="phase 1: greedy continuations + scores on the oracle")
     r.add_argument("--url", required=True)
     r.add_argument("--out", required=True)
-    r.add_argument("--prompts", type=int, default=None, help="first N prompts of the set (default: all 40)")
-    r.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
-    r.add_argument("--k", type=int, default=DEFAULTS.k, help="top-k logprobs kept per position")
-    r.add_argument("--prompt-file", default=None, help="a prompt set JSON (default: the packaged one)")
     r.add_argument("--concurrency", type=int, default=4, help="parallel greedy generations (and chat answers)")
-    r.add_argument("--answer-max-tokens", type=int, default=None,
-                   help="also keep the oracle's greedy chat answers of at most N tokens (length ratios, runaway "
-                        "share, greedy agreement; default: none)")
-    r.add_argument("--answer-prompts", type=int, default=None, help="answer the first N prompts only")
+    REFERENCE_FLAGS.add(r, "the drift settings (gates/drift/spec.py)")
     s = sub.add_parser("score", help="phase 2: score the reference tokens on a candidate")
     s.add_argument("--url", required=True)
     s.add_argument("--reference", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--label", default=None, help="name of the candidate in tables (default: model/checkpoint)")
-    s.add_argument("--no-tokenizer-check", action="store_true",
-                   help="skip re-templating the prompts on the candidate to compare token ids")
+    SCORE_FLAGS.add(s, "the drift settings (gates/drift/spec.py)")
     s.add_argument("--no-answers", action="store_true",
                    help="do not answer the reference's chat prompts (when it holds the oracle's answers)")
     for p in (r, s):
-        p.add_argument("--score-concurrency", type=int, default=DEFAULTS.score_concurrency,
-                       help="prompts scored at once, and again for the self-check: the batch shape the noise "
-                            "floor is measured at (give the oracle and the candidate the same)")
         p.add_argument("--template", choices=["server", "sim"], default="server",
                        help="chat template: the server's own (default), or the built-in simulator's applied "
                             "here when the simulator cannot return templated ids")
@@ -105,23 +116,21 @@ def cli(argv: list[str] | None = None) -> int:
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
     c.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
     c.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    c.add_argument("--agreement-tokens", type=int, default=DEFAULTS.agreement_tokens,
-                   help="greedy_agreement compares the first N answer tokens")
+    COMPARE_FLAGS.add(c, "the drift settings (gates/drift/spec.py)")
     a = ap.parse_args(argv)
-    for flag in ("score_concurrency", "answer_max_tokens", "answer_prompts", "agreement_tokens"):
-        value = getattr(a, flag, None)
-        if value is not None and value < 1:
-            ap.error(f"--{flag.replace('_', '-')} {value}: must be >= 1")
+    parser, flags = {"reference": (r, REFERENCE_FLAGS), "score": (s, SCORE_FLAGS), "compare": (c, COMPARE_FLAGS)}[a.cmd]
+    settings: DriftSettings = flags.settings(parser, a)
     try:
         if a.cmd == "reference":
             adapter = make_adapter(a.url, a.engine)
             try:
-                ref = make_reference(adapter, load_chat_prompts(a.prompt_file, a.prompts), max_tokens=a.max_tokens,
-                                     k=a.k, concurrency=a.concurrency, provenance=_provenance(a, "oracle_lane"),
-                                     run_self_check=not a.no_self_check,
+                ref = make_reference(adapter, load_chat_prompts(settings.prompt_file, settings.prompts),
+                                     max_tokens=settings.max_tokens, k=settings.k, concurrency=a.concurrency,
+                                     provenance=_provenance(a, "oracle_lane"), run_self_check=not a.no_self_check,
                                      template=pick_template(adapter, sim_template() if a.template == "sim" else None),
-                                     score_concurrency=a.score_concurrency, answer_max_tokens=a.answer_max_tokens,
-                                     answer_prompts=a.answer_prompts)
+                                     score_concurrency=settings.score_concurrency,
+                                     answer_max_tokens=settings.answer_max_tokens,
+                                     answer_prompts=settings.answer_prompts)
             finally:
                 adapter.close()
             _write(a.out, ref)
@@ -133,10 +142,10 @@ def cli(argv: list[str] | None = None) -> int:
             check_reference(ref, source=a.reference)
             adapter = make_adapter(a.url, a.engine)
             try:
-                cand = score_candidate(adapter, ref, label=a.label, check_tokenizer=not a.no_tokenizer_check,
+                cand = score_candidate(adapter, ref, label=a.label, check_tokenizer=settings.check_tokenizer,
                                        run_self_check=not a.no_self_check, provenance=_provenance(a, "lane"),
                                        template=pick_template(adapter, sim_template() if a.template == "sim" else None),
-                                       score_concurrency=a.score_concurrency, answers=not a.no_answers)
+                                       score_concurrency=settings.score_concurrency, answers=not a.no_answers)
             finally:
                 adapter.close()
             _write(a.out, cand)
@@ -147,7 +156,7 @@ def cli(argv: list[str] | None = None) -> int:
             ref = _read(a.reference)
             check_reference(ref, source=a.reference)
             res = compare(ref, [_read(x) for x in a.candidates], sources=a.candidates,
-                          n_resamples=a.resamples, seed=a.seed, agreement_tokens=a.agreement_tokens)
+                          n_resamples=a.resamples, seed=a.seed, agreement_tokens=settings.agreement_tokens)
             print(json.dumps(res, indent=1) if a.json else render_table(res))
     except (DriftFileError, ScoringError, ValueError) as exc:
         print(f"glmf drift {a.cmd}: {exc}", file=sys.stderr)

@@ -14,8 +14,16 @@ from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.template.spec import DEFAULTS, SERVED_IDS
+from pytest_glmf.gates.flags import SettingFlags
+from pytest_glmf.gates.template.spec import TemplateSettings
 from pytest_glmf.gates.template.special import skip_special_default
+
+# The template settings (spec.py) each subcommand takes, as flags of their names (gates/flags.py).
+REFERENCE_FLAGS = SettingFlags(TemplateSettings, only=("python", "served_ids", "conversations"),
+                               help={"python": "with --model-dir: an interpreter that has transformers (default: "
+                                               "this one)"})
+CHECK_FLAGS = SettingFlags(TemplateSettings, only=("served_ids", "conversations", "context_tokens"))
+NOT_FLAGS = {"reference": "`glmf template check --reference FILE` (required there; the suite's may be null)"}
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -26,45 +34,41 @@ def cli(argv: list[str] | None = None) -> int:
     src = ref.add_mutually_exclusive_group(required=True)
     src.add_argument("--url", help="the known-good server (its served prompt ids are the reference)")
     src.add_argument("--model-dir", help="a model directory: its tokenizer and chat template, applied with transformers")
-    ref.add_argument("--python", help="with --model-dir: an interpreter that has transformers (default: this one)")
     ref.add_argument("--out", required=True, help="where to write the reference JSON")
     chk = sub.add_parser("check", help="compare a server's served prompt ids with a reference")
     chk.add_argument("--url", required=True, help="the server under test")
     chk.add_argument("--reference", required=True, help="a file from `glmf template reference`")
-    chk.add_argument("--context-tokens", type=int, default=DEFAULTS.context_tokens,
-                     help=f"tokens shown each side of the first difference (default {DEFAULTS.context_tokens})")
     chk.add_argument("--json", dest="json_out", help="write the result JSON here")
+    REFERENCE_FLAGS.add(ref, "the template settings (gates/template/spec.py)")
+    CHECK_FLAGS.add(chk, "the template settings (gates/template/spec.py)")
     for p in (ref, chk):
-        p.add_argument("--conversations", help="a conversations YAML (default: the packaged set)")
-        p.add_argument("--served-ids", choices=SERVED_IDS, default=DEFAULTS.served_ids,
-                       help="tokenize: POST /tokenize with messages; chat: the ids a chat completion returns")
         p.add_argument("--generation-config", metavar="DIR",
                        help="the served model's local directory: its generation_config.json gives the default "
                             "skip_special_tokens a vLLM >= 0.33 server applies, recorded and compared "
                             "(reference --model-dir: that directory by default)")
     args = ap.parse_args(argv)
-    if args.cmd == "check" and args.context_tokens < 1:
-        ap.error("--context-tokens must be >= 1")
-    if args.cmd == "reference" and args.python and not args.model_dir:
+    settings: TemplateSettings = (REFERENCE_FLAGS.settings(ref, args) if args.cmd == "reference"
+                                  else CHECK_FLAGS.settings(chk, args))
+    if args.cmd == "reference" and settings.python and not args.model_dir:
         ap.error("--python goes with --model-dir")
     try:
         if args.cmd == "reference":
-            return _reference(args)
-        return _check(args)
+            return _reference(args, settings)
+        return _check(args, settings)
     except (ConfigError, RuntimeError, OSError) as exc:
         print(f"glmf template {args.cmd}: {exc}")
         return 2
 
 
-def _reference(args: argparse.Namespace) -> int:
+def _reference(args: argparse.Namespace, settings: TemplateSettings) -> int:
     from pytest_glmf.gates.template.reference import local_reference, record_reference, save_reference
 
     default = _default(args.generation_config or args.model_dir)
     if args.url:
-        ref = record_reference(args.url, args.conversations, served_ids=args.served_ids,
+        ref = record_reference(args.url, settings.conversations, served_ids=settings.served_ids,
                                skip_special_tokens_default=default)
     else:
-        ref = local_reference(args.model_dir, args.conversations, python=args.python,
+        ref = local_reference(args.model_dir, settings.conversations, python=settings.python,
                               skip_special_tokens_default=default)
     save_reference(ref, args.out)
     sizes = ", ".join(f"{c['id']} {len(c['ids'])}" for c in ref["conversations"])
@@ -72,13 +76,13 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace, settings: TemplateSettings) -> int:
     from pytest_glmf.gates.template.api import measure_template
 
     so_far: list[Any] = []      # the result of the conversations done, after each one
     try:
-        result = measure_template(args.url, args.reference, args.conversations, served_ids=args.served_ids,
-                                  context_tokens=args.context_tokens,
+        result = measure_template(args.url, args.reference, settings.conversations, served_ids=settings.served_ids,
+                                  context_tokens=settings.context_tokens,
                                   skip_special_tokens_default=_default(args.generation_config),
                                   on_conversation=so_far.append)
     except KeyboardInterrupt:

@@ -28,6 +28,7 @@ from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import served_model
 from pytest_glmf.gates.template.conversations import Conversation, conversations_hash, load_conversations
 from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
+from pytest_glmf.gates.template.spec import DEFAULTS
 from pytest_glmf.gates.template.special import lane_skip_special_default
 from pytest_glmf.sim.openai_api import chat_prompt_ids
 from pytest_glmf.sim.tokenizer import token_text
@@ -48,7 +49,7 @@ def make_reference(conversations: list[Conversation], rendered: dict[str, dict[s
 
 
 def record_reference(url: str, conversations: list[Conversation] | str | Path | None = None, *,
-                     served_ids: str = "tokenize", model: str | None = None,
+                     served_ids: str = DEFAULTS.served_ids, model: str | None = None,
                      timeouts: dict[str, float] | None = None,
                      skip_special_tokens_default: dict[str, Any] | None = None) -> dict[str, Any]:
     """The reference as the server at `url` (the known-good image) renders the conversations;

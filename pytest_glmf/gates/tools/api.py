@@ -15,7 +15,7 @@ fixture calls `measure_tools` on the session's server.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from pytest_glmf.gates.bounds import bounds_or_default, lane_phrase
 from pytest_glmf.gates.tools.harness import (
     DEFAULT_MAX_TOKENS,
     Scenario,
+    TurnResult,
     failure_hint,
+    harness_summary,
     load_scenarios,
     request_error_cause,
     run_harness,
@@ -88,21 +90,30 @@ class ToolsResult:
 def measure_tools(url: str, scenarios: str | Path | Sequence[Scenario] | None = None, *, concurrency: int = 1,
                   tool_choice: str = DEFAULTS.tool_choice, strict: bool = DEFAULTS.strict, model: str | None = None,
                   check_stream: bool = True, timeouts: Mapping[str, float] | None = None,
-                  max_tokens: int = DEFAULT_MAX_TOKENS) -> ToolsResult:
+                  max_tokens: int = DEFAULT_MAX_TOKENS,
+                  on_turn: Callable[[ToolsResult], None] | None = None) -> ToolsResult:
     """Ask every applicable turn of `scenarios` (a YAML file, a list of `Scenario`, or None: the
     packaged set) at `concurrency` turns in flight, non-streamed and streamed, and count what
     parsed. `tool_choice`: auto | required | named; `strict` adds "strict": true to every
     function. `timeouts`: a lane's `timeouts` mapping; `max_tokens` per answer (a call it cuts is
-    reported as CUT_BY_MAX_TOKENS, not as a leak)."""
+    reported as CUT_BY_MAX_TOKENS, not as a leak). `on_turn` gets the result so far after each
+    turn (what a Ctrl-C keeps)."""
 
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
     turns = list(scenarios) if isinstance(scenarios, Sequence) and not isinstance(scenarios, str) \
         else load_scenarios(scenarios)
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
+    done: list[TurnResult] = []
+
+    def each(turn: TurnResult) -> None:
+        done.append(turn)
+        if on_turn is not None:
+            on_turn(ToolsResult.from_summary(harness_summary(done, turns, concurrency=concurrency,
+                                                             tool_choice=tool_choice, strict=strict)))
     with Client(url, Timeouts(**known)) as client:
         summary = run_harness(client, turns, concurrency=concurrency, tool_choice=tool_choice, strict=strict,
-                              model=model, check_stream=check_stream, max_tokens=max_tokens)
+                              model=model, check_stream=check_stream, max_tokens=max_tokens, on_turn=each)
     return ToolsResult.from_summary(summary)
 
 

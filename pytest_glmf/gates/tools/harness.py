@@ -158,7 +158,8 @@ def find_leaks(text: str) -> list[str]:
     return [p.pattern.replace("\\", "") for p in LEAK_PATTERNS if p.search(text or "")]
 
 
-def request_body(s: Scenario, tool_choice: str = "auto", *, model: str | None = None, strict: bool = False,
+def request_body(s: Scenario, tool_choice: str = DEFAULTS.tool_choice, *, model: str | None = None,
+                 strict: bool = DEFAULTS.strict,
                  max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
     tools = [{**t, "function": {**t["function"], "strict": True}} if strict else t for t in s.tools]
     # skip_special_tokens sent, false: tool markup that is a special token stays in the text the
@@ -191,7 +192,7 @@ def _parse_args(raw: str) -> tuple[Any, str | None]:
         return None, f"arguments are not JSON ({exc.msg if hasattr(exc, 'msg') else exc}): {raw[:80]!r}"
 
 
-def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = "auto",
+def check_answer(s: Scenario, ans: ToolAnswer, tool_choice: str = DEFAULTS.tool_choice,
                  max_tokens: int | None = None) -> list[str]:
     """Every problem of one answer, as short sentences (empty list: the answer is right).
     `max_tokens`: the request's budget, which tells a cut call that its engine reports as
@@ -325,8 +326,8 @@ def ask(client: Client, body: dict[str, Any], stream: bool) -> ToolAnswer:
         return ToolAnswer("stream" if stream else "non-stream", error=why[:300], error_cause=cause)
 
 
-def run_turn(client: Client, s: Scenario, *, tool_choice: str = "auto", model: str | None = None,
-             strict: bool = False, check_stream: bool = True, repeat: int = 0,
+def run_turn(client: Client, s: Scenario, *, tool_choice: str = DEFAULTS.tool_choice, model: str | None = None,
+             strict: bool = DEFAULTS.strict, check_stream: bool = True, repeat: int = 0,
              max_tokens: int = DEFAULT_MAX_TOKENS) -> TurnResult:
     body = request_body(s, tool_choice, model=model, strict=strict, max_tokens=max_tokens)
     answers = [ask(client, body, stream=False)]

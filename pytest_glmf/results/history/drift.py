@@ -28,7 +28,6 @@ from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import Tolerance
 
 ALPHA = 0.01
-DEFAULT_WINDOW = 5
 MIN_WINDOW = 3     # below 3 against 3 the exact rank test cannot reach p < 0.05, let alone 0.01
 
 
@@ -62,7 +61,7 @@ class Drift:
                 " ".join(fmt(v) for v in [*self.before, *self.recent])]
 
 
-def drift_test(values: Sequence[float], direction: str, window: int = DEFAULT_WINDOW,
+def drift_test(values: Sequence[float], direction: str, window: int,
                tolerance: Tolerance | None = None, *, gate: str = "", key: str = "", metric: str = "",
                sessions: Sequence[str] = ()) -> Drift | None:
     """The test on one metric's series (oldest first, the current run last). None when the series

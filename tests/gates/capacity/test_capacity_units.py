@@ -236,10 +236,10 @@ def test_the_public_api_is_importable_from_the_package_and_capacity_tests_run_al
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workers", "0"], "glmf capacity: error: glmf capacity.workers: "),
-    (["--lag-p99-max-ms", "0"], "glmf capacity: error: glmf capacity.lag_p99_max_s: "),
-    (["--client-error-max", "0"], "glmf capacity: error: glmf capacity.client_error_max_pct: "),
-    (["--client-retries", "-1"], "glmf capacity: error: glmf capacity.client_retries: "),
+    (["--workers", "0"], "glmf capacity: error: --workers: expected an integer >= 1, got 0"),
+    (["--lag-p99-max-ms", "0"], "glmf capacity: error: --lag-p99-max-ms: expected a number > 0, got 0.0"),
+    (["--client-error-max", "0"], "glmf capacity: error: --client-error-max: expected a number > 0, got 0.0"),
+    (["--client-retries", "-1"], "glmf capacity: error: --client-retries: expected an integer >= 0, got -1"),
 ])
 def test_the_curves_client_flags_are_checked_like_the_settings(args, message, capsys):
     from pytest_glmf.cli import main

@@ -304,7 +304,7 @@ def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp
 
     with pytest.raises(SystemExit) as exc:
         curve_cli(["--url", "http://127.0.0.1:9", "--client-retries", "-1"])
-    assert exc.value.code == 2 and "--client-retries takes an integer >= 0, got -1" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--client-retries: expected an integer >= 0, got -1" in capsys.readouterr().err
 
     real, calls = runner.workers_check, []
 

@@ -206,4 +206,4 @@ def test_the_command_line_measures_the_floor_and_the_answers(servers, tmp_path, 
     with pytest.raises(SystemExit):
         drift_cli(["score", "--url", servers["cand"].base_url, "--reference", str(ref), "--out", str(cand),
                    "--score-concurrency", "0"])
-    assert "--score-concurrency 0: must be >= 1" in capsys.readouterr().err
+    assert "--score-concurrency: expected an integer >= 1, got 0" in capsys.readouterr().err
