@@ -147,3 +147,24 @@ def daily_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Server"]:
     server = launch_lane(lane, tmp_path_factory.mktemp("sim-daily"), "daily-sim")
     yield server
     server.stop()
+
+
+def _unfold(text: str, width: int = 120) -> str:
+    """`text` as it was before `gates.verdict.wrap` folded it at `width`: a line indented by four
+    spaces is joined to the line above when that line is full (its next word did not fit), the
+    fold's own rule; any other indented line (a table, a traceback) stays where it is."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        word = line.strip().split(" ", 1)[0]
+        if lines and line.startswith("    ") and word and len(lines[-1]) + 1 + len(word) > width:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def unfold() -> Callable[[str], str]:
+    """Printed text with its folded lines (wider than 120 columns, continued four spaces in) joined
+    again, for matching a long line whole; what was printed fits 120 columns (test_widths.py)."""
+    return _unfold

@@ -163,12 +163,13 @@ def wrap(line: str, width: int = WIDTH) -> str:
 
 
 def failure_table(checks: Iterable[Check]) -> str:
+    """One row per missed bound; a note too long for the terminal goes under the table as "[1] ..."."""
     rows = []
     for c in checks:
         label = f"{c.metric} {c.where}".strip()
         note = "; ".join(p for p in (c.change(), c.hint, f"({c.source})" if c.source else "") if p)
         rows.append([label, fmt(c.value), c.expected(), note])
-    return render_table(rows, ["metric", "measured", "expected", "note"])
+    return fit_table(["metric", "measured", "expected", "note"], rows)
 
 
 # ---------------------------------------------------------------------------- "something was verified"

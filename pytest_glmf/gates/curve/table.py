@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.curve.checks import describe_flags
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import fit_table, fmt
 
 DEFINITIONS = {
     "ttft_s": "first chunk with content, reasoning or a tool call minus request send; queueing included",
@@ -19,7 +19,8 @@ DEFINITIONS = {
 
 
 def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The recipe's table: users, aggregate, per-user, TTFT p50/p95, spread, seats, flags."""
+    """The recipe's table: users, aggregate, per-user, TTFT p50/p95, spread, seats, flags (long
+    flags as numbered notes under it: the table fits 120 columns)."""
     body = []
     for r in rows:
         seats = r.get("seats")
@@ -29,8 +30,8 @@ def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
                      fmt(r.get("per_user_tok_s_p5")), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
                      "-" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %", seat_txt,
                      "ok" if r.get("valid") and not flags else "; ".join(flags) or "invalid"])
-    return render_table(body, ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
-                               "TTFT p95 s", "spread", "seats", "flags"])
+    return fit_table(["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s", "TTFT p95 s", "spread",
+                      "seats", "flags"], body)
 
 
 def knee_sentence(k: Mapping[str, Any]) -> str:
