@@ -154,12 +154,14 @@ def _unfold(text: str, width: int = 120) -> str:
     spaces is joined to the line above when that line is full (its next word did not fit), the
     fold's own rule; any other indented line (a table, a traceback) stays where it is."""
     lines: list[str] = []
+    above = 0                     # the printed width of the line above (not of what it was joined into)
     for line in text.splitlines():
         word = line.strip().split(" ", 1)[0]
-        if lines and line.startswith("    ") and word and len(lines[-1]) + 1 + len(word) > width:
+        if lines and line.startswith("    ") and word and above + 1 + len(word) > width:
             lines[-1] += " " + line.strip()
         else:
             lines.append(line)
+        above = len(line)
     return "\n".join(lines)
 
 

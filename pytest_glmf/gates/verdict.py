@@ -8,6 +8,7 @@ to turn. Baseline comparison (regressions against a stored run) produces the sam
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -160,6 +161,20 @@ def _widest(heads: list[list[str]], body: list[list[str]]) -> int:
 def wrap(line: str, width: int = WIDTH) -> str:
     """A long note or sentence folded to `width`, its continuation lines indented."""
     return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+
+
+def fold(line: str, width: int = WIDTH) -> str:
+    """A progress line folded at `width`, its continuation lines four spaces deeper than it starts.
+    A table row (" | ", or the rule under the header) is printed whole, split mid-row it is no row;
+    so is an error line ("ValueError: ...", "error: ..."), which is read and searched for whole."""
+    if len(line) <= width or " | " in line or "-+-" in line or _ERROR_LINE.search(line):
+        return line
+    indent = line[:len(line) - len(line.lstrip())]
+    return textwrap.fill(line, width, subsequent_indent=indent + "    ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+_ERROR_LINE = re.compile(r"^\s*([^:|]+: )?([\w.]*Error|error|ERROR)\b:|^\s*Traceback ")
 
 
 def failure_table(checks: Iterable[Check]) -> str:

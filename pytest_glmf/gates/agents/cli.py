@@ -23,6 +23,7 @@ from typing import Any
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.spec import DEFAULTS, REPLAY, REPLAY_DEFAULTS, SPEC
 from pytest_glmf.gates.spec import GateSpec
+from pytest_glmf.gates.verdict import fold
 
 # flag -> the setting it sets (None: not given, the setting's default)
 SESSION_FLAGS = {"--sessions-file": "sessions_file", "--sessions": "sessions", "--turns": "turns",
@@ -40,7 +41,13 @@ NOT_MEASURED = ("capacity_sessions",)
 
 
 def say(line: str) -> None:
+    """An error or a one-line note on stderr, whole."""
     print(line, file=sys.stderr, flush=True)
+
+
+def progress(line: str) -> None:
+    """A progress line on stderr, folded at 120 columns (a table row whole: `fold`)."""
+    say(fold(line))
 
 
 def settings_from_flags(p: argparse.ArgumentParser, a: argparse.Namespace, flags: dict[str, str],
@@ -183,7 +190,7 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
     from pytest_glmf.gates.verdict import failed_checks
 
     what = settings.sessions_file or f"{settings.sessions} sessions x {settings.turns} turns"
-    say(f"glmf agents: {what} against {a.url}")
+    progress(f"glmf agents: {what} against {a.url}")
     result = measured(lambda: measure_agents(a.url, settings=settings, time_scale=time_scale), "glmf agents")
     if result is None:
         return 2
@@ -252,9 +259,10 @@ def run_replay(a: argparse.Namespace, trace: Any, settings: Any, bounds: dict[st
     from pytest_glmf.gates.agents.replay import measure_replay, replay_checks
     from pytest_glmf.gates.verdict import failed_checks
 
-    say(f"glmf agents replay: {len(trace.requests)} requests of {trace.source} at x{settings.speedup:g} "
-        f"against {a.url}")
-    result = measured(lambda: measure_replay(a.url, trace, settings=settings, time_scale=time_scale, progress=say),
+    progress(f"glmf agents replay: {len(trace.requests)} requests of {trace.source} at x{settings.speedup:g} "
+             f"against {a.url}")
+    result = measured(lambda: measure_replay(a.url, trace, settings=settings, time_scale=time_scale,
+                                             progress=progress),
                       "glmf agents replay")
     if result is None:
         return 2

@@ -14,7 +14,7 @@ from pytest_glmf.gates.curve.spec import DEFAULTS, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workers import ARRIVALS
 from pytest_glmf.gates.curve.workload import load_prompt_variants
-from pytest_glmf.gates.verdict import wrap
+from pytest_glmf.gates.verdict import fold
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -84,7 +84,7 @@ def cli(argv: list[str] | None = None) -> int:
     finished: list[dict] = []
     try:
         result = run_curve(url, users, workload=workload, settings=run_settings, facts=facts, on_row=finished.append,
-                           progress=lambda line: print(wrap(line), file=sys.stderr, flush=True))
+                           progress=lambda line: print(fold(line), file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         if finished:
             print(curve_table(finished))
