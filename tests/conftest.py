@@ -9,6 +9,7 @@ with 503 until a delay passes (slowready). Calls of /health_generate are counted
 """
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -170,3 +171,44 @@ def unfold() -> Callable[[str], str]:
     """Printed text with its folded lines (wider than 120 columns, continued four spaces in) joined
     again, for matching a long line whole; what was printed fits 120 columns (test_widths.py)."""
     return _unfold
+
+
+_NOTE = re.compile(r"^\[(\d+)\] (.*)$")
+
+
+def _inline_notes(text: str) -> str:
+    """`text` unfolded, each table's numbered notes put back into the cells that point to them ("[1]"
+    in a cell, "[1] its text" under the table, as `gates.verdict.fit_table` moves a long cell) and
+    the note lines dropped: a row read whole, as one line, for a pin on its content. The layout
+    itself (the note under the table, 120 columns) is pinned by tests/test_widths.py and the boot,
+    curve and capacity suites' tests."""
+    lines = _unfold(text).splitlines()
+    out: list[str] = []
+    table: list[int] = []          # indexes in `out` of the current table's rows
+    notes: dict[str, str] = {}
+    for line in [*lines, ""]:
+        note = _NOTE.match(line)
+        if note and table:
+            notes[note.group(1)] = note.group(2)
+            continue
+        if notes:                  # the table's notes ended: put them back
+            for i in table:
+                cells = out[i].split(" | ")
+                for j, cell in enumerate(cells):
+                    m = re.fullmatch(r"(.*?)\[(\d+)\](\s*)", cell)
+                    if m and m.group(2) in notes:
+                        text_ = notes[m.group(2)]
+                        cells[j] = (f"{m.group(1)}[{text_}]" if m.group(1) else text_) + m.group(3)
+                out[i] = " | ".join(cells)
+            notes = {}
+        table = [*table, len(out)] if " | " in line else ([] if not line.startswith("-") or "-+-" not in line
+                                                          else table)
+        out.append(line)
+    return "\n".join(out[:len(lines)])
+
+
+@pytest.fixture
+def inline_notes() -> Callable[[str], str]:
+    """Printed text with each table's numbered notes back in their cells, and folded lines joined:
+    a failure row read whole, as before tables fit 120 columns (the pins of its content)."""
+    return _inline_notes

@@ -35,6 +35,18 @@ def test_a_failure_table_keeps_its_long_note_under_it():
     assert all(line.startswith("    ") for line in lines[5:])
 
 
+def test_a_failure_table_moves_its_note_before_its_metrics_name():
+    """A long metric label (drift's paired gap names its interval) stays in the table when moving
+    the note is enough; the longest cell would have been the label."""
+    check = Check("mean_abs_dlogp gap mine - good", 0.806, {"max": 0},
+                  where="lower end of the paired 95% CI [0.806, 1.048]; wins 4:0",
+                  hint="mine is significantly further from the oracle than good", source="test_user.py:17")
+    lines = failure_message([check]).splitlines()
+    assert lines[3].startswith("mean_abs_dlogp gap mine - good lower end of the paired 95% CI [0.806, 1.048]; wins 4:0")
+    assert lines[3].endswith("| [1]") and lines[4].startswith("[1] +0.806; mine is significantly further")
+    assert max(map(len, lines)) <= 120
+
+
 TEST_LIVE = f"""
 from pytest_glmf.plugin.progress import live_progress
 
