@@ -10,6 +10,7 @@ with 503 until a delay passes (slowready). Calls of /health_generate are counted
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import subprocess
 import sys
@@ -192,3 +193,67 @@ def glmf_sim() -> Callable[..., AbstractContextManager[str]]:
     """`with glmf_sim(where, *flags, ready_s=60) as url:` the simulator as a user's own server
     (`glmf sim --port PORT FLAGS`, run in `where`), stopped after."""
     return _glmf_sim
+
+
+def _unfold(text: str, width: int = 120) -> str:
+    """`text` as it was before `gates.verdict.wrap` folded it at `width`: a line indented by four
+    spaces is joined to the line above when that line is full (its next word did not fit), the
+    fold's own rule; any other indented line (a table, a traceback) stays where it is."""
+    lines: list[str] = []
+    above = 0                     # the printed width of the line above (not of what it was joined into)
+    for line in text.splitlines():
+        word = line.strip().split(" ", 1)[0]
+        if lines and line.startswith("    ") and word and above + 1 + len(word) > width:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+        above = len(line)
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def unfold() -> Callable[[str], str]:
+    """Printed text with its folded lines (wider than 120 columns, continued four spaces in) joined
+    again, for matching a long line whole; what was printed fits 120 columns (test_widths.py)."""
+    return _unfold
+
+
+_NOTE = re.compile(r"^\[(\d+)\] (.*)$")
+
+
+def _inline_notes(text: str) -> str:
+    """`text` unfolded, each table's numbered notes put back into the cells that point to them ("[1]"
+    in a cell, "[1] its text" under the table, as `gates.verdict.fit_table` moves a long cell) and
+    the note lines dropped: a row read whole, as one line, for a pin on its content. The layout
+    itself (the note under the table, 120 columns) is pinned by tests/test_widths.py and the boot,
+    curve and capacity suites' tests."""
+    lines = _unfold(text).splitlines()
+    out: list[str] = []
+    table: list[int] = []          # indexes in `out` of the current table's rows
+    notes: dict[str, str] = {}
+    for line in [*lines, ""]:
+        note = _NOTE.match(line)
+        if note and table:
+            notes[note.group(1)] = note.group(2)
+            continue
+        if notes:                  # the table's notes ended: put them back
+            for i in table:
+                cells = out[i].split(" | ")
+                for j, cell in enumerate(cells):
+                    m = re.fullmatch(r"(.*?)\[(\d+)\](\s*)", cell)
+                    if m and m.group(2) in notes:
+                        text_ = notes[m.group(2)]
+                        cells[j] = (f"{m.group(1)}[{text_}]" if m.group(1) else text_) + m.group(3)
+                out[i] = " | ".join(cells)
+            notes = {}
+        table = [*table, len(out)] if " | " in line else ([] if not line.startswith("-") or "-+-" not in line
+                                                          else table)
+        out.append(line)
+    return "\n".join(out[:len(lines)])
+
+
+@pytest.fixture
+def inline_notes() -> Callable[[str], str]:
+    """Printed text with each table's numbered notes back in their cells, and folded lines joined:
+    a failure row read whole, as before tables fit 120 columns (the pins of its content)."""
+    return _inline_notes

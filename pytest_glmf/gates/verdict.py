@@ -8,6 +8,7 @@ to turn. Baseline comparison (regressions against a stored run) produces the sam
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -96,11 +97,12 @@ def render_table(rows: list[list[str]], header: list[str] | None = None) -> str:
 WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells become notes under them
 
 
-def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> str:
+def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, first: tuple[int, ...] = ()) -> str:
     """`render_table` made to fit `width`: a one-row table printed on end; long headers on two lines
     ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
     ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
-    "503 [1]"; one number per distinct text, numbered in reading order)."""
+    "503 [1]"; one number per distinct text, numbered in reading order). `first`: columns whose long
+    cells go under the table before any other's (a failure's note before its metric's name)."""
     body = [list(r) for r in body]
     halves = [_halves(h) for h in header]
     if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
@@ -117,7 +119,7 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH) -> s
                  if (j > 0 or len(c) > 24) and len(c) > 10 and "\0" not in c]
         if not cells:
             break
-        _, i, j = max(cells)
+        _, i, j = max([c for c in cells if c[2] in first] or cells)
         text = body[i][j]
         value, _, flag = text.partition(" [")
         keep, note = (value + " ", flag[:-1]) if flag.endswith("]") else ("", text)
@@ -162,13 +164,28 @@ def wrap(line: str, width: int = WIDTH) -> str:
     return textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
+def fold(line: str, width: int = WIDTH) -> str:
+    """A progress line folded at `width`, its continuation lines four spaces deeper than it starts.
+    A table row (" | ", or the rule under the header) is printed whole, split mid-row it is no row;
+    so is an error line ("ValueError: ...", "error: ..."), which is read and searched for whole."""
+    if len(line) <= width or " | " in line or "-+-" in line or _ERROR_LINE.search(line):
+        return line
+    indent = line[:len(line) - len(line.lstrip())]
+    return textwrap.fill(line, width, subsequent_indent=indent + "    ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+_ERROR_LINE = re.compile(r"^\s*([^:|]+: )?([\w.]*Error|error|ERROR)\b:|^\s*Traceback ")
+
+
 def failure_table(checks: Iterable[Check]) -> str:
+    """One row per missed bound; a note too long for the terminal goes under the table as "[1] ..."."""
     rows = []
     for c in checks:
         label = f"{c.metric} {c.where}".strip()
         note = "; ".join(p for p in (c.change(), c.hint, f"({c.source})" if c.source else "") if p)
         rows.append([label, fmt(c.value), c.expected(), note])
-    return render_table(rows, ["metric", "measured", "expected", "note"])
+    return fit_table(["metric", "measured", "expected", "note"], rows, first=(3,))
 
 
 # ---------------------------------------------------------------------------- "something was verified"

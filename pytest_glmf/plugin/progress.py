@@ -6,18 +6,22 @@ from collections.abc import Callable
 
 import pytest
 
+from pytest_glmf.gates.verdict import fold
+
 
 def live_progress(config: pytest.Config) -> Callable[[str], None] | None:
-    """A `say(line)` that writes an indented line to the terminal now; None without a terminal."""
+    """A `say(line)` that writes an indented line to the terminal now, folded at 120 columns (a
+    table row and an error line whole: `fold`); None without a terminal."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capman = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:
         return None
 
     def say(line: str) -> None:
+        text = fold("  " + line)
         if capman is None:
-            reporter.write_line("  " + line)
+            reporter.write_line(text)
             return
         with capman.global_and_fixture_disabled():
-            reporter.write_line("  " + line)
+            reporter.write_line(text)
     return say

@@ -280,8 +280,13 @@ def gate_lines(lane: str | None, gates: dict[str, dict[str, Any]]) -> list[str]:
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'' if n == 1 else 's'}"
 
-    done = [f"{g} ({count(d['checks'], 'check')} in {count(sum(d['tests'].values()), 'test')})"
-            for g, d in gates.items() if d["checks"]]
+    def tests(outcomes: dict[str, int]) -> str:
+        """'4 tests', or '2 of 4 tests' when some skipped: a skipped test verified nothing."""
+        total = sum(outcomes.values())
+        ran = total - outcomes.get("skipped", 0)
+        return count(total, "test") if ran == total else f"{ran} of {count(total, 'test')}"
+
+    done = [f"{g} ({count(d['checks'], 'check')} in {tests(d['tests'])})" for g, d in gates.items() if d["checks"]]
     lines = [f"glmf: verified{on}: {', '.join(done) if done else 'nothing'}"]
     lines += [f"glmf: NOT verified{on}: {g}: {d['why_not']}" for g, d in gates.items() if not d["checks"]]
     return lines

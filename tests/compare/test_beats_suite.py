@@ -24,7 +24,7 @@ def servers():
         yield fast.url, flat.url
 
 
-def test_beats_below_the_crossover_passes_above_it_fails(pytester: pytest.Pytester, servers) -> None:
+def test_beats_below_the_crossover_passes_above_it_fails(pytester: pytest.Pytester, servers, inline_notes) -> None:
     fast, flat = servers
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  fast: {{launcher: attach, url: '{fast}'}}\n"
                                              f"  flat: {{launcher: attach, url: '{flat}'}}\n")
@@ -37,7 +37,7 @@ def test_beats_below_the_crossover_passes_above_it_fails(pytester: pytest.Pytest
         "--glmf-lane", "fast", "--glmf-lane", "flat", "-rs", str(SUITES / "test_curve.py"), str(SUITES / "test_versus.py"))
     # four rows; beats on fast (flat not measured yet: skipped), then on flat: judged, the 16-user entry fails
     result.assert_outcomes(passed=4, skipped=1, failed=1)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "*fast does not beat flat on per_user_tok_s: 1 threshold(s) missed",
         "*per_user_tok_s: lead of fast over flat @ 16 users | -* | >= * | *flat wins*(thresholds.yaml: "
         "lanes.fast.curve.beats)",

@@ -56,12 +56,12 @@ def test_the_crossover_is_found_within_the_spread_and_the_seat_capped_row_exclud
     assert c.sentence().startswith("fast-start beats flat per user up to 8 users; from 16 flat wins")
 
 
-def test_assert_lane_beats_passes_below_and_fails_above_with_the_reason(curves) -> None:
+def test_assert_lane_beats_passes_below_and_fails_above_with_the_reason(curves, inline_notes) -> None:
     a, b = curves
     assert_lane_beats(a, b, users=[4, 8], names=("fast-start", "flat"))
     with pytest.raises(pytest.fail.Exception) as exc:
         assert_lane_beats(a, b, users=[8, 16, 24], names=("fast-start", "flat"), source="test")
-    text = str(exc.value)
+    text = inline_notes(str(exc.value))
     assert text.startswith("fast-start does not beat flat on per_user_tok_s: 2 threshold(s) missed")
     assert "per_user_tok_s: lead of fast-start over flat @ 16 users" in text and "flat wins" in text
     assert ("@ 24 users | -        | >= 0     | not measured; not a measurement of both lanes: fast-start: "

@@ -103,12 +103,12 @@ def test_curve_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
     ], consecutive=True)
 
 
-def test_boot_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
+def test_boot_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path, inline_notes) -> None:
     run(pytester, "test_my_boot.py", "batch").assert_outcomes(passed=3)
     # the daily lane's 48 state slots give 9 seats: the 48-user promise fails with the cap's knob
     seats = run(pytester, "test_my_boot.py", "daily")
     seats.assert_outcomes(passed=2, failed=1)
-    seats.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(seats.stdout.str()).splitlines()).fnmatch_lines([
         "lane 'daily': 1 curve row(s) would queue behind the seat cap",
         "metric * | measured | expected | note",
         "*",
@@ -118,7 +118,7 @@ def test_boot_example_passes_and_fails_with_the_table(pytester: pytest.Pytester,
     line = tighten(examples / "test_my_boot.py", 'context_len={"min": 32768}', 'context_len={"min": 4194304}')
     bad = run(pytester, "test_my_boot.py::test_every_user_has_room_for_a_document", "batch")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "boot facts of lane 'batch': 1 threshold(s) missed",
         "metric * | measured | expected * | note",
         "*",
@@ -126,7 +126,7 @@ def test_boot_example_passes_and_fails_with_the_table(pytester: pytest.Pytester,
     ], consecutive=True)
 
 
-def test_tools_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
+def test_tools_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path, inline_notes) -> None:
     ok = run(pytester, "test_my_tools.py", "batch")
     ok.assert_outcomes(passed=2)
     ok.stdout.fnmatch_lines(["tool turns parsed 9/9 at concurrency 8 (tool_choice=auto); leaks 0, *"])
@@ -136,7 +136,7 @@ def test_tools_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
     line = tighten(examples / "test_my_tools.py", 'wrong_calls={"max": 0}', 'wrong_calls={"max": 0}, parsed={"min": 3}')
     bad = run(pytester, "test_my_tools.py::test_our_tools_parse", "batch")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "tool gate of lane 'batch' @ 1 user(s): parsed 2/3, leaks 0, wrong calls 1: 3 threshold(s) missed",
         "metric * | measured | expected | note",
         "*",
@@ -151,7 +151,8 @@ def test_tools_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
     ], consecutive=True)
 
 
-def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
+def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path,
+                                                            inline_notes) -> None:
     ok = run(pytester, "test_my_acceptance.py", "daily")
     ok.assert_outcomes(passed=4)
     ok.stdout.fnmatch_lines(["order lines as JSON | * | 0.* | *", "customer replies * | * | 0.* | *"])
@@ -160,7 +161,7 @@ def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pyt
     line = tighten(examples / "test_my_acceptance.py", 'accept_rate={"min": 0.25}', 'accept_rate={"min": 0.9}')
     bad = run(pytester, "test_my_acceptance.py::test_mean_acceptance", "daily")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "speculative acceptance of lane 'daily', mean over 2 classes: 1 threshold(s) missed",
         "metric * | measured | expected | note",
         "*",
@@ -168,7 +169,7 @@ def test_acceptance_example_passes_and_fails_with_the_table(pytester: pytest.Pyt
     ], consecutive=True)
 
 
-def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path) -> None:
+def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester, examples: Path, inline_notes) -> None:
     ok = run(pytester, "test_my_drift.py", "batch")
     ok.assert_outcomes(passed=4)   # exact scoring, drift, drift above the floor, and the template beside it
     ok.stdout.fnmatch_lines(["quant (vs batch-oracle) | mean |dlogp| *", "batch * | 0.* | ?0.*, 0.*? | *| 0 (exact) *",
@@ -181,7 +182,7 @@ def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
     line = tighten(examples / "test_my_drift.py", 'mean_abs_dlogp={"max": 0.2}', 'mean_abs_dlogp={"max": 0.01}')
     bad = run(pytester, "test_my_drift.py::test_quantization_drift", "batch")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "drift of batch against the oracle",
         "quant (vs batch-oracle) | mean |dlogp| *",
         "*",
@@ -196,7 +197,7 @@ def test_drift_example_passes_and_fails_with_the_table(pytester: pytest.Pytester
 
 
 def test_template_example_passes_and_fails_with_the_text_around_the_difference(pytester: pytest.Pytester,
-                                                                               examples: Path) -> None:
+                                                                               examples: Path, inline_notes) -> None:
     ok = run(pytester, "test_my_template.py", "batch", "-s")
     ok.assert_outcomes(passed=1)
     ok.stdout.fnmatch_lines(["*template: 7/7 conversations render to the reference's prompt ids (served via tokenize; "
@@ -208,7 +209,7 @@ def test_template_example_passes_and_fails_with_the_text_around_the_difference(p
                if "assert_template" in ln)
     bad = run(pytester, "test_my_template.py", "batch")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "template gate of lane 'batch': 0/7 conversations render to the reference's prompt ids (reference: the "
         "simulator's own template): 1 threshold(s) missed",
         "metric *| measured | expected | note",

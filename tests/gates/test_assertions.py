@@ -71,7 +71,7 @@ def test_a_bad_bound_is_the_thresholds_loaders_error_at_the_test_line(pytester, 
     assert "Traceback" not in result.stdout.str()
 
 
-def test_missed_bounds_fail_with_the_gate_table_and_the_test_line(pytester):
+def test_missed_bounds_fail_with_the_gate_table_and_the_test_line(pytester, inline_notes):
     pytester.makepyfile(test_user=HEADER + '''
 
 def test_boot():
@@ -92,7 +92,7 @@ def test_acceptance():
     line = HEADER.count("\n") + 3
     result = pytester.runpytest("test_user.py")
     result.assert_outcomes(failed=4)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "boot facts of lane 'daily': 1 threshold(s) missed",
         "metric * | measured | expected | note",
         "*",
@@ -105,14 +105,14 @@ def test_acceptance():
         f"kv_pool_dtypes | fp8_e4m3 | bfloat16, fp8_e4m3 | layout: one line per KV pool; check --kv-cache-dtype (not set) and the attention "
         f"backend; (test_user.py:{line})",
     ], consecutive=True)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "lane 'daily': 2 curve row(s) would queue behind the seat cap",
         "*",
         "*",
         f"seats < users @ 8 users * | 7 * | >= 8 * | *--max-mamba-cache-size* (test_user.py:{line + 4})",
         "seats < users @ 16 users | 7 * | >= 16 * | *",
     ], consecutive=True)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "tool gate @ 1 user(s): parsed 2/3, leaks 0, wrong calls 0: 1 threshold(s) missed",
         "*",
         "*",
@@ -120,7 +120,7 @@ def test_acceptance():
         "",
         "bad turns:",
     ], consecutive=True)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "speculative acceptance, class 'prose': 1 threshold(s) missed",
         "*",
         "*",
@@ -128,7 +128,7 @@ def test_acceptance():
     ], consecutive=True)
 
 
-def test_helpers_without_bounds_hold_the_recipes_bar_or_the_measurement_itself(pytester):
+def test_helpers_without_bounds_hold_the_recipes_bar_or_the_measurement_itself(pytester, inline_notes):
     pytester.makepyfile(test_user=HEADER + '''
 
 def test_tools_default_bar():
@@ -146,7 +146,7 @@ def test_unknown_class():
 ''')
     result = pytester.runpytest("test_user.py")
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "*parsed_fraction @ 1 user(s) | 0.667 * | >= 1 * | -33.3 %; *(default: the recipe's 10/10 parsed, no leaks)",
         "the server reports no speculative decoding (stub): check --speculative-algorithm and the draft model in the "
         "boot log",

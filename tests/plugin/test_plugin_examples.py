@@ -23,10 +23,10 @@ def test_user_example_passes_on_a_server_that_keeps_the_promise(pytester, runnin
     run_example(pytester, running_fake_server, kv=201_000, seats=128).assert_outcomes(passed=2)
 
 
-def test_user_example_fails_with_a_table(pytester, running_fake_server) -> None:
+def test_user_example_fails_with_a_table(pytester, running_fake_server, inline_notes) -> None:
     result = run_example(pytester, running_fake_server, kv=50_000, seats=7)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "our 48-user promise on lane 'batch': 2 threshold(s) missed",
         "metric                        | measured | expected | note",
         "------------------------------+----------+----------+-*",

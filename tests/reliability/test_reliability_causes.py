@@ -86,7 +86,7 @@ def web_server(pytester: pytest.Pytester):
         proc.wait(timeout=10)
 
 
-def test_a_tools_run_against_an_html_501_names_the_status_not_the_parser(pytester, web_server) -> None:
+def test_a_tools_run_against_an_html_501_names_the_status_not_the_parser(pytester, web_server, inline_notes) -> None:
     results = pytester.path / "r"
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--glmf-url", web_server,
                                            "--glmf-lane", "batch", "--glmf-results", str(results), "-k", "tools")
@@ -94,7 +94,7 @@ def test_a_tools_run_against_an_html_501_names_the_status_not_the_parser(pyteste
     result.assert_outcomes(failed=2)
     error = ("the server answered with an error status (POST /v1/chat/completions -> HTTP 501: Error response "
              "Error code: 501 Message: Unsupported method ('POST'). Error code explanation: *")
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "tool gate of lane 'batch' @ 1 user(s): parsed 0/12, leaks 0, wrong calls 0, failed requests 12: "
         "2 threshold(s) missed",
         "metric * | measured | expected | note",
@@ -106,7 +106,7 @@ def test_a_tools_run_against_an_html_501_names_the_status_not_the_parser(pyteste
         "weather_single#0 (+11 more) | get_weather*| error: the server answered with an error status (POST "
         "/v1/chat/completions -> HTTP 501: *",
     ])
-    out = result.stdout.str()
+    out = inline_notes(result.stdout.str())
     assert "<html" not in out.lower() and "<!doctype" not in out.lower()
     assert "During handling of the above exception" not in out and "--tool-call-parser" not in out
     assert ledger_classes(results) == [("test_tool_calls_one_user", "server"),

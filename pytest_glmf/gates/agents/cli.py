@@ -25,6 +25,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.spec import REPLAY, SPEC, AgentsSettings, ReplaySettings
 from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.spec import GateSpec
+from pytest_glmf.gates.verdict import fold
 
 # The settings (spec.py) as flags of their names (gates/flags.py); the shorter names the CLI
 # had first stay as aliases.
@@ -57,7 +58,13 @@ NOT_MEASURED = ("capacity_sessions",)
 
 
 def say(line: str) -> None:
+    """An error or a one-line note on stderr, whole."""
     print(line, file=sys.stderr, flush=True)
+
+
+def progress(line: str) -> None:
+    """A progress line on stderr, folded at 120 columns (a table row whole: `fold`)."""
+    say(fold(line))
 
 
 def parse_bounds(p: argparse.ArgumentParser, a: argparse.Namespace, spec: GateSpec,
@@ -156,7 +163,7 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
     from pytest_glmf.gates.verdict import failed_checks
 
     what = settings.sessions_file or f"{settings.sessions} sessions x {settings.turns} turns"
-    say(f"glmf agents: {what} against {a.url}")
+    progress(f"glmf agents: {what} against {a.url}")
     finished: list[Any] = []
     try:
         result = measured(lambda: measure_agents(a.url, settings=settings, time_scale=time_scale,
@@ -207,7 +214,7 @@ def run_replay(a: argparse.Namespace, trace: Any, settings: Any, bounds: dict[st
 
     def progress(line: str) -> None:
         said.append(line)
-        say(line)
+        say(fold(line))
 
     progress(f"glmf agents replay: {len(trace.requests)} requests of {trace.source} at x{settings.speedup:g} "
              f"against {a.url}")

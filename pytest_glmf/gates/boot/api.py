@@ -27,6 +27,7 @@ from pytest_glmf.gates.verdict import (
     checks_from_bounds,
     failed_checks,
     failure_message,
+    fit_table,
     fmt,
     note_evaluated,
     render_table,
@@ -80,7 +81,7 @@ def assert_boot(facts: BootFacts, *, source: str | None = None, lane: Any = None
                     "--glmf-boot-log FILE)")
             rows = [["kv_pool_dtypes", bad["measured"], bad["expected"], f"{bad['layout']}; {knob}; ({source})"]]
             messages.append(f"KV pool dtypes{lane_phrase(lane)} differ from the thresholds\n"
-                            + render_table(rows, ["metric", "measured", "expected", "note"]))
+                            + fit_table(["metric", "measured", "expected", "note"], rows, first=(3,)))
     if messages:
         pytest.fail("\n\n".join(messages), pytrace=False)
 
@@ -109,7 +110,7 @@ def assert_seats(facts: BootFacts, users: int | Sequence[int], *, source: str | 
     if failed:
         name = getattr(lane, "name", lane)
         pytest.fail(f"{f'lane {name!r}' if name else 'the server'}: {len(failed)} curve row(s) would "
-                    "queue behind the seat cap\n" + render_table(failed, ["metric", "measured", "expected", "note"]),
+                    "queue behind the seat cap\n" + fit_table(["metric", "measured", "expected", "note"], failed, first=(3,)),
                     pytrace=False)
 
 

@@ -26,6 +26,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, build_slo
 from pytest_glmf.gates.curve.cli import CLIENT_ALIASES, MODEL_HELP
 from pytest_glmf.gates.flags import Alias, SettingFlags
+from pytest_glmf.gates.verdict import fold
 
 
 def parse_slo(text: str) -> SLO:
@@ -108,11 +109,15 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
 
     said: list[str] = []   # the probes' verdicts so far: what a Ctrl-C keeps of an unfinished search
 
-    def say(line: str) -> None:
+    def say(line: str) -> None:         # an error: printed whole
         said.append(line)
         print(line, file=sys.stderr, flush=True)
 
-    kw: dict[str, Any] = {"facts": facts, "time_scale": a.time_scale, "progress": say}
+    def progress(line: str) -> None:    # folded at 120 columns, a table row whole
+        said.append(line)
+        print(fold(line), file=sys.stderr, flush=True)
+
+    kw: dict[str, Any] = {"facts": facts, "time_scale": a.time_scale, "progress": progress}
     out: dict[str, Any] = {"slo": slo.to_dict()}
     ok = True
     users = None

@@ -20,7 +20,7 @@ from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
-from pytest_glmf.gates.verdict import wrap
+from pytest_glmf.gates.verdict import fold
 
 # The client's settings, named alike by the curve and capacity (the names `glmf curve` and
 # `glmf capacity` had before their flags came from the specs stay as aliases).
@@ -80,7 +80,7 @@ def cli(argv: list[str] | None = None) -> int:
     finished: list[dict] = []
     try:
         result = measure_curve(url, users, settings=settings, boot_facts=facts, on_row=finished.append,
-                               progress=lambda line: print(wrap(line), file=sys.stderr, flush=True))
+                               progress=lambda line: print(fold(line), file=sys.stderr, flush=True))
     except (ConfigError, ValueError) as exc:      # e.g. prompt_tokens and no /tokenize
         print(f"glmf curve: {exc}", file=sys.stderr)
         return 2

@@ -7,14 +7,15 @@ from typing import Any
 
 from pytest_glmf.gates.curve.checks import describe_flags
 from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import fit_table, fmt
 
 # the metrics the recipe's table shows, in its order
 TABLE_METRICS = ("aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "spread_pct")
 
 
 def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The recipe's table: users, aggregate, per-user, TTFT p50/p95, spread, seats, flags."""
+    """The recipe's table: users, aggregate, per-user, TTFT p50/p95, spread, seats, flags (long
+    flags as numbered notes under it: the table fits 120 columns)."""
     body = []
     for r in rows:
         seats = r.get("seats")
@@ -24,7 +25,7 @@ def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
                      fmt(r.get("per_user_tok_s_p5")), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
                      "-" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %", seat_txt,
                      "ok" if r.get("valid") and not flags else "; ".join(flags) or "invalid"])
-    return render_table(body, ["users", *(SPEC.metrics[m].column_label() for m in TABLE_METRICS), "seats", "flags"])
+    return fit_table(["users", *(SPEC.metrics[m].column_label() for m in TABLE_METRICS), "seats", "flags"], body)
 
 
 def knee_sentence(k: Mapping[str, Any]) -> str:

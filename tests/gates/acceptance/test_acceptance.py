@@ -315,7 +315,7 @@ def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
     assert mean["accept_rate"] == pytest.approx(sum(RATES.values()) / len(RATES), abs=0.02)
 
 
-def test_suite_gates_the_mean_over_classes(pytester, stub_factory):
+def test_suite_gates_the_mean_over_classes(pytester, stub_factory, inline_notes):
     stub = stub_factory("sglang")
     pytester.makefile(".yaml", thresholds="""
 schema: 1
@@ -327,13 +327,13 @@ lanes:
 """)
     result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "mean or is_measured")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.re_match_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).re_match_lines([
         rf".*speculative acceptance of lane 'daily', mean over {len(CLASSES)} classes: 1 threshold\(s\) missed",
         r"accept_rate mean over classes +\| 0\.4\d* +\| >= 0\.5 +\| -1\d\.\d %.*lanes\.daily\.acceptance\.classes\.mean\)",
     ])
 
 
-def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory):
+def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory, inline_notes):
     stub = stub_factory("sglang")
     pytester.makefile(".yaml", thresholds="""
 schema: 1
@@ -347,7 +347,7 @@ lanes:
 """)
     result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml")
     result.assert_outcomes(passed=len(CLASSES), failed=1, skipped=1)
-    result.stdout.re_match_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).re_match_lines([
         r".*speculative acceptance of lane 'daily', class 'prose': 1 threshold\(s\) missed",
         r"accept_rate class=prose +\| 0\.29\d* +\| >= 0\.5 +\| -4\d\.\d %; drafts rejected more often.*"
         r"\(thresholds\.yaml: lanes\.daily\.acceptance\.classes\.prose\)",

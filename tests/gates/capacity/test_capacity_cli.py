@@ -22,10 +22,11 @@ SLO_ARGS = ["--slo", "per_user_tok_s=17.9,ttft_s=1.0", "--prompt-tokens", "0", "
             "--resolution-users", "1", "--start", "5", "--lag-p99-max-ms", "20"]   # sized to 20 tok/s streams
 
 
-def test_capacity_from_a_shell(truth, tmp_path, capsys):
+def test_capacity_from_a_shell(truth, tmp_path, capsys, unfold):
     out = tmp_path / "cap.json"
     code = main(["capacity", "--url", truth.url, *SLO_ARGS, "--json", str(out)])
     printed = capsys.readouterr()
+    err = unfold(printed.err)        # progress folds at 120 columns
     assert code == 0
     doc = json.loads(out.read_text())
     cap = doc["capacity"]
@@ -38,11 +39,12 @@ def test_capacity_from_a_shell(truth, tmp_path, capsys):
         f"{printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; resolution 1); the boundary (a fit of the "
         f"probes' margins) at {cap['boundary_users']:.3g}, 95 % CI 5-5; 2 probe(s) (1 chosen by the model), "
         f"22 requests, {printed.out.split('22 requests, ')[1].split(' s')[0]} s")
-    assert "capacity users=5: warm pass (discarded)" in printed.err        # progress on stderr
+    assert "capacity users=5: warm pass (discarded)" in err        # progress on stderr
     # the header names the workload as the verdict does, and the first value it really probes
     assert ("capacity: the prompt file's prompt + 40 output tokens per user, >= 17.9 tok/s for 95 % of users, "
-            "TTFT p95 <= 1 s, no queueing past the seats and KV pool; at most 1024 users") in printed.err
-    assert "; first probe 5" in printed.err
+            "TTFT p95 <= 1 s, no queueing past the seats and KV pool; at most 1024 users") in err
+    assert "; first probe 5" in err
+    assert max(map(len, printed.err.splitlines())) <= 120
     assert cap["users"] == 5 and cap["search"]["first_fail"]["x"] == 6 and cap["undecided"] == ""
     assert cap["boundary_ci95"] == [5, 5] == cap["search"]["boundary_ci95"] and 5 <= cap["boundary_users"] < 6
     assert "ci95" not in cap      # no unnamed interval left to misread as the answer's

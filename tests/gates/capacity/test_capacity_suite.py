@@ -50,10 +50,10 @@ def result_doc(pytester) -> dict:
     return json.loads(max((pytester.path / "results").glob("truth-2*.json")).read_text())
 
 
-def test_capacity_meets_its_bound_and_is_recorded(pytester, truth):
+def test_capacity_meets_its_bound_and_is_recorded(pytester, truth, unfold):
     result = run_suite(pytester, truth.url, "      users: {min: 4}\n")
     result.assert_outcomes(passed=1, skipped=2)     # no frontier contexts, no rate bound
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([   # progress folds at 120
         "*capacity at >= 17.9 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
         "(the prompt file's prompt + 40 output tokens): 5 users (the last probe that passed: the service level held "
         "at 5, 6 missed per-user tok/s: 0 % of users >= 17.9 (p5 16.*), needs 95 %; resolution 1); the boundary (a "
@@ -73,23 +73,26 @@ def test_capacity_meets_its_bound_and_is_recorded(pytester, truth):
     assert entry["cost"]["probes"] == 2 and entry["cost"]["requests"] == entry["requests"] == 2 * 5 + 2 * 6
 
 
-def test_a_capacity_under_its_bound_fails_with_the_table_and_the_evidence(pytester, truth):
+def test_a_capacity_under_its_bound_fails_with_the_table_and_the_evidence(pytester, truth, unfold):
     result = run_suite(pytester, truth.url, "      users: {min: 8}\n")
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         "*capacity of lane 'truth': 1 threshold(s) missed",
         "metric * | measured | expected | note",
-        "users @ the prompt file's prompt + 40 output tokens | 5 * | >= 8 * | -37.5 %; at 6 users: per-user tok/s: "
+        "*-+-*",
+        "users @ the prompt file's prompt + 40 output tokens | 5 * | >= 8 * | [[]1]",    # the note under the table
+        "[[]1] -37.5 %; at 6 users: per-user tok/s: "
         "0 % of users >= 17.9 (p5 16.*), needs 95 %; (thresholds.yaml: lanes.truth.capacity)",
-    ])
+    ], consecutive=True)
 
 
-def test_the_seats_stop_the_search_and_the_failure_names_the_flag(pytester, truth):
+def test_the_seats_stop_the_search_and_the_failure_names_the_flag(pytester, truth, unfold):
     result = run_suite(pytester, truth.url, "      users: {min: 4}\n", seats=3)
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         "*; at most 3 users (3 seats (max_running_requests)); first probe 3",    # not the 5 asked for
-        "users @ * | 3 * | >= 4 * | -25.0 %; stopped by the seats: 3 seats (max_running_requests): "
+        "users @ * | 3 * | >= 4 * | [[]1]",
+        "[[]1] -25.0 %; stopped by the seats: 3 seats (max_running_requests): "
         "max_running_requests capped to 3 by the mamba state cache (max_mamba_cache_size=15, 5 state slots per "
         "request): increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
         "--mamba-ssm-dtype bfloat16; (thresholds.yaml: lanes.truth.capacity)",
@@ -167,7 +170,7 @@ def test_a_client_bound_probe_is_measured_again_with_more_client_processes(pytes
     assert [p["workers"] for p in entry["search"]["probes"]] == [2, 2]
 
 
-def test_a_capacity_the_client_cannot_measure_is_undecided_and_fails_naming_why(pytester, truth):
+def test_a_capacity_the_client_cannot_measure_is_undecided_and_fails_naming_why(pytester, truth, unfold):
     """Issue 31: "none: even 1 users missed the service level" from probes the client could not
     measure, and a suite that passed without an answer. Now: measured again with as many client
     processes as the cores allow, then undecided, and the test fails saying why, bounds or not."""
@@ -177,7 +180,7 @@ def test_a_capacity_the_client_cannot_measure_is_undecided_and_fails_naming_why(
     result = run_suite(pytester, truth.url, "", "-p", "starved_client")   # no users bound: no pass without an answer
     result.assert_outcomes(failed=1, skipped=2)
     most = available_cores()
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         "*capacity at >= 17.9 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool (the "
         "prompt file's prompt + 40 output tokens): undecided: at 5 the numbers are not the server's with "
         f"{most} client process(es) (client self-check: client-bound run(s): the numbers are the client's, not the "

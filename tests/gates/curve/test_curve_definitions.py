@@ -297,7 +297,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
     assert "2 (shared)" in out and "4 clients sharing 2 seats" in out
 
 
-def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch):
+def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch, unfold):
     """`--client-retries`: a negative count is refused naming the flag; a run the self-check marks
     (here: the first one, a stand-in for a stall) is measured again and the JSON says so."""
     from pytest_glmf.gates.curve import runner
@@ -322,4 +322,4 @@ def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp
 
     row = json.loads(out.read_text())["rows"][0]
     assert rc == 0 and len(calls) == 2 and row["replaced_runs"] == 1 and row["replaced_why"] == ["run 1: a stall"]
-    assert "1 client-bound run(s) measured again (run 1: a stall)" in capsys.readouterr().out
+    assert "1 client-bound run(s) measured again (run 1: a stall)" in unfold(capsys.readouterr().out)

@@ -74,7 +74,7 @@ def test_two_candidates_are_compared_pairwise(toys, reference, tmp_path):
     assert (pair["a"], pair["b"]) == ("good", "bad") and pair["gap"] > 0 and pair["wins"][0] >= pair["wins"][1]
 
 
-def test_assertion_helpers_in_a_users_test(pytester, toys, reference, tmp_path):
+def test_assertion_helpers_in_a_users_test(pytester, toys, reference, tmp_path, inline_notes):
     (tmp_path / "ref.json").write_text(json.dumps(reference))
     (tmp_path / "good.json").write_text(json.dumps(
         measure_drift(toys("good", noise=0.1).url, reference, label="good").candidate))
@@ -100,7 +100,7 @@ def test_not_worse():
 ''')
     result = pytester.runpytest("test_user.py")
     result.assert_outcomes(failed=4)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "drift of mine against the oracle",
         "quant (vs *) | mean |dlogp| *",
         "*",
@@ -112,7 +112,7 @@ def test_not_worse():
         "mean_abs_dlogp mine vs oracle (95% CI *..*) | * | <= 0.05 * | +*; the checkpoint/quantization moved the "
         "model*(test_user.py:8)",
     ], consecutive=True)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "assert_drift() at test_user.py:11: unknown key 'mean_abs_dlgop'; allowed metrics: argmax_mismatch, *",
         "instrument self-check: the same tokens scored twice differ *",
         "mine not worse than good",

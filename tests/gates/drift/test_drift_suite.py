@@ -56,7 +56,7 @@ lanes:
     assert (pytester.path / "results" / "drift" / "attach-reference.json").exists()
 
 
-def test_threshold_failure_is_a_table_with_the_ci_and_the_noise_floor(pytester, toys):
+def test_threshold_failure_is_a_table_with_the_ci_and_the_noise_floor(pytester, toys, inline_notes):
     oracle, cand = toys("vllm"), toys("vllm", noise=1.0)
     result = _run(pytester, cand.url, f"""schema: 1
 lanes:
@@ -68,7 +68,7 @@ lanes:
       p95_abs_dlogp: {{max: 100}}
 """)
     result.assert_outcomes(passed=1, failed=1, skipped=1)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "*drift of attach against the oracle*",
         "*quant (vs toy)*mean |dlogp|*ci95 (prompts)*median*p95*argmax != ref*self-check*",
         "*attach*0 (exact)*",
@@ -76,7 +76,7 @@ lanes:
         "*mean_abs_dlogp attach vs oracle (95% CI *..*)*<= 0.01*thresholds.yaml: lanes.attach.drift*",
         "*argmax_mismatch attach vs oracle (95% CI*",
     ])
-    assert "p95_abs_dlogp attach" not in result.stdout.str()
+    assert "p95_abs_dlogp attach" not in inline_notes(result.stdout.str())
 
 
 def test_not_worse_than_fails_when_the_paired_ci_is_above_zero(pytester, toys, tmp_path):
@@ -180,7 +180,7 @@ lanes:
 
 
 @pytest.mark.parametrize("mode", ["auto", "floor"])
-def test_floor_mode_judges_the_excess_and_the_floor_itself(pytester, toys, mode):
+def test_floor_mode_judges_the_excess_and_the_floor_itself(pytester, toys, mode, inline_notes):
     oracle, cand = toys("sglang"), toys("sglang", noise=0.3, jitter=1e-4)
     result = _run(pytester, cand.url, f"""schema: 1
 lanes:
@@ -192,7 +192,7 @@ lanes:
 """)
     # auto: the candidate is not exact, so floor mode judges; the floor (~1e-4) is above its bound
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
         "*floor mode: judged on the drift above the floor (excess = mean |dlogp| - floor)*",
         "floor_abs_dlogp attach vs oracle (95% CI *)*| <= 1e-05 *the engine's own noise floor rose*",
         f"*drift.settings.self_check: {mode} -> floor mode (noise floor *nats mean |dlogp|; bounded by floor_abs_dlogp)"])

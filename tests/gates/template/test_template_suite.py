@@ -60,10 +60,10 @@ def test_suite_passes_on_the_simulator_and_records_the_result(pytester, files):
     assert (entry["matched"], entry["mismatched"], entry["failed_requests"]) == (7, 0, 0)
 
 
-def test_suite_fails_on_a_dropped_tools_block_with_the_text_around_it(pytester, files):
+def test_suite_fails_on_a_dropped_tools_block_with_the_text_around_it(pytester, files, inline_notes):
     bad = run(pytester, "broken")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
         "template gate of lane 'broken': 5/7 conversations render to the reference's prompt ids (reference: the "
         "simulator's own template): 1 threshold(s) missed",
         "metric * | measured | expected | note",
@@ -123,7 +123,7 @@ def test_cli_check_exit_codes_and_json(tmp_path, daily_sim, capsys):
     assert "no.json: template reference not found" in capsys.readouterr().out
 
 
-def test_suite_fails_when_the_default_differs_from_the_references(pytester, tmp_path):
+def test_suite_fails_when_the_default_differs_from_the_references(pytester, tmp_path, inline_notes):
     # the reference: a vLLM >= 0.33 server whose model's generation_config.json says
     # skip_special_tokens: false; the candidate: the SGLang lane, which always defaults to true
     (tmp_path / "model").mkdir()
@@ -135,10 +135,11 @@ def test_suite_fails_when_the_default_differs_from_the_references(pytester, tmp_
                                                    "{reference: ref.json}}\n")
     bad = run(pytester, "daily")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines(["changed_defaults*| 1 *| <= 0 *| +1; the server's default skip_special_tokens*",
-                              "default skip_special_tokens *| changed: set with --generation-config / "
-                              "--override-generation-config *| reference: False (*generation_config.json (vLLM >= "
-                              "0.33)) *| served: True (sglang's default (not read from generation_config.json))"])
+    pytest.LineMatcher(inline_notes(bad.stdout.str()).splitlines()).fnmatch_lines([
+        "changed_defaults*| 1 *| <= 0 *| +1; the server's default skip_special_tokens*",
+        "default skip_special_tokens *| changed: set with --generation-config / "
+        "--override-generation-config *| reference: False (*generation_config.json (vLLM >= "
+        "0.33)) *| served: True (sglang's default (not read from generation_config.json))"])
     doc = json.loads((pytester.path / "results" / "daily-latest.json").read_text())["gates"]["template"]
     (entry,) = doc.values()
     assert entry["matched"] == 7 and entry["default_changes"][0]["reference"] is False

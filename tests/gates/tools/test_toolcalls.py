@@ -415,11 +415,11 @@ def test_suite_passes_with_a_parser_at_one_user_and_under_concurrency(pytester, 
     assert len(stub.bodies) == 2 * (12 + 12)
 
 
-def test_suite_fails_on_leaks_listing_each_bad_turn(pytester, tool_stub):
+def test_suite_fails_on_leaks_listing_each_bad_turn(pytester, tool_stub, inline_notes):
     stub = tool_stub("leak")
     result = run_suite(pytester, stub.url, "-k", "one_user")
     result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines([
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).re_match_lines([
         r"tool gate of lane 'daily' @ 1 user\(s\): parsed 9/12, leaks 3, wrong calls 0: 2 threshold\(s\) missed",
         r"parsed_fraction @ 1 user\(s\) +\| 0\.75 +\| >= 1 .*",
         r"leaks @ 1 user\(s\) +\| 3 +\| <= 0 .*tool markup left in content.*",
@@ -429,11 +429,12 @@ def test_suite_fails_on_leaks_listing_each_bad_turn(pytester, tool_stub):
     ])
 
 
-def test_suite_catches_empty_arguments_with_the_default_bar(pytester, tool_stub):
+def test_suite_catches_empty_arguments_with_the_default_bar(pytester, tool_stub, inline_notes):
     stub = tool_stub("empty_args")
     pytester.makefile(".yaml", thresholds="schema: 1\nlanes: {}\n")
     result = run_suite(pytester, stub.url, "--glmf-thresholds", "thresholds.yaml")
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed") == 2, outcomes  # 1 user and 8 users (default concurrency without curve rows)
-    result.stdout.fnmatch_lines(["*default: the recipe's 10/10 parsed, no leaks*",
-                                 "*EMPTY_ARGS get_weather: arguments '{}' but the schema requires *city*"])
+    pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).fnmatch_lines([
+        "*default: the recipe's 10/10 parsed, no leaks*",
+        "*EMPTY_ARGS get_weather: arguments '{}' but the schema requires *city*"])

@@ -1,0 +1,75 @@
+"""What glmf prints fits 120 columns (issue 33 item 12: 140 of the demo's 280 lines were wider, the
+widest 494): progress folds its prose with four-space continuations, never a table row nor an error
+line; failure tables put long notes under the table (tests/plugin/test_plugin_sim_e2e.py reads the
+round-1 boot failure whole)."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_glmf.gates.verdict import Check, failure_message, fold
+
+PROSE = ("capacity: 2,432 prompt tokens + 384 completion tokens per user, p5 per-user tok/s >= 50, TTFT p95 <= 1 s; "
+         "at most 128 users (the seats, max_running_requests 128); first probe 23")
+ROW = ("23    | pass (last pass) | 61.3     | 100 %       | 64.2           | 0.62       | 0.41       | 1,476.0         "
+       "| 1.2 %  | 0.226  | 2    | 46       | 31     | ttft_p95_s 1.3 > 1 (a long flag that makes the row wide)")
+ERROR = ("glmf capacity: ConnectError: [Errno 111] Connect call failed ('127.0.0.1', 30000) while probing 48 users: the "
+         "server stopped answering")
+
+
+def test_fold_folds_prose_four_spaces_deeper_and_keeps_rows_and_errors_whole():
+    folded = fold("  " + PROSE).splitlines()
+    assert len(folded) == 2 and max(map(len, folded)) <= 120
+    assert folded[0].startswith("  capacity: ") and folded[1].startswith("      ") and folded[1][6] != " "
+    assert " ".join(x.strip() for x in folded) == PROSE
+    assert fold(ROW) == ROW and fold("------+-" + "-" * 130) == "------+-" + "-" * 130
+    assert fold(ERROR) == ERROR and fold("  ValueError: " + PROSE) == "  ValueError: " + PROSE
+    assert fold("short line") == "short line"
+
+
+def test_a_failure_table_keeps_its_long_note_under_it():
+    check = Check("max_running_requests", 7, {"min": 16}, source="thresholds.yaml: lanes.round1.boot",
+                  hint="max_running_requests capped to 7 by the mamba state cache " + "(details) " * 30)
+    lines = failure_message([check], "boot facts").splitlines()
+    assert lines[3] == "max_running_requests | 7        | >= 16    | [1]"
+    assert lines[4].startswith("[1] -56.2 %; max_running_requests capped to 7") and max(map(len, lines)) <= 120
+    assert all(line.startswith("    ") for line in lines[5:])
+
+
+def test_a_failure_table_moves_its_note_before_its_metrics_name():
+    """A long metric label (drift's paired gap names its interval) stays in the table when moving
+    the note is enough; the longest cell would have been the label."""
+    check = Check("mean_abs_dlogp gap mine - good", 0.806, {"max": 0},
+                  where="lower end of the paired 95% CI [0.806, 1.048]; wins 4:0",
+                  hint="mine is significantly further from the oracle than good", source="test_user.py:17")
+    lines = failure_message([check]).splitlines()
+    assert lines[3].startswith("mean_abs_dlogp gap mine - good lower end of the paired 95% CI [0.806, 1.048]; wins 4:0")
+    assert lines[3].endswith("| [1]") and lines[4].startswith("[1] +0.806; mine is significantly further")
+    assert max(map(len, lines)) <= 120
+
+
+TEST_LIVE = f"""
+from pytest_glmf.plugin.progress import live_progress
+
+def test_says(request):
+    say = live_progress(request.config)
+    for line in ({PROSE!r}, {ROW!r}, {ERROR!r}):
+        say(line)
+"""
+
+
+def test_live_progress_through_pytest_folds_prose_and_keeps_a_table_row_and_an_error_whole(pytester, unfold):
+    pytester.makepyfile(test_live=TEST_LIVE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.lines
+    start = out.index("  " + PROSE[:PROSE.rindex(" ", 0, 118)])
+    assert out[start + 1] == "      " + PROSE[PROSE.rindex(" ", 0, 118) + 1:]
+    assert out[start + 2:start + 4] == ["  " + ROW, "  " + ERROR]      # whole, wider than 120
+    assert "  " + PROSE in unfold(result.stdout.str()).splitlines()
+
+
+def test_the_unfold_fixture_joins_only_what_fold_folded(unfold):
+    text = "\n".join([fold(PROSE), "    an indented line after a short one", fold("  " + PROSE)])
+    assert unfold(text).splitlines() == [PROSE, "    an indented line after a short one", "  " + PROSE]
+    with pytest.raises(AssertionError):
+        assert unfold(text) == text
