@@ -286,6 +286,11 @@ class GateSpec:
                             for m in self.metrics.values()},
                 "definitions": list(self.definitions)}
 
+    def column_label(self, metric: str) -> str:
+        """How the gate's own tables head `metric`'s column (`Metric.column`): a table writes only
+        the heads of columns that are no metric of its gate."""
+        return self.metrics[metric].column_label()
+
     def directions(self) -> dict[str, str]:
         return {m.name: m.direction for m in self.metrics.values()}
 

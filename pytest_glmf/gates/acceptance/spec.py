@@ -16,9 +16,10 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
 METRICS = [
-    Metric("accept_rate", "higher", "fraction", hi=1.0, doc="accepted draft tokens / drafted tokens"),
-    Metric("accept_length", "higher", "tokens/step", doc="tokens produced per verify step"),
-    Metric("tok_s", "higher", "tok/s", doc="single-stream decode rate"),
+    Metric("accept_rate", "higher", "fraction", hi=1.0, doc="accepted draft tokens / drafted tokens",
+           column="accept rate"),
+    Metric("accept_length", "higher", "tokens/step", doc="tokens produced per verify step", column="accept length"),
+    Metric("tok_s", "higher", "tok/s", doc="single-stream decode rate", column="tok/s"),
 ]
 
 # The chat templates SGLang's native /generate text is rendered with (probe.render_chat).

@@ -25,10 +25,12 @@ from pytest_glmf.gates.capacity.spec import build_slo
 from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting, settings_keys
 
 METRICS = [
-    Metric("ttft_p95_s", "lower", "s", doc="time to first token of every turn, 95th percentile"),
-    Metric("ttft_p50_s", "lower", "s", doc="time to first token of every turn, median"),
+    Metric("ttft_p95_s", "lower", "s", doc="time to first token of every turn, 95th percentile",
+           column="TTFT p95 s"),
+    Metric("ttft_p50_s", "lower", "s", doc="time to first token of every turn, median", column="TTFT p50 s"),
     Metric("returning_ttft_p95_s", "lower", "s", doc="TTFT p95 of the turns after a session's first"),
-    Metric("per_user_tok_s", "higher", "tok/s", doc="median over turns of each answer's decode rate"),
+    Metric("per_user_tok_s", "higher", "tok/s", doc="median over turns of each answer's decode rate",
+           column="per-user tok/s"),
     Metric("per_user_tok_s_p5", "higher", "tok/s", doc="the slowest answers (5th percentile)"),
     Metric("returning_cache_hit_pct", "higher", "%", hi=100.0,
            doc="cached / prompt tokens over the turns after a session's first (the server's report)"),

@@ -25,7 +25,7 @@ def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
                      fmt(r.get("per_user_tok_s_p5")), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
                      "-" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %", seat_txt,
                      "ok" if r.get("valid") and not flags else "; ".join(flags) or "invalid"])
-    return fit_table(["users", *(SPEC.metrics[m].column_label() for m in TABLE_METRICS), "seats", "flags"], body)
+    return fit_table(["users", *(SPEC.column_label(m) for m in TABLE_METRICS), "seats", "flags"], body)
 
 
 def knee_sentence(k: Mapping[str, Any]) -> str:

@@ -1,8 +1,10 @@
-"""The drift table: the recipe's rows (mean/median/p95 |dlogp|, argmax flips, CIs) from a compare result or a recorded section."""
+"""The drift table: the recipe's rows (mean/median/p95 |dlogp|, argmax flips, CIs) from a compare result or a
+recorded section; a metric's column head is the spec's (`Metric.column`), the table writes the others."""
 from __future__ import annotations
 
 from typing import Any
 
+from pytest_glmf.gates.drift.spec import SPEC
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.gates.verdict import render_table as _table
 
@@ -63,8 +65,10 @@ def render_table(results: dict[str, Any]) -> str:
         ab = pair["a_vs_b"]
         rows.append([f"{pair['a']} vs {pair['b']} (each other)", fmt(ab["mean_abs_dlogp"]), "",
                      fmt(ab["median_abs_dlogp"]), fmt(ab["p95_abs_dlogp"]), _pct(ab["argmax_mismatch"]), "", "", "", ""])
-    head = [f"quant (vs {oracle})", "mean |dlogp|", "ci95 (prompts)", "median", "p95", "argmax != ref",
-            "kl top-k", "self-check", "floor", "excess (ci95)"]
+    col = SPEC.column_label
+    head = [f"quant (vs {oracle})", col("mean_abs_dlogp"), "ci95 (prompts)", col("median_abs_dlogp"),
+            col("p95_abs_dlogp"), col("argmax_mismatch"), col("kl_topk"), "self-check", col("floor_abs_dlogp"),
+            f"{col('excess_abs_dlogp')} (ci95)"]
     lines = [_table(rows, head)]
     n: dict[str, Any] = next(iter(cands.values()), {})
     mode = results.get("self_check_mode") or n.get("self_check_mode")
@@ -83,8 +87,10 @@ def render_table(results: dict[str, Any]) -> str:
     if answer_rows:
         first = next(s for s in cands.values() if s.get("answers_n"))
         lines.append(_table(answer_rows, [
-            "greedy answers", "length ratio", "ci95 (prompts)", "reasoning", "content", "runaway (max_tokens)",
-            f"first {first.get('agreement_tokens')} agree", "median 1st diff", "finish changed"]))
+            "greedy answers", col("output_length_ratio"), "ci95 (prompts)", col("reasoning_length_ratio"),
+            col("content_length_ratio"), col("runaway_share"),
+            f"first {first.get('agreement_tokens')} {col('greedy_agreement')}", "median 1st diff",
+            col("finish_reason_changed")]))
         lines.append(f"{first['answers_n']} chat answers each, max_tokens {first.get('answer_max_tokens')}, "
                      f"temperature 0; ratios are candidate / oracle tokens")
     if pair:
