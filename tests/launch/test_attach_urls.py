@@ -33,7 +33,7 @@ def file_server(tmp_path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("suffix", ["/v1", "/v1/"])
-def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_server, suffix) -> None:
+def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_server, suffix, unfold) -> None:
     root = running_fake_server.base_url
     test = pytester.makepyfile("""
         def test_paths(glmf_server, glmf_client):
@@ -44,7 +44,8 @@ def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_serv
     by_option = pytester.runpytest("--glmf-url", root + suffix, "--glmf-lane", "batch", "-p", "no:cacheprovider",
                                   str(test))
     by_option.assert_outcomes(passed=1)
-    by_option.stdout.fnmatch_lines([f"glmf: lane=batch launcher=attach url={root} thresholds=*"])
+    pytest.LineMatcher(unfold(by_option.stdout.str()).splitlines()).fnmatch_lines([
+        f"glmf: lane=batch launcher=attach url={root} thresholds=*"])
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  mine: {{launcher: attach, url: '{root}{suffix}'}}\n")
     by_lane = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "mine", "-p", "no:cacheprovider", str(test))
     by_lane.assert_outcomes(passed=1)
