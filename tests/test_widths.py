@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_glmf.gates.template.table import render_summary
 from pytest_glmf.gates.verdict import Check, failure_message, fold
 
 PROSE = ("capacity: 2,432 prompt tokens + 384 completion tokens per user, p5 per-user tok/s >= 50, TTFT p95 <= 1 s; "
@@ -73,3 +74,12 @@ def test_the_unfold_fixture_joins_only_what_fold_folded(unfold):
     assert unfold(text).splitlines() == [PROSE, "    an indented line after a short one", "  " + PROSE]
     with pytest.raises(AssertionError):
         assert unfold(text) == text
+
+
+def test_the_template_summary_folds_at_120_columns():
+    """The demo's template line was 127 columns (printed by the suite's test, captured output)."""
+    text = render_summary({"matched": 7, "conversations": 7, "served_ids": "tokenize", "failed_requests": 0,
+                           "reference_source": "the simulator's own template", "differences": [], "errors": []})
+    assert text.splitlines() == ["template: 7/7 conversations render to the reference's prompt ids (served via "
+                                 "tokenize; reference: the simulator's own",
+                                 "    template)"]

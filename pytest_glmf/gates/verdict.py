@@ -102,21 +102,26 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, firs
     ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
     ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
     "503 [1]"; one number per distinct text, numbered in reading order). `first`: columns whose long
-    cells go under the table before any other's (a failure's note before its metric's name)."""
+    cells go under the table before any other's (a failure's note before its metric's name); when
+    those are under it, or nothing is left to move, the headers go on two lines before any other
+    cell moves."""
     body = [list(r) for r in body]
     halves = [_halves(h) for h in header]
     if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
         # a few rows of many columns (boot facts, one summary): on end, a row per column
         header, body = [header[0], *(r[0] for r in body)], [[h, *(r[j] if j < len(r) else "" for r in body)]
                                                              for j, h in enumerate(header[1:], 1)]
-    heads = [header]
-    if len(" | ".join(header)) > width:
-        split = [_halves(h) for h in header]
-        heads = [[a for a, _ in split], [b for _, b in split]]
+    split = [_halves(h) for h in header]
+    two = [[a for a, _ in split], [b for _, b in split]]
+    heads = two if len(" | ".join(header)) > width else [header]
     moved: list[str] = []                 # texts moved out, referenced as "\0<index>\0" until numbered
     while _widest(heads, body) > width:
         cells = [(len(c), i, j) for i, r in enumerate(body) for j, c in enumerate(r)
                  if (j > 0 or len(c) > 24) and len(c) > 10 and "\0" not in c]
+        if (len(heads) == 1 and any(two[1]) and (not cells or first and not any(c[2] in first for c in cells))
+                and _widest(two, body) < _widest(heads, body)):
+            heads = two       # headers on two lines before a value leaves its row (`first`'s notes moved)
+            continue
         if not cells:
             break
         _, i, j = max([c for c in cells if c[2] in first] or cells)

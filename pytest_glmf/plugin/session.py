@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
+from pytest_glmf.gates.verdict import fold
 from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
 from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
 from pytest_glmf.plugin.run import LaneRun
@@ -299,9 +300,10 @@ class GlmfSession:
     def pytest_report_header(self, config: pytest.Config) -> str | list[str]:
         s, lane = self.settings, self.lane
         if self.several:
-            return [f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
-                    f"lanes_file={s.lanes_file or 'built-in'} thresholds={s.thresholds_file or 'built-in thresholds.yaml'} "
-                    f"results={s.results_dir}", *filter(None, (preflight_header(x) for x in s.lanes))]
+            return _folded([f"glmf: lanes={','.join(x.name for x in s.lanes)} (one server at a time) "
+                            f"lanes_file={s.lanes_file or 'built-in'} "
+                            f"thresholds={s.thresholds_file or 'built-in thresholds.yaml'} results={s.results_dir}",
+                            *(preflight_header(x) for x in s.lanes)])
         where = (f"url={lane.url}" + (f" image={lane.image}" if lane.image else "") if lane.launcher == "attach"
                  else f"image={lane.image}" if lane.launcher == "docker" else f"lanes={s.lanes_file or 'built-in'}")
         thresholds = str(s.thresholds_file or "built-in thresholds.yaml")
@@ -314,7 +316,7 @@ class GlmfSession:
                 f"results={s.results_dir}")
         doc = self.baseline_doc()
         warning = bookkeeping.baseline_warning(s, doc) if doc is not None else None
-        return [x for x in (line, preflight_header(lane), warning, s.history.header() if s.history else None) if x]
+        return _folded([line, preflight_header(lane), warning, s.history.header() if s.history else None])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
@@ -402,6 +404,18 @@ def _progress(state: GlmfSession, line: str) -> None:
     if reporter is not None:
         reporter.ensure_newline()
         reporter.write_line(line)
+
+
+def _folded(lines: list[str | None]) -> list[str]:
+    """The header's lines, each folded at 120 columns (`fold`: continued four spaces in); a path
+    too long for a line of its own stays beside its label ("glmf: history=/a/long/path")."""
+    out = []
+    for x in filter(None, lines):
+        parts = fold(x).splitlines()
+        if len(parts) > 1 and " " not in parts[0].strip():
+            parts[:2] = [f"{parts[0]} {parts[1].strip()}"]
+        out += parts
+    return out
 
 
 def preflight_header(lane: "LaneConfig") -> str | None:

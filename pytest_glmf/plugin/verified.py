@@ -240,7 +240,7 @@ class Verification:
             for name in lanes:
                 for line in gate_lines(name if len(lanes) > 1 or name != self.session.lane.name else None,
                                        self.gates_of(name)):
-                    terminalreporter.write_line(line)
+                    terminalreporter.write_line(verdict.fold(line))      # 120 columns, continued four in
         if self.reason is not None:
             terminalreporter.write_line(self.reason, red=True, bold=True)
             terminalreporter.stats.setdefault("unverified session", []).append(self.reason)

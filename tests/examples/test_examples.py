@@ -200,8 +200,9 @@ def test_template_example_passes_and_fails_with_the_text_around_the_difference(p
                                                                                examples: Path, inline_notes) -> None:
     ok = run(pytester, "test_my_template.py", "batch", "-s")
     ok.assert_outcomes(passed=1)
-    ok.stdout.fnmatch_lines(["*template: 7/7 conversations render to the reference's prompt ids (served via tokenize; "
-                             "reference: the simulator's own template)"])
+    pytest.LineMatcher(inline_notes(ok.stdout.str()).splitlines()).fnmatch_lines([   # folded at 120 columns
+        "*template: 7/7 conversations render to the reference's prompt ids (served via tokenize; "
+        "reference: the simulator's own template)"])
     # the same lane serving a template whose BOS is doubled (a known truth of the simulator)
     lanes = pytester.path / "lanes.yaml"
     lanes.write_text(lanes.read_text().replace("  daily:", "    sim_args: ['--fault', 'template=double-bos']\n  daily:"))

@@ -33,7 +33,7 @@ def file_server(tmp_path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("suffix", ["/v1", "/v1/"])
-def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_server, suffix) -> None:
+def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_server, suffix, unfold) -> None:
     root = running_fake_server.base_url
     test = pytester.makepyfile("""
         def test_paths(glmf_server, glmf_client):
@@ -44,7 +44,8 @@ def test_a_base_url_ending_in_v1_is_the_servers_root(pytester, running_fake_serv
     by_option = pytester.runpytest("--glmf-url", root + suffix, "--glmf-lane", "batch", "-p", "no:cacheprovider",
                                   str(test))
     by_option.assert_outcomes(passed=1)
-    by_option.stdout.fnmatch_lines([f"glmf: lane=batch launcher=attach url={root} thresholds=*"])
+    pytest.LineMatcher(unfold(by_option.stdout.str()).splitlines()).fnmatch_lines([
+        f"glmf: lane=batch launcher=attach url={root} thresholds=*"])
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  mine: {{launcher: attach, url: '{root}{suffix}'}}\n")
     by_lane = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "mine", "-p", "no:cacheprovider", str(test))
     by_lane.assert_outcomes(passed=1)
@@ -70,7 +71,8 @@ def test_a_plain_web_server_is_refused_at_attach_with_one_line(pytester, file_se
         "404 (text/html), not an OpenAI-compatible model list; give the URL of an SGLang or vLLM server"])
 
 
-def test_a_server_that_stops_answering_mid_run_is_named_with_its_log_tail(pytester, running_fake_server) -> None:
+def test_a_server_that_stops_answering_mid_run_is_named_with_its_log_tail(pytester, running_fake_server,
+                                                                          unfold) -> None:
     url, log = running_fake_server.base_url, running_fake_server.boot_log_path
     pid = running_fake_server.provenance["pid"]
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  mine: {{launcher: attach, url: '{url}', boot_log: '{log}'}}\n")
@@ -97,5 +99,9 @@ def test_a_server_that_stops_answering_mid_run_is_named_with_its_log_tail(pytest
         "  | [2026-09-11 10:00:03] The server is fired up and ready to roll!",
     ])
     assert "curve.settings" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["glmf: NOT verified: own tests: 1 skipped: glmf: lane 'mine': the server stopped "
-                                 "answering (nothing accepts connections at * any more) during this test (*)); not run"])
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([   # folded at 120
+        "glmf: NOT verified: own tests: 1 skipped: glmf: lane 'mine': the server stopped "
+        "answering (nothing accepts connections at * any more) during this test (*)); not run"])
+    verified = result.stdout.lines.index(next(x for x in result.stdout.lines
+                                              if x.startswith("glmf: NOT verified: own tests")))
+    assert len(result.stdout.lines[verified]) <= 120 and result.stdout.lines[verified + 1].startswith("    ")

@@ -230,13 +230,13 @@ def test_the_preflight_key_is_validated(tmp_path: Path) -> None:
 
 
 def test_a_required_preflight_that_cannot_run_is_in_the_header_and_fails_the_tests(pytester: pytest.Pytester,
-                                                                                   fake_sglang: Path) -> None:
+                                                                                   fake_sglang: Path, unfold) -> None:
     lanes = pytester.makefile(".yaml", lanes=(
         "lanes:\n  daily:\n    launcher: process\n    model: /m\n    maxbs: 16\n    preflight: required\n"
         "    executable: /nonexistent/python3\n    boot_timeout_s: 5\n"))
     result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "daily", "-k", "test_boot",
                                            "-p", "no:cacheprovider")
-    result.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([   # the header folds at 120
         f"glmf: preflight NOT RUN for lane 'daily' ({lanes}, executable /nonexistent/python3): /nonexistent/python3 "
         "not found on this machine; the lane requires it (preflight: required)"])
     assert result.ret != 0

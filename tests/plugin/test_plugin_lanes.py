@@ -69,13 +69,13 @@ def files(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[st
     return ["-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-thresholds", str(thresholds)]
 
 
-def test_two_lanes_launch_test_and_stop_in_turn_and_are_compared(pytester, files) -> None:
+def test_two_lanes_launch_test_and_stop_in_turn_and_are_compared(pytester, files, unfold) -> None:
     result = pytester.runpytest_subprocess(
         *files, "--glmf-lane", "slots-38", "--glmf-lane", "slots-120", "-v",
         str(SUITES / "test_boot.py"), str(SUITES / "test_curve.py"), "test_user.py", "-k", "not kv_pool")
     result.assert_outcomes(passed=2 * 4, skipped=2 * 1, deselected=2)   # seats skip: allow_queueing
     out = result.stdout.str()
-    result.stdout.fnmatch_lines(["glmf: lanes=slots-38,slots-120 (one server at a time) *"])
+    pytest.LineMatcher(unfold(out).splitlines()).fnmatch_lines(["glmf: lanes=slots-38,slots-120 (one server at a time) *"])
     # one lane's tests together, then the other's
     order = [line.split("[")[-1].split("]")[0] for line in out.splitlines() if "PASSED" in line or "SKIPPED" in line]
     assert order == sorted(order, key=lambda ids: "slots-120" in ids), order

@@ -65,10 +65,11 @@ def server_logs(pytester: pytest.Pytester) -> list:
     return sorted((pytester.path / "glmf-results").glob("*-server.log"))
 
 
-def test_lane_without_paths_runs_the_bundled_boot_suite_on_the_sim(pytester, sim_files) -> None:
+def test_lane_without_paths_runs_the_bundled_boot_suite_on_the_sim(pytester, sim_files, unfold) -> None:
     result = pytester.runpytest_subprocess(*sim_files, "--glmf-lane", "batch", "-k", "test_boot")
     result.assert_outcomes(passed=3, skipped=1)  # no curve rows in these thresholds: seats check skips
-    result.stdout.fnmatch_lines(["glmf: lane=batch launcher=sim *", "*test_boot.py ...s*"])
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines(["glmf: lane=batch launcher=sim *",
+                                                                              "*test_boot.py ...s*"])
     doc = json.loads((pytester.path / "glmf-results" / "batch-latest.json").read_text())
     facts = doc["gates"]["boot"]["facts"]
     assert facts["max_running_requests"] == 128 and facts["ready"] is True

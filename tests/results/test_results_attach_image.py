@@ -41,10 +41,11 @@ def latest(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / "r" / "mine-latest.json").read_text())
 
 
-def test_an_attach_lane_records_its_image_in_provenance_history_and_report(pytester, truth):
+def test_an_attach_lane_records_its_image_in_provenance_history_and_report(pytester, truth, unfold):
     old = session(pytester, f"{{launcher: attach, url: '{truth.url}', image: 'lmsysorg/sglang:v0.5.22'}}")
     old.assert_outcomes(passed=1)
-    old.stdout.fnmatch_lines([f"glmf: lane=mine launcher=attach url={truth.url} image=lmsysorg/sglang:v0.5.22 *"])
+    pytest.LineMatcher(unfold(old.stdout.str()).splitlines()).fnmatch_lines([
+        f"glmf: lane=mine launcher=attach url={truth.url} image=lmsysorg/sglang:v0.5.22 *"])
     assert latest(pytester)["provenance"]["image"] == "lmsysorg/sglang:v0.5.22"
     new = session(pytester, f"{{launcher: attach, url: '{truth.url}'}}", "--glmf-image", "lmsysorg/sglang:v0.5.23")
     new.assert_outcomes(passed=1)

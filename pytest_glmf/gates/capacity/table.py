@@ -8,7 +8,7 @@ from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, R
 from pytest_glmf.gates.capacity.search import SearchResult
 from pytest_glmf.gates.capacity.slo import Probe
 from pytest_glmf.gates.capacity.spec import SLO
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.gates.verdict import fit_table, fmt, render_table
 
 STOPPED = {"slo": "the service level", "seats": "the seats", "kv_pool": "the KV pool",
            "max_users": "the search's ceiling", "max_rate": "the search's ceiling", "floor": "the floor",
@@ -73,8 +73,9 @@ def rate_sentence(result: RateResult) -> str:
 
 def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *, rate: bool = False,
                  slo: SLO | None = None) -> str:
-    """Every probe, in the order measured: its numbers, and the bounds it missed."""
-    rows = []
+    """Every probe, in the order measured: what its users saw and the bounds it missed (a long miss
+    as a note under the table), then what measuring it took: two tables, each within 120 columns."""
+    seen, cost = [], []
     for p in probes:
         role = ""
         if search is not None and p is search.last_pass:
@@ -83,17 +84,18 @@ def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *,
             role = " (first fail)"
         meeting = "-" if p.users_meeting_pct is None else f"{p.users_meeting_pct:.0f} %"
         verdict = "pass" if p.passed else "UNMEASURED" if p.unmeasured else "FAIL"
-        rows.append([_x(p, rate), verdict + role, fmt(p.per_user_tok_s_at_pct), meeting,
+        seen.append([_x(p, rate), verdict + role, fmt(p.per_user_tok_s_at_pct), meeting,
                      fmt(p.per_user_tok_s), fmt(p.ttft_s), fmt(p.ttft_p50_s), fmt(p.aggregate_tok_s),
-                     "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", fmt(p.margin), str(p.runs),
-                     str(p.requests), f"{p.wall_s:.0f}",
                      "; ".join(m.text() for m in p.misses) or "; ".join(p.flags)])
+        cost.append([_x(p, rate), "-" if p.spread_pct is None else f"{p.spread_pct:.1f} %", fmt(p.margin),
+                     str(p.runs), str(p.requests), f"{p.wall_s:.0f}"])
     slo = slo or SLO()
     at = f">= {slo.per_user_tok_s:g}" if slo.per_user_tok_s is not None else "meeting"
-    return render_table(rows, ["requests/s" if rate else "users", "verdict", f"p{100 - slo.users_pct:g} tok/s",
-                               f"users {at}", "per-user tok/s", f"TTFT p{slo.ttft_pct:g} s", "TTFT p50 s",
-                               "aggregate tok/s", "spread", "margin", "runs", "requests", "wall s",
-                               "missed / flags"])
+    x = "requests/s" if rate else "users"
+    return (fit_table([x, "verdict", f"p{100 - slo.users_pct:g} tok/s", f"users {at}", "per-user tok/s",
+                       f"TTFT p{slo.ttft_pct:g} s", "TTFT p50 s", "aggregate tok/s", "missed / flags"], seen,
+                      first=(8,))
+            + "\n" + render_table(cost, [x, "spread", "margin", "runs", "requests", "wall s"]))
 
 
 def capacity_report(result: CapacityResult) -> str:
@@ -134,5 +136,5 @@ def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = N
                      "-" if r["seats"] is None else str(r["seats"]),
                      "-" if r["kv_tokens_per_user"] is None else f"{r['kv_tokens_per_user']:,}",
                      str(r["probes"]), f"{r['requests']:,}", f"{r['wall_s']:.0f}"])
-    return render_table(body, ["context tokens/user", "users at SLO", "boundary 95 % CI", "stopped by", "KV pool bound (users)",
-                               "seats", "KV tokens/user at capacity", "probes", "requests", "wall s"])
+    return fit_table(["context tokens/user", "users at SLO", "boundary 95 % CI", "stopped by", "KV pool users",
+                      "seats", "KV tokens/user at capacity", "probes", "requests", "wall s"], body, first=(3,))

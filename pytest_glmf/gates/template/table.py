@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_glmf.gates.verdict import render_table
+from pytest_glmf.gates.verdict import render_table, wrap
 
 
 def _position(d: dict[str, Any]) -> str:
@@ -33,6 +33,7 @@ def render_summary(summary: dict[str, Any]) -> str:
             f"prompt ids (served via {summary['served_ids']}; reference: {summary['reference_source']})")
     if summary["failed_requests"]:
         head += f"; {summary['failed_requests']} not rendered"
+    head = wrap(head)          # 120 columns, continued four spaces in
     if not summary["differences"] and not summary["errors"] and not summary.get("default_changes"):
         return head
     return head + "\n" + difference_table(summary)

@@ -6,11 +6,11 @@ import pytest
 
 from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.capacity.measure import CapacityResult
+from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult
 from pytest_glmf.gates.capacity.search import Bound, SearchResult
-from pytest_glmf.gates.capacity.slo import judge
+from pytest_glmf.gates.capacity.slo import Miss, Probe, judge
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
-from pytest_glmf.gates.capacity.table import capacity_sentence, probes_table
+from pytest_glmf.gates.capacity.table import capacity_report, capacity_sentence, frontier_table, probes_table
 from pytest_glmf.gates.curve.records import RequestRecord
 
 
@@ -117,8 +117,51 @@ def test_the_sentence_names_the_bound_and_its_knob_when_the_bound_stopped_it():
         "(8,192 prompt + 384 output tokens): 23 users, stopped by the KV pool: KV pool 201,280 tokens / (8,608 per "
         "user): raise --mem-fraction-static (the service level still held there); 1 probe(s), 23 requests, 40 s")
     lines = probes_table(result.probes, result.search, slo=SLO95).splitlines()
-    assert [c.strip() for c in lines[0].split(" | ")[:4]] == ["users", "verdict", "p5 tok/s", "users >= 50"]
-    assert lines[2].startswith("23    | pass (last pass) | 60")
+    assert [c.strip() for c in lines[0].split(" | ")[:4]] == ["users", "verdict", "p5 tok/s", "users"]
+    assert lines[1].split(" | ")[3].strip() == ">= 50"       # headers on two lines: the table fits 120 columns
+    assert lines[3].startswith("23    | pass (last pass) | 60")
+
+
+def test_the_probes_and_frontier_tables_fit_120_columns_and_keep_every_number():
+    """Issue 33: the demo's probes table was 218 columns wide (14 columns and the missed bound in
+    its row), the frontier's 166. Now: what the users saw, the miss as a note under it, then what
+    measuring took; the frontier's headers on two lines. Every number that was shown still is."""
+    slo = SLO(per_user_tok_s=50, users_pct=50, ttft_s=1.0, ttft_pct=95)
+    miss = Miss("per-user tok/s", "44 % of users >= 50 (p50 49.9)", "50 %")
+    fail = Probe(x=48, passed=False, misses=[miss], users_meeting_pct=44, per_user_tok_s_at_pct=49.93,
+                 per_user_tok_s=49.91, ttft_s=0.76, ttft_p50_s=0.559, aggregate_tok_s=2237.0, spread_pct=0.1,
+                 margin=-0.00267, runs=3, requests=144, wall_s=40.3)
+    held = Probe(x=44, passed=True, users_meeting_pct=77, per_user_tok_s_at_pct=51.0, per_user_tok_s=51.02,
+                 ttft_s=0.728, ttft_p50_s=0.52, aggregate_tok_s=2104.6, spread_pct=0.1, margin=0.02, runs=3,
+                 requests=132, wall_s=25.9, flags=["client-bound run(s) measured again with 2 client processes"])
+    search = SearchResult(value=44, last_pass=held, first_fail=fail, stopped_by="slo", bound=None, step=4,
+                          probes=[fail, held], wall_s=66.0, boundary_ci95=(46, 48), boundary_x=47.5)
+    result = CapacityResult(users=44, slo=slo, workload={"prompt_tokens": 2400, "max_tokens": 384}, search=search,
+                            bounds=[])
+    tables = capacity_report(result).splitlines()[1:]          # the sentence above them is prose: it folds
+    assert max(map(len, tables)) <= 120, tables
+    assert tables[:2] == ["users | verdict           | p50   | users | per-user | TTFT  | TTFT  | aggregate | missed",
+                          "      |                   | tok/s | >= 50 | tok/s    | p95 s | p50 s | tok/s     | / flags"]
+    assert tables[3:7] == [
+        "48    | FAIL (first fail) | 49.9  | 44 %  | 49.9     | 0.76  | 0.559 | 2237.0    | [1]",
+        "44    | pass (last pass)  | 51.0  | 77 %  | 51.0     | 0.728 | 0.52  | 2104.6    | [2]",
+        "[1] per-user tok/s: 44 % of users >= 50 (p50 49.9), needs 50 %",
+        "[2] client-bound run(s) measured again with 2 client processes"]
+    assert tables[7:] == ["users | spread | margin   | runs | requests | wall s",
+                          "------+--------+----------+------+----------+-------",
+                          "48    | 0.1 %  | -0.00267 | 3    | 144      | 40",
+                          "44    | 0.1 %  | 0.02     | 3    | 132      | 26"]
+    wide = CapacityResult(users=21, slo=slo, workload={"prompt_tokens": 8192, "max_tokens": 384},
+                          search=SearchResult(value=21, last_pass=held, first_fail=fail, stopped_by="slo", bound=None,
+                                              step=2, probes=[fail, held], wall_s=90.0, boundary_ci95=(21, 22)),
+                          bounds=[])
+    frontier = frontier_table(FrontierResult(points=[result, wide], slo=slo, seats=128, kv_tokens=201_280),
+                              {"kv_tokens": 201_280})
+    assert max(map(len, frontier.splitlines())) <= 120, frontier
+    assert frontier.splitlines()[:2] == [
+        "context     | users  | boundary | stopped              | KV pool | seats | KV tokens/user | probes | requests | wall s",
+        "tokens/user | at SLO | 95 % CI  | by                   | users   |       | at capacity    |        |          |"]
+    assert frontier.splitlines()[3].split(" | ")[:4] == ["2,400      ", "44    ", "46-48   ", "per-user tok/s at 48"]
 
 
 def test_settings_defaults_are_the_recipes_workload():

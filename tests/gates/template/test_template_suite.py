@@ -50,11 +50,12 @@ def run(pytester: pytest.Pytester, lane: str, *args: str) -> pytest.RunResult:
                                          "--glmf-results", "results", *args)
 
 
-def test_suite_passes_on_the_simulator_and_records_the_result(pytester, files):
+def test_suite_passes_on_the_simulator_and_records_the_result(pytester, files, unfold):
     ok = run(pytester, "daily", "-s")
     ok.assert_outcomes(passed=1)
-    ok.stdout.fnmatch_lines(["*template: 7/7 conversations render to the reference's prompt ids (served via "
-                             "tokenize; reference: the simulator's own template)"])
+    pytest.LineMatcher(unfold(ok.stdout.str()).splitlines()).fnmatch_lines([   # folded at 120 columns
+        "*template: 7/7 conversations render to the reference's prompt ids (served via "
+        "tokenize; reference: the simulator's own template)"])
     doc = json.loads((files / "results" / "daily-latest.json").read_text())["gates"]["template"]
     (entry,) = doc.values()
     assert (entry["matched"], entry["mismatched"], entry["failed_requests"]) == (7, 0, 0)
@@ -82,7 +83,7 @@ def test_suite_fails_on_a_dropped_tools_block_with_the_text_around_it(pytester, 
     ], consecutive=True)
 
 
-def test_stored_reference_beside_the_thresholds_file_and_served_ids_chat(pytester, files, daily_sim, capsys):
+def test_stored_reference_beside_the_thresholds_file_and_served_ids_chat(pytester, files, daily_sim, capsys, unfold):
     # a stored run of the known-good server (the clean simulator), named relative to the thresholds file
     assert glmf_main(["template", "reference", "--url", daily_sim.base_url, "--out", str(files / "ref.json")]) == 0
     assert "template reference: 7 conversations (system_prompt 31, " in capsys.readouterr().out
@@ -90,8 +91,9 @@ def test_stored_reference_beside_the_thresholds_file_and_served_ids_chat(pyteste
                                                       "served_ids: chat}"))
     ok = run(pytester, "daily", "-s")
     ok.assert_outcomes(passed=1)
-    ok.stdout.fnmatch_lines(["*template: 7/7 conversations * (served via chat; reference: stored run of "
-                             f"{daily_sim.base_url} (*, via tokenize))"])
+    pytest.LineMatcher(unfold(ok.stdout.str()).splitlines()).fnmatch_lines([   # folded at 120 columns
+        f"*template: 7/7 conversations * (served via chat; reference: stored run of {daily_sim.base_url} (*, via "
+        "tokenize))"])
     bad = run(pytester, "broken")
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(["mismatched*| 2 *| <= 0 *"])

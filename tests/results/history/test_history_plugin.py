@@ -96,14 +96,15 @@ def result_file(pytester: pytest.Pytester) -> Path:
 # ---------------------------------------------------------------------------- every session lands
 
 
-def test_a_session_lands_in_the_default_store_with_its_verdict(pytester, run_session, monkeypatch) -> None:
+def test_a_session_lands_in_the_default_store_with_its_verdict(pytester, run_session, monkeypatch, unfold) -> None:
     result = run_session()
     result.assert_outcomes(passed=2)
     doc = json.loads(result_file(pytester).read_text())
     assert doc["exitstatus"] == 0
     result_file(pytester).rename(pytester.path / "first.json")
-    result.stdout.fnmatch_lines([f"glmf: history={default_store(pytester)} slow drift=warn over 5 runs",
-                                 f"glmf: history: run {doc['session_id']} (passed) stored in {default_store(pytester)}"])
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([   # the header folds at 120
+        f"glmf: history={default_store(pytester)} slow drift=warn over 5 runs",
+        f"glmf: history: run {doc['session_id']} (passed) stored in {default_store(pytester)}"])
     (run,) = stored(default_store(pytester), pytester.path)
     assert (run.session_id, run.lane, run.verdict, run.engine, run.launcher) == \
         (doc["session_id"], "truth", "passed", "sglang", "attach")
@@ -155,7 +156,8 @@ def test_two_sessions_finishing_at_once_both_land_in_postgres(pytester, session_
 # ---------------------------------------------------------------------------- baselines from history
 
 
-def test_history_5_compares_with_the_median_of_the_right_runs_and_names_them(pytester, run_session, lane_doc) -> None:
+def test_history_5_compares_with_the_median_of_the_right_runs_and_names_them(pytester, run_session, lane_doc,
+                                                                             unfold) -> None:
     with open_store(parse_location(None, pytester.path, pytester.path / "results")) as store:
         for i in range(6):                                   # tok/s 40..45: the last 5 are 41..45, median 43
             store.add_run(lane_doc(i, 40.0 + i))
@@ -167,7 +169,7 @@ def test_history_5_compares_with_the_median_of_the_right_runs_and_names_them(pyt
              + ", ".join(ids)) if not gpu_info() else None
     slow = run_session("--glmf-baseline", "history:5", "-rf", values={"per_user_tok_s": 30.0})
     slow.assert_outcomes(passed=1, failed=1)
-    slow.stdout.fnmatch_lines([
+    pytest.LineMatcher(unfold(slow.stdout.str()).splitlines()).fnmatch_lines([   # the header folds at 120
         "glmf: lane=truth launcher=attach * baseline=history results=*",
         "glmf: history=* baseline=median of the last 5 passing runs slow drift=warn over 5 runs",
         "*1 regression(s) against the baseline (history: median of the last 5 passing run(s) on lane truth, gpu *"
@@ -234,14 +236,15 @@ def test_one_night_earlier_the_drift_is_not_yet_material(pytester, run_session, 
     assert "GlmfDriftWarning" not in result.stdout.str()
 
 
-def test_ini_twins(pytester, run_session) -> None:
+def test_ini_twins(pytester, run_session, unfold) -> None:
     pytester.makeini("[pytest]\nglmf_history = off\n")
     run_session().assert_outcomes(passed=2)
     assert not default_store(pytester).exists()
     pytester.makeini(f"[pytest]\nglmf_history = {pytester.path / 'team.sqlite'}\nglmf_history_drift = fail:6\n"
                      "glmf_history_required = true\n")
     result = run_session()
-    result.stdout.fnmatch_lines([f"glmf: history={pytester.path / 'team.sqlite'} slow drift=fail over 6 runs required"])
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
+        f"glmf: history={pytester.path / 'team.sqlite'} slow drift=fail over 6 runs required"])
     assert len(stored(pytester.path / "team.sqlite", pytester.path)) == 1
     pytester.makeini("[pytest]\nglmf_history_drift = sometimes\n")
     run_session().stderr.fnmatch_lines(["ERROR: glmf_history_drift (ini): 'sometimes' is not one of warn, fail, off*"])
@@ -299,14 +302,16 @@ def test_a_newer_schema_is_left_alone_with_one_line(pytester, run_session) -> No
 
 
 @pytest.mark.postgres
-def test_a_wrong_postgres_password_costs_one_line_and_never_shows_the_password(pytester, run_session, pg_url) -> None:
+def test_a_wrong_postgres_password_costs_one_line_and_never_shows_the_password(pytester, run_session, pg_url,
+                                                                              unfold) -> None:
     wrong = pg_url.replace(":" + pg_url.split(":")[2].split("@")[0] + "@", ":Wr0ng-Passw0rd@")
     result = run_session("--glmf-history", wrong)
     result.assert_outcomes(passed=2)
     masked = wrong.replace("Wr0ng-Passw0rd", "***")
-    result.stdout.fnmatch_lines([f"glmf: history={masked} slow drift=warn over 5 runs",
-                                 f"glmf: history NOT stored: history store {masked}: connecting: connection failed: *"
-                                 "password authentication failed for user *; the results are in *"])
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
+        f"glmf: history={masked} slow drift=warn over 5 runs",
+        f"glmf: history NOT stored: history store {masked}: connecting: connection failed: *"
+        "password authentication failed for user *; the results are in *"])
     everything = result.stdout.str() + result.stderr.str() + "".join(
         p.read_text() for p in (pytester.path / "results").rglob("*") if p.is_file() and p.suffix in (".json", ".md"))
     assert "Wr0ng-Passw0rd" not in everything
