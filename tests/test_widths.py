@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_glmf.gates.template.table import render_summary
-from pytest_glmf.gates.verdict import Check, failure_message, fold
+from pytest_glmf.gates.verdict import Check, failure_message, fit_table, fold
+from pytest_glmf.results.columns import gate_table
 
 PROSE = ("capacity: 2,432 prompt tokens + 384 completion tokens per user, p5 per-user tok/s >= 50, TTFT p95 <= 1 s; "
          "at most 128 users (the seats, max_running_requests 128); first probe 23")
@@ -83,3 +84,25 @@ def test_the_template_summary_folds_at_120_columns():
     assert text.splitlines() == ["template: 7/7 conversations render to the reference's prompt ids (served via "
                                  "tokenize; reference: the simulator's own",
                                  "    template)"]
+
+
+def test_a_table_of_short_cells_too_many_for_120_columns_is_split_each_part_led_by_its_key():
+    """The demo's end-of-session capacity table: 13 columns of short numbers was 134 wide (nothing
+    long to move under it); now two tables, each starting with the key, every value kept once."""
+    header = ["key", *(f"column_{k}" for k in range(1, 16))]
+    body = [[f"frontier@{n}", *(f"{n * k:,}" for k in range(1, 16))] for n in (2400, 8192, 32768, 57344, 131072)]
+    text = fit_table(header, body)
+    tables = text.split("\n\n")
+    assert len(tables) >= 2 and max(map(len, text.splitlines())) <= 120
+    for t in tables:
+        assert all(ln.split(" | ")[0].strip() in ("key", "", *(r[0] for r in body)) for ln in t.splitlines()
+                   if "-+-" not in ln)
+    cells = [c.strip() for ln in text.splitlines() if "-+-" not in ln for c in ln.split(" | ")[1:]]
+    assert sorted(c for c in cells if c and c[0].isdigit()) == sorted(c for r in body for c in r[1:])
+    assert fit_table(header[:4], [r[:4] for r in body]).count("\n\n") == 0      # a table that fits: one
+
+
+def test_the_report_drops_a_column_no_entry_has_a_value_in():
+    header, body = gate_table("capacity", {"frontier@2400": {"users": 44, "undecided": "", "seats": 128},
+                                           "frontier@8192": {"users": 21, "undecided": None, "seats": 128}})
+    assert header == ["key", "users", "seats"] and body == [["frontier@2400", "44", "128"], ["frontier@8192", "21", "128"]]

@@ -104,7 +104,7 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, firs
     "503 [1]"; one number per distinct text, numbered in reading order). `first`: columns whose long
     cells go under the table before any other's (a failure's note before its metric's name); when
     those are under it, or nothing is left to move, the headers go on two lines before any other
-    cell moves."""
+    cell moves. A table still too wide is printed as two (or more), each led by the key column."""
     body = [list(r) for r in body]
     halves = [_halves(h) for h in header]
     if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
@@ -139,7 +139,23 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, firs
     body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
             for r in body]
     notes = sorted(order.items(), key=lambda kv: kv[1])
-    return _render(heads, body) + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+    tables = "\n\n".join(_render([[h[j] for j in cols] for h in heads], [[r[j] for j in cols] for r in body])
+                         for cols in _column_groups(heads, body, width))
+    return tables + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+
+
+def _column_groups(heads: list[list[str]], body: list[list[str]], width: int) -> list[list[int]]:
+    """The columns of a table still too wide after its notes moved, as tables that fit: each starts
+    with the first (key) column, the others follow in order, as many as fit (one table when it fits)."""
+    n = max(map(len, [*heads, *body]))
+    heads, body = [h + [""] * (n - len(h)) for h in heads], [r + [""] * (n - len(r)) for r in body]
+    widths = [max(len(r[j]) for r in [*heads, *body]) for j in range(n)]
+    groups: list[list[int]] = [[0]]
+    for j in range(1, n):
+        if len(groups[-1]) > 1 and sum(widths[k] + 3 for k in groups[-1]) + widths[j] > width:
+            groups.append([0])
+        groups[-1].append(j)
+    return groups
 
 
 def _halves(name: str) -> tuple[str, str]:

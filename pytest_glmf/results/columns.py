@@ -53,6 +53,10 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
     body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]
     # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here
     body = [row for row in body if any(value != "-" for value in row[1:])]
+    # nor a column with no value in any entry (capacity's `undecided` when every search decided)
+    keep = [0, *(j for j in range(1, len(header)) if any(row[j] not in ("-", "") for row in body))]
+    if body and len(keep) < len(header):
+        header, body = [header[j] for j in keep], [[row[j] for j in keep] for row in body]
     if cols and all(str(k) == f"{cols[0]}={v.get(cols[0])}" for k, v in rows):   # "users=48" beside users 48
         header, body = header[1:], [r[1:] for r in body]
     return header, body

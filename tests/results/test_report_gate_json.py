@@ -44,14 +44,17 @@ def test_every_gate_commands_json_through_glmf_report(daily_sim, tmp_path: Path,
     ref = tmp_path / "ref.json"
     assert main(["template", "reference", "--url", url, "--out", str(ref)]) == 0
     assert main(["template", "check", "--url", url, "--reference", str(ref), "--json", str(tmp_path / "t.json")]) == 0
-    text = report(tmp_path / "t.json", capsys)   # one result of many columns: the table on its side
-    section = text.split(f"\n{TITLES['template']}\n", 1)[1]
-    rows = {ln.split("|")[0].strip(): ln.split("|")[1].strip() for ln in section.splitlines() if "|" in ln}
+    text = report(tmp_path / "t.json", capsys)   # one result: its header (on one or two lines), the rule, its row
+    lines = text.split(f"\n{TITLES['template']}\n", 1)[1].split("\n\n")[0].splitlines()
+    rule = next(i for i, ln in enumerate(lines) if "-+-" in ln)
+    names = ["_".join(p for p in parts if p) for parts in zip(*([c.strip() for c in ln.split("|")]
+                                                                 for ln in lines[:rule]))]
+    rows = dict(zip(names, (c.strip() for c in lines[rule + 1].split("|"))))
     assert int(rows["conversations"]) > 0 and rows["matched"] == rows["conversations"] and rows["mismatched"] == "0", text
     log = daily_sim.boot_log_path
     assert main(["bootlog", str(log), "--json"]) == 0
     (tmp_path / "boot.json").write_text(capsys.readouterr().out)
-    assert "\nBoot facts\nkey                            | facts\n" in report(tmp_path / "boot.json", capsys)
+    assert "\nBoot facts\nkey   | max_running | kv " in report(tmp_path / "boot.json", capsys)
     # two curve outputs compare like two lanes' result files
     (tmp_path / "again.json").write_text((tmp_path / "curve.json").read_text())
     capsys.readouterr()

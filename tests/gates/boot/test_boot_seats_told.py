@@ -340,7 +340,8 @@ def test_the_boot_suite_on_a_gpu_vllm_takes_its_seats_from_server_info(pytester,
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.assert_outcomes(passed=3)
     # the end-of-session boot table: the seats and where they came from
-    result.stdout.fnmatch_lines(["max_running_requests * | 1024", "cap_reason * | [[]1]",
+    result.stdout.fnmatch_lines(["key   | max_running | *cap *", "      | requests    | *reason *",
+                                 "facts | 1024        | 4,123,456 | * | [[]1] *",
                                  "[[]1] max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as /server_info*"])
 
 
