@@ -54,7 +54,6 @@ from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_fact
 from pytest_glmf.gates.curve.workload import count_tokens
 from pytest_glmf.gates.verdict import fmt, render_table
 
-MOONCAKE_BLOCK_TOKENS = 512
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
 WINDOW_S = 2.0          # connections are opened per window of this many seconds (wall), just before it
 CONNECT_AHEAD_S = 0.5
@@ -73,7 +72,7 @@ class TraceRequest:
 class Trace:
     requests: tuple[TraceRequest, ...]
     source: str
-    block_tokens: int = MOONCAKE_BLOCK_TOKENS
+    block_tokens: int = REPLAY_DEFAULTS.block_tokens
     session_prefix_tokens: int = REPLAY_DEFAULTS.session_prefix_tokens
 
     @property
@@ -96,7 +95,7 @@ def _resolve(path: str | Path) -> Path:
     return Path(str(resources.files("pytest_glmf.data").joinpath("traces", str(path))))
 
 
-def load_trace(path: str | Path, *, block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+def load_trace(path: str | Path, *, block_tokens: int = REPLAY_DEFAULTS.block_tokens,
                session_prefix_tokens: int = REPLAY_DEFAULTS.session_prefix_tokens) -> Trace:
     """A trace file (Azure CSV, Mooncake JSONL or our JSONL), or the packaged slice by name."""
     p = _resolve(path)
