@@ -20,8 +20,9 @@ Reported per client and users value:
   cpu/event   client CPU seconds / SSE events received (whole run: connect, stream, decode, metrics)
   lag p99     the client self-check (ours, httpx): event-loop lag; stamps = where receive times came
               from (kernel: SO_TIMESTAMPNS; user: perf_counter on arrival); merged = token events that
-              shared a socket read with a later one; client-bound = CPU > 85 %, or lag p99 > 2 ms with
-              user stamps, or lag p99 > 2 ms and merged > 1 % with kernel stamps
+              shared a socket read with a later one; client-bound = the self-check's verdict (ours: the
+              error bound over the row's spread, gates/curve/checks.py; httpx: no bound is computed, so
+              its lag and CPU are printed and nothing marks it)
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from pytest_glmf.gates.curve import measure
 from pytest_glmf.gates.curve import table as curve_table_module
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
+from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import TABLE_METRICS, curve_table
 from pytest_glmf.gates.drift import table as drift_table
 from pytest_glmf.gates.registry import GATES
@@ -55,6 +56,16 @@ def test_the_json_definitions_are_the_specs_glossary():
     assert not hasattr(curve_table_module, "DEFINITIONS") and not hasattr(agents_table, "DEFINITIONS")
     assert "SPEC.glossary()" in Path(agents_api.__file__).read_text()
 
+
+
+def test_the_curve_definitions_say_the_self_checks_rule_and_where_seats_come_from():
+    # the sentence every report prints under the curve: the verdict is the error bound against the
+    # setting client_check decides by (lag and CPU decide nothing since the GPU issue), and seats
+    # may be the server's word (/server_info) when the boot log has none
+    text = " ".join(CURVE.definitions)
+    assert "client_error_max_pct" in text and "client_error_max_pct" in {f.name for f in dataclasses.fields(CurveRowSettings)}
+    assert "lagged" not in text and "% of a core" not in text
+    assert "/server_info" in text
 
 # -- every gate's table: a metric's column head is the spec's ------------------------------------------------
 

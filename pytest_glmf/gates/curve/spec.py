@@ -104,10 +104,12 @@ DEFINITIONS = (
     "per-user tok/s: (completion tokens - 1) / (last token - first token) per request; median (p5) over users.",
     "aggregate tok/s: all completion tokens / (last token anywhere - first send).",
     "spread: (max - min) / median of the measured runs, in %; a warm pass per users value is discarded.",
-    "seats: the server's effective max_running_requests from its boot log; users > seats means queueing.",
-    "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; a "
-    "run is client-bound (invalid) when its event loop lagged > 2 ms at p99 and, with kernel times, over "
-    "1 % of chunks shared a socket read with a later one, or when the client used > 85 % of a core.",
+    "seats: the server's effective max_running_requests from its boot log, else its own word "
+    "(/server_info); users > seats means queueing.",
+    "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; "
+    "client error: how far late or shared socket reads can move a run's TTFT, per-user tok/s and ITL; a "
+    "run is client-bound (invalid) when that bound exceeds client_error_max_pct % (default spread_max_pct) "
+    "of its number.",
 )
 
 
