@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -32,6 +32,7 @@ from pytest_glmf.results.redact import Redactor
 name = "process"
 
 STOP_GRACE_S = 15.0
+DRAIN_S = 2.0            # an exited server's last lines reach its log within this (workers it forked may hold the pipe)
 URGENT_GRACE_S = 5.0     # on SIGTERM, or when a boot failed: CI's SIGKILL may follow soon
 
 
@@ -218,6 +219,11 @@ class LogPump:
         except (OSError, ValueError):
             pass                 # the file was closed under us: the server is being stopped
 
+    def drain(self, within_s: float = DRAIN_S) -> None:
+        """Wait (at most `within_s`) until everything the exited server wrote is in the log file: the
+        pump copies behind the process, so its last lines (a crash's traceback) can lag its exit."""
+        self.thread.join(within_s)
+
     def close(self) -> None:
         self.thread.join(5.0)    # the server is gone: its pipe ends, the pump drains and returns
         self.out.close()
@@ -270,14 +276,23 @@ def run(lane: LaneConfig, argv: list[str], results_dir: Path, session_id: str, l
     provenance = {"launcher": launcher, "argv": argv, "pid": proc.pid, "port": lane.port,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
+    return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
+                  provenance=provenance, launcher=launcher, _stop=stop, _alive=exit_watch(proc, pump, provenance))
+
+
+def exit_watch(proc: subprocess.Popen[bytes], pump: LogPump, provenance: dict[str, Any]) -> Callable[[], bool]:
+    """The server's `is_alive`: False once the process has exited, its exit code then recorded in
+    `provenance` (what a "server gone" message and the result file say) and its log drained, so a
+    message that quotes the log's tail right after shows the server's last words."""
+
     def alive() -> bool:
         code = proc.poll()
         if code is not None and "exit_code" not in provenance:
-            provenance["exit_code"] = code   # what a "server gone" message and the result file say
+            pump.drain()
+            provenance["exit_code"] = code
         return code is None
 
-    return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
-                  provenance=provenance, launcher=launcher, _stop=stop, _alive=alive)
+    return alive
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.launch import BootError, launch_lane
+from pytest_glmf.launch.process import LogPump, exit_watch
 
 USES_SERVER = """
 def test_health(glmf_server, glmf_client):
@@ -277,3 +278,31 @@ def test_catch_up_gives_up_after_its_timeout() -> None:
     assert readiness.catch_up(lambda: False, timeout_s=0.2) is False
     assert 0.2 <= time.monotonic() - t0 < 2.0
     assert readiness.catch_up(lambda: True, timeout_s=0.0) is True
+
+
+class _SlowRedactor:
+    """A redactor that takes 0.3 s a line: the pump copies well behind the process it reads."""
+
+    values = ["not-in-the-output"]
+
+    def text(self, s: str) -> str:
+        time.sleep(0.3)
+        return s
+
+
+def test_an_exited_servers_last_lines_are_in_its_log_when_it_is_seen_gone(tmp_path: Path) -> None:
+    # CI saw "the server exited with code 1" quoting a log tail without the crash's traceback: the
+    # pump had not copied the last lines yet when the exit was seen
+    proc = subprocess.Popen([sys.executable, "-c", "print('booted'); print('Scheduler hit an exception'); "
+                             "raise SystemExit(1)"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log_path = tmp_path / "server.log"
+    pump = LogPump(proc, open(log_path, "wb"), _SlowRedactor())  # type: ignore[arg-type]  # a stand-in
+    provenance: dict = {}
+    alive = exit_watch(proc, pump, provenance)
+    proc.wait()                                   # exited: the pump is still ~0.6 s behind
+    try:
+        assert alive() is False
+        assert provenance["exit_code"] == 1
+        assert log_path.read_text().splitlines() == ["booted", "Scheduler hit an exception"]
+    finally:
+        pump.close()
