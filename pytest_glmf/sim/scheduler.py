@@ -325,8 +325,9 @@ class Scheduler:
                 break
             due = chunk_end(first_done) if first_done < len(batch) else end
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, min(due, end) - now))
+            try:   # not wait_for: on Python 3.11 it can drop stop()'s cancel, and stop() would wait forever
+                async with asyncio.timeout(max(0.0, min(due, end) - now)):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
         self.tuned_shapes.add(shape)

@@ -136,6 +136,10 @@ def run_requests(requests: list[SimRequest], *, kv_tokens: int, seats: int = 64,
                  stagger_s: float = 0.0) -> tuple[Scheduler, list[str]]:
     lines: list[str] = []
 
+    async def within_a_minute() -> Scheduler:
+        async with asyncio.timeout(60):
+            return await go()
+
     async def go() -> Scheduler:
         s = Scheduler(seats=seats, kv_tokens=kv_tokens, model=LogitModel("nvidia"), time_scale=0.002,
                       spec_draft_tokens=None, block_size=None, capture_bs=[1, 2, 4, 8, 16], autotune_s=0.0,
@@ -150,7 +154,7 @@ def run_requests(requests: list[SimRequest], *, kv_tokens: int, seats: int = 64,
         await s.stop()
         return s
 
-    return asyncio.run(asyncio.wait_for(go(), 60)), lines
+    return asyncio.run(within_a_minute()), lines
 
 
 def request(ids: list[int], max_new: int, ignore_eos: bool = True) -> SimRequest:

@@ -273,12 +273,16 @@ async def http_call(host: str, port: int, https: bool, path: str, method: str = 
                     api_key: str | None = None) -> tuple[int, bytes]:
     """A one-shot request on its own connection (cache flush, /metrics snapshots and sampling)."""
     ctx = ssl_mod.create_default_context() if https else None
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), timeout_s)
+    # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancel (Ctrl-C) that lands as
+    # the awaited call completes, and the command then runs to its end (CI saw it in glmf capacity)
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_connection(host, port, ssl=ctx)
     auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
     try:
         writer.write(f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{auth}Content-Length: 0\r\n"
                      f"Connection: close\r\n\r\n".encode())
-        data = await asyncio.wait_for(reader.read(-1), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            data = await reader.read(-1)
     finally:
         writer.close()
     head, _, body = data.partition(b"\r\n\r\n")

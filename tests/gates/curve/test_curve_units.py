@@ -173,3 +173,41 @@ def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
     assert load_prompt_variants(str(own)) == ["just one prompt"]
     with pytest.raises(FileNotFoundError, match="nor a packaged fixture"):
         load_prompt_variants("no-such-briefing.md")
+
+
+def test_a_cancel_landing_as_a_one_shot_call_completes_is_not_dropped(monkeypatch):
+    """Ctrl-C under asyncio.Runner is a cancel of the main task. Python 3.11's wait_for returns the
+    inner result when that cancel lands in the same loop pass as the inner call completes, and
+    `glmf capacity` then ran its whole search after a Ctrl-C (CI). The cancel must reach the caller."""
+    import asyncio
+
+    from pytest_glmf.gates.curve import http as load_http
+
+    class Reader:
+        async def read(self, n: int) -> bytes:
+            await asyncio.sleep(0)      # a socket read waits for the loop
+            return b"HTTP/1.1 200 OK\r\n\r\nvllm:num_requests_running 0\n"
+
+    class Writer:
+        def write(self, data: bytes) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    async def main() -> str:
+        outer = asyncio.current_task()
+        assert outer is not None
+
+        async def opened(*args, **kwargs):
+            outer.cancel()              # the Ctrl-C, in the pass the connection completes in
+            return Reader(), Writer()
+
+        monkeypatch.setattr(asyncio, "open_connection", opened)
+        try:
+            await load_http.http_call("127.0.0.1", 1, False, "/metrics")
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "completed: the cancel was dropped"
+
+    assert asyncio.run(main()) == "cancelled"
