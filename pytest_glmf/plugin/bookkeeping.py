@@ -136,7 +136,10 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     compared = history.compared_with(run)
     if compared is not None:
         extra["compared_with"] = compared
-    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra)
+    # a user's own test that called a gate helper (assert_boot, ...) verified something even when
+    # no gate fixture recorded numbers: its session has results (and may be blessed)
+    checked = verification is not None and verification.checks_of(run.lane.name) > 0
+    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra, keep=checked)
     if out is not None:
         run.result_file = out
         history.mark_pending(run, out)
@@ -250,17 +253,26 @@ def update_baseline(run: "LaneRun", exitstatus: int) -> bool:
     out = run.result_file
     target = Path(run.settings.baseline or run.settings.results_dir / f"{run.lane.name}-baseline.json")
     if exitstatus != pytest.ExitCode.OK or out is None:
-        why = ("the session recorded no results (no gate measured anything), so there is nothing to bless"
-               if out is None else f"the session did not pass (exit {int(exitstatus)})")
+        why = ("the session recorded no results (no gate measured or checked anything), so there is nothing "
+               "to bless" if out is None else f"the session did not pass (exit {int(exitstatus)})")
         run.baseline_note = f"glmf: baseline NOT updated: {why}; {target} unchanged"
         return False
+    compared = run.baseline_doc() is not None   # looked for before the copy: the new file is not a comparison
+    first = not target.exists()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out, target)
     except OSError as exc:
         run.baseline_note = f"glmf: baseline NOT updated: cannot write {target}: {exc.strerror or exc}"
         return False
-    run.baseline_note = f"glmf: baseline updated: {target} (from {out})"
+    if compared:
+        run.baseline_note = f"glmf: baseline updated: {target} (from {out})"
+    elif first:
+        run.baseline_note = (f"glmf: first baseline blessed: {target} (from {out}); this run was compared with "
+                             "nothing (no baseline existed)")
+    else:
+        run.baseline_note = (f"glmf: baseline replaced: {target} (from {out}); this run was compared with nothing "
+                             "(no --glmf-baseline)")
     return True
 
 

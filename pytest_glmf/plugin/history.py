@@ -286,9 +286,9 @@ def compared_with(run: "LaneRun") -> dict[str, Any] | None:
     if hs is not None and hs.baseline_runs:
         doc = run.history_baseline
         return dict(doc["made_of"]) if doc else None
-    if run.settings.baseline is not None:
+    if run.settings.baseline is not None and run.baseline_doc() is not None:
         return {"label": str(run.settings.baseline)}
-    return None
+    return None   # no baseline yet (a first --glmf-update-baseline): compared with nothing
 
 
 def summary_lines(run: "LaneRun") -> list[str]:

@@ -42,6 +42,7 @@ class LaneRun:
     result_file: Path | None = None                # written at the end (or on SIGTERM)
     exitstatus: int | None = None                  # the lane's own exit status, once finished
     file_baseline: dict[str, Any] | None = None    # --glmf-baseline FILE, loaded once
+    file_baseline_read: bool = False               # looked for once: a file blessed later was compared with nothing
     history_baseline: dict[str, Any] | None = None
     history_baseline_read: bool = False            # `history_baseline` was asked of the store (None: none stored)
     history_series: Any = None                     # the stored runs the slow-drift check compares with
@@ -68,10 +69,12 @@ class LaneRun:
         the median of the last K passing runs from the store (plugin/history.py)."""
         if self.settings.history is not None and self.settings.history.baseline_runs:
             return history.baseline_doc(self)
-        if self.file_baseline is None and self.settings.baseline is not None and self.settings.baseline.exists():
-            from pytest_glmf.results.baseline import load_baseline
+        if not self.file_baseline_read and self.settings.baseline is not None:
+            self.file_baseline_read = True   # absent now (a first --glmf-update-baseline): None for good
+            if self.settings.baseline.exists():
+                from pytest_glmf.results.baseline import load_baseline
 
-            self.file_baseline = load_baseline(self.settings.baseline, SCHEMA)
+                self.file_baseline = load_baseline(self.settings.baseline, SCHEMA)
         return self.file_baseline
 
     def note_if_exited(self) -> None:

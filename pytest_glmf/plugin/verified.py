@@ -200,6 +200,10 @@ class Verification:
     def tally(self, lane: str, gate: str) -> "GateTally":
         return self.by_gate.setdefault((lane, gate), GateTally())
 
+    def checks_of(self, lane: str) -> int:
+        """The checks evaluated on this lane, by any test (a user's own included)."""
+        return sum(t.checks for (name, _), t in self.by_gate.items() if name == lane)
+
     def gates_of(self, lane: str) -> dict[str, dict[str, Any]]:
         """The result file's `verified`: per gate its checks, test outcomes and, when it verified
         nothing, why."""

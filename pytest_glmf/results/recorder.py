@@ -59,14 +59,15 @@ class SessionRecorder:
         return gates
 
     def write(self, *, lane: dict[str, Any], provenance: dict[str, Any],
-              extra: dict[str, Any] | None = None, final: bool = True) -> Path | None:
+              extra: dict[str, Any] | None = None, final: bool = True, keep: bool = False) -> Path | None:
         """Merge the parts into the session's result file; None when nothing was recorded (and
         `extra` does not say the session was incomplete: a failed session leaves a file saying why).
         Secrets (lane env, process env, --api-key style flags) are masked in the whole document.
         `final=False` writes a checkpoint while the session runs (the parts stay), so a session
-        killed without a chance to clean up still leaves a readable file saying it is incomplete."""
+        killed without a chance to clean up still leaves a readable file saying it is incomplete.
+        `keep`: write it even with nothing recorded (the session's checks verified something)."""
         gates = self.recorded()
-        if not gates and not (extra or {}).get("incomplete"):
+        if not gates and not keep and not (extra or {}).get("incomplete"):
             if final:   # nothing to keep: the session ended cleanly, not killed
                 (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
             return None

@@ -43,7 +43,7 @@ def test_bless_then_same_config_passes_and_slower_config_fails_with_the_regressi
     base = pytester.path / "batch-baseline.json"
     first = session(pytester, 4.0, "--glmf-baseline", str(base), "--glmf-update-baseline")
     first.assert_outcomes(passed=2)
-    first.stdout.fnmatch_lines(["*glmf: baseline updated: *batch-baseline.json*"])
+    first.stdout.fnmatch_lines(["*glmf: first baseline blessed: *batch-baseline.json*"])
     doc = json.loads(base.read_text())
     assert doc["schema"] == 1 and doc["incomplete"] == [] and set(doc["gates"]["curve"]) == {"users=1", "users=2"}
     assert doc["provenance"]["plugin_version"] and doc["provenance"]["lane"] == "truth"
@@ -131,8 +131,53 @@ def test_update_baseline_makes_the_folders_of_a_baseline_path_that_does_not_exis
     result = session(pytester, 4.0, "--glmf-baseline", str(base), "--glmf-update-baseline")
     result.assert_outcomes(passed=2)
     assert result.ret == 0 and "Traceback" not in result.stdout.str() + result.stderr.str()
-    result.stdout.fnmatch_lines(["*= glmf results =*", "Concurrency curve", f"glmf: baseline updated: {base} (from *"])
+    result.stdout.fnmatch_lines(["*= glmf results =*", "Concurrency curve", f"glmf: first baseline blessed: {base} (from *"])
     assert set(json.loads(base.read_text())["gates"]["curve"]) == {"users=1", "users=2"}
+
+
+def test_a_first_baseline_says_it_was_compared_with_nothing(pytester):
+    """Issue 40: no baseline file yet: the run is blessed, not compared with itself ("0 regression(s)
+    in 4 compared metrics" and `compared_with` naming the new file were a comparison that never happened)."""
+    base = pytester.path / "nodir" / "sub" / "base.json"
+    result = session(pytester, 4.0, "--glmf-baseline", str(base), "--glmf-update-baseline")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    assert "Against the baseline" not in result.stdout.str()
+    result.stdout.fnmatch_lines([f"glmf: first baseline blessed: {base} (from *truth-*.json); this run was "
+                                 "compared with nothing (no baseline existed)"])
+    doc = json.loads(base.read_text())
+    assert "compared_with" not in doc and set(doc["gates"]["curve"]) == {"users=1", "users=2"}
+
+    again = session(pytester, 4.0, "--glmf-baseline", str(base), "--glmf-update-baseline")   # now a comparison
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["Against the baseline: 0 regression(s) in * compared metrics",
+                                f"glmf: baseline updated: {base} (from *"])
+    assert json.loads(base.read_text())["compared_with"] == {"label": str(base)}
+
+
+OWN_BOOT_TEST = """\
+from pytest_glmf.gates.boot import assert_boot
+
+
+def test_my_seats(glmf_boot_facts, glmf_lane):
+    assert_boot(glmf_boot_facts, lane=glmf_lane, max_running_requests={"min": 4})
+"""
+
+
+def test_a_users_own_gate_test_has_results_to_bless(pytester):
+    """Issue 40: a user's own test that calls a gate helper verified something: its session is
+    blessed, not refused with "the session recorded no results"."""
+    pytester.makepyfile(test_mine=OWN_BOOT_TEST)
+    base = pytester.path / "b.json"
+    with TruthServer(ttft_ms=5, itl_ms=4, seats=8) as ts:
+        result = pytester.runpytest_subprocess(*files(pytester, ts.url), "--glmf-baseline", str(base),
+                                               "--glmf-update-baseline", "test_mine.py")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"glmf: first baseline blessed: {base} (from *",
+                                 "glmf: verified: own tests (1 check in 1 test)"])
+    doc = json.loads(base.read_text())
+    assert doc["gates"] == {} and doc["verified"]["own tests"]["checks"] == 1
 
 
 def test_update_baseline_of_a_session_that_recorded_nothing_says_so_and_fails(pytester):
@@ -145,6 +190,6 @@ def test_update_baseline_of_a_session_that_recorded_nothing_says_so_and_fails(py
         "-p", "no:cacheprovider", "test_nothing.py")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"glmf: baseline NOT updated: the session recorded no results (no gate measured "
-                                 f"anything), so there is nothing to bless; {base} unchanged"])
+    result.stdout.fnmatch_lines([f"glmf: baseline NOT updated: the session recorded no results (no gate measured or "
+                                 f"checked anything), so there is nothing to bless; {base} unchanged"])
     assert not base.exists()
