@@ -2,7 +2,9 @@
 lane). Nothing is started or stopped; the server must answer within the connect timeout (the
 readiness rule of `readiness.py`, for a server past its boot), and answer as an LLM server
 (`not_an_llm_server`: a plain web server on the port is refused with one line, not failed nine
-ways later). While the session runs it is alive while its port accepts connections (`answering`),
+ways later). A lane whose `boot_log` file is missing still attaches: the server is up, so only the
+tests that read the log skip (`missing_boot_log` says why, naming the key and the lanes file).
+While the session runs it is alive while its port accepts connections (`answering`),
 so a server that stops mid-run is named as such, with its log's last lines when the lane names one.
 """
 from __future__ import annotations
@@ -49,11 +51,28 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
         refused = not_an_llm_server(client, base_url)
     if refused is not None:
         raise BootError(f"lane {lane.name!r} (attach launcher): {refused}", cause="configuration")
+    provenance: dict[str, str] = {"launcher": "attach", "url": base_url}
     log_path = Path(lane.boot_log) if lane.boot_log else None
     if log_path is not None and not log_path.is_file():
-        raise BootError(f"lane {lane.name!r} (attach launcher): boot_log {log_path} is not a readable file")
+        # the server is up: a missing log costs only the tests that read it, not the session
+        provenance[BOOT_LOG_MISSING] = missing_boot_log_line(lane, log_path)
+        log_path = None
     return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
-                  provenance={"launcher": "attach", "url": base_url}, launcher="attach", _alive=answering(base_url))
+                  provenance=provenance, launcher="attach", _alive=answering(base_url))
+
+
+BOOT_LOG_MISSING = "boot_log_missing"   # provenance key: why the lane's boot_log was not read
+
+
+def missing_boot_log_line(lane: LaneConfig, log_path: Path) -> str:
+    return (f"lane {lane.name!r}: boot_log {log_path} is not a readable file (fix boot_log: in {lane.source}); "
+            "the server is up: the tests that read its boot log skip, the others run")
+
+
+def missing_boot_log(server: Server) -> str | None:
+    """Why the lane's `boot_log` was not read (named, but no such file), None when it was or none was named."""
+    why = server.provenance.get(BOOT_LOG_MISSING)
+    return str(why) if why else None
 
 
 def not_an_llm_server(client: httpx.Client, base_url: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.gates.verdict import fold
 from pytest_glmf.plugin import history
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.results import ledger
@@ -303,6 +304,11 @@ def write_summary(terminalreporter: Any, state: "GlmfSession") -> None:
     run = state.run
     for path in state.recovered:
         terminalreporter.write_line(f"glmf: an earlier session was killed; its partial results: {path}")
+    if run.server is not None and run.lane.launcher == "attach":
+        from pytest_glmf.launch.attach import missing_boot_log
+
+        if (missing := missing_boot_log(run.server)) is not None:
+            terminalreporter.write_line(fold(f"glmf: {missing}"), yellow=True)
 
     out = run.result_file
     if out is None:

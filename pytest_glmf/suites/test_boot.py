@@ -15,22 +15,35 @@ import pytest
 
 from pytest_glmf.gates.boot import assert_boot, assert_boot_log_clean, assert_seats
 from pytest_glmf.gates.boot.sglang import state_pool
+from pytest_glmf.launch.attach import missing_boot_log
+from pytest_glmf.plugin.verified import required_gates
 
 pytestmark = pytest.mark.glmf_gate("boot")
 
 
+def skip_when_missing(server, config) -> None:
+    """The lane names a boot_log that is not there: skip, or fail under --glmf-require boot."""
+    if (missing := missing_boot_log(server)) is not None:
+        if "boot" in required_gates(config):
+            pytest.fail(f"{missing} (--glmf-require boot)", pytrace=False)
+        pytest.skip(missing)
+
+
 @pytest.fixture(scope="module")
-def boot_log_present(glmf_server) -> None:
-    """An attached server (--glmf-url) has no boot log unless the lane or --glmf-boot-log names one."""
+def boot_log_present(glmf_server, pytestconfig) -> None:
+    """An attached server (--glmf-url) has no boot log unless the lane or --glmf-boot-log names one;
+    a lane's boot_log that is not there skips these tests, or fails them under --glmf-require boot."""
+    skip_when_missing(glmf_server, pytestconfig)
     if glmf_server.boot_log_path is None:
         pytest.skip(f"no boot log for lane {glmf_server.lane.name!r} (attached to {glmf_server.base_url}); "
                     "give it with --glmf-boot-log FILE or boot_log: FILE in the lane")
 
 
 @pytest.fixture(scope="module")
-def boot_facts_known(glmf_server, glmf_boot_facts) -> None:
+def boot_facts_known(glmf_server, glmf_boot_facts, pytestconfig) -> None:
     """Without a boot log, the facts are the server's word: skip when it says none of them."""
     if glmf_server.boot_log_path is None and not glmf_boot_facts.sources:
+        skip_when_missing(glmf_server, pytestconfig)
         pytest.skip(f"no boot log for lane {glmf_server.lane.name!r} and the server at {glmf_server.base_url} "
                     "tells no seats, KV pool or context (/server_info); give the boot log with "
                     "--glmf-boot-log FILE or boot_log: FILE in the lane")

@@ -1,0 +1,56 @@
+"""An attach lane whose `boot_log` file is missing (issue 40, item 7): the server is up, so the
+session is not "INCOMPLETE: the server did not boot" with every test an error. The tests that need
+no boot log run; the boot log's tests skip, naming the key, the file and the lanes file (or fail
+under --glmf-require boot); the summary says it in one line."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_glmf.testing.truth_server import TruthServer
+
+MINE = """\
+def test_the_server_answers(glmf_client):
+    assert glmf_client.get_json("/v1/models")["data"]
+"""
+THRESHOLDS = ("schema: 1\nlanes:\n  truth:\n    boot:\n      max_running_requests: {min: 1}\n"
+              "      kv_pool_dtypes: [bfloat16]\n")
+
+
+def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
+    suite = pytester.path / "test_boot.py"
+    from importlib import resources
+
+    suite.write_text(resources.files("pytest_glmf.suites").joinpath("test_boot.py").read_text())
+    pytester.makepyfile(test_mine=MINE)
+    thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS)
+    with TruthServer(ttft_ms=5, itl_ms=2, seats=8) as ts:
+        lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}', "
+                                                 "boot_log: logs/gone.log}\n")
+        return pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "truth", "--glmf-thresholds",
+                                             str(thresholds), "--glmf-results", str(pytester.path / "r"),
+                                             "-p", "no:cacheprovider", "-rs", *extra, "test_mine.py", "test_boot.py")
+
+
+def test_a_missing_boot_log_skips_the_boot_tests_and_the_rest_runs(pytester, unfold) -> None:
+    result = run(pytester, "--glmf-allow-unverified")
+    out = unfold(result.stdout.str())
+    assert "did not boot" not in out and "INCOMPLETE" not in out
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 1 and "error" not in outcomes and "errors" not in outcomes, out
+    gone = pytester.path / "logs" / "gone.log"
+    line = (f"lane 'truth': boot_log {gone} is not a readable file (fix boot_log: in {pytester.path / 'lanes.yaml'}); "
+            "the server is up: the tests that read its boot log skip, the others run")
+    lines = out.splitlines()
+    pytest.LineMatcher(lines).fnmatch_lines([f"SKIPPED * {line}"])
+    pytest.LineMatcher(lines).fnmatch_lines([f"glmf: {line}"])
+    assert result.ret == 0
+
+
+def test_under_glmf_require_boot_the_boot_tests_fail_naming_the_file(pytester, unfold) -> None:
+    result = run(pytester, "--glmf-require", "boot")
+    out = unfold(result.stdout.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "did not boot" not in out
+    pytest.LineMatcher(out.splitlines()).fnmatch_lines([
+        "*lane 'truth': boot_log *gone.log is not a readable file (fix boot_log: in *lanes.yaml)*(--glmf-require boot)"])
+    assert "test_mine.py::test_the_server_answers PASSED" in out or result.parseoutcomes().get("passed", 0) >= 1
