@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("pytest_glmf.gates.agents.cli", "agents' multi-turn sessions against a server; `glmf agents replay`: "
                                                "a trace replayed open loop"),
     "template": ("pytest_glmf.gates.template.cli", "served chat template: make a reference, check a server against it"),
-    "report": ("pytest_glmf.results.report", "render a result file as tables"),
+    "report": ("pytest_glmf.results.report", "render a result file: tables, Markdown, a PNG, one HTML page (--html)"),
     "compare": ("pytest_glmf.compare.cli", "compare lanes' result files: the recipe's tables, the crossover"),
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
     "lanes": ("pytest_glmf.cli", "list lanes and the engine command line each one runs"),
@@ -32,6 +32,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                                            "before a GPU boots"),
     "init": ("pytest_glmf.starter", "write the example lanes, test file, CI workflows and thresholds into a directory"),
 }
+
+
+# `glmf --help` shows the commands by what they are for (every subcommand in exactly one group)
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("measure a server (--url URL, or a lane)", ("curve", "capacity", "drift", "accept", "tools", "agents",
+                                                 "template", "bootlog")),
+    ("results", ("report", "compare", "history")),
+    ("lanes and configuration", ("init", "lanes", "thresholds")),
+    ("engines", ("upgrade", "sim")),
+)
 
 
 # Ctrl-C in a command: one line (never a traceback), exit 130 like a shell; a long command's finished
@@ -56,8 +66,10 @@ def interrupted(command: str, json_path: Path | None = None, doc: dict[str, Any]
 
 def usage() -> str:
     width = max(map(len, SUBCOMMANDS))
-    lines = ["usage: glmf <command> [args...]", "", "commands:"]
-    lines += [f"  {name.ljust(width)}  {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
+    lines = ["usage: glmf <command> [args...]"]
+    for title, names in GROUPS:
+        lines += ["", f"{title}:"]
+        lines += [f"  {name.ljust(width)}  {SUBCOMMANDS[name][1]}" for name in names]
     lines += ["", "`glmf <command> --help` shows a command's options. The test suites run with "
               "`pytest --glmf-lane NAME`."]
     return "\n".join(lines)
@@ -65,9 +77,12 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:   # a usage error, as argparse's: the help on stderr, exit 2
+        print(f"glmf: a command is required\n\n{usage()}", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(usage())
-        return 0 if argv else 2
+        return 0
     sub, rest = argv[0], argv[1:]
     if sub in ("--version", "-V"):
         from pytest_glmf import __version__

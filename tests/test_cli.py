@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,13 +15,45 @@ import pytest
 from pytest_glmf.cli import SUBCOMMANDS, main
 
 
-def test_usage_lists_every_subcommand(capsys) -> None:
-    assert main([]) == 2
-    out = capsys.readouterr().out
-    assert out.startswith("usage: glmf <command> [args...]")
-    for name in ("sim", "bootlog", "curve", "drift", "accept", "tools", "report", "lanes", "thresholds"):
-        assert f"\n  {name} " in out
+def test_usage_lists_every_subcommand_once_by_group(capsys) -> None:
     assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: glmf <command> [args...]\n\nmeasure a server (--url URL, or a lane):\n  curve ")
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert sorted(listed) == sorted(SUBCOMMANDS)      # each command in exactly one group
+    titles = [line for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert titles == ["measure a server (--url URL, or a lane):", "results:", "lanes and configuration:", "engines:"]
+    assert "one HTML page (--html)" in out
+
+
+def test_glmf_without_a_command_is_a_usage_error_on_stderr() -> None:
+    """Issue 40: `glmf` alone printed the help to stdout (what a script would parse as output)."""
+    glmf = Path(sys.executable).with_name("glmf")
+    proc = subprocess.run([str(glmf)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("glmf: a command is required\n\nusage: glmf <command> [args...]")
+
+
+def test_glmf_sim_help_shows_its_own_flags_first_with_their_defaults() -> None:
+    """Issue 40: 148 lines, ~45 SGLang flags without help above the simulator's own, no default
+    port or time scale."""
+    glmf = Path(sys.executable).with_name("glmf")
+    proc = subprocess.run([str(glmf), "sim", "--help"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "usage: glmf sim [--port N] [--time-scale X] [simulator flags] [SGLang flags]"
+    assert "127.0.0.1:30000 (--port N)" in proc.stdout and "(--time-scale 1.0)" in proc.stdout
+    sim, sglang = lines.index("simulator flags:"), lines.index("SGLang flags:")
+    assert sim < sglang
+    assert lines[sim + 1].strip() == "the simulator's own knobs (a real SGLang refuses them)"
+    assert lines[sglang + 1].strip().startswith("accepted as SGLang accepts them, so a real lane's command line")
+    own = "\n".join(lines[sim:sglang])
+    assert "--time-scale X" in own and "(default: 1.0)" in own and "--fault VALUE" in own
+    theirs = "\n".join(lines[sglang:])
+    assert "--port N              where it listens (default: 30000)" in theirs
+    assert "--speculative-num-steps N\n" in theirs      # short placeholders: one line per flag
+    assert len(lines) < 120
 
 
 def test_unknown_command(capsys) -> None:

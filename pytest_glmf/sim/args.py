@@ -32,15 +32,27 @@ def _bool_flag(ap: argparse._ActionsContainer, name: str, help_text: str = "") -
     ap.add_argument(name, action="store_true", default=False, help=help_text or argparse.SUPPRESS)
 
 
+SIM_GROUP = "simulator flags"
+SGLANG_GROUP = "SGLang flags"
+DEFAULT_PORT = 30000
+
+
 def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog=prog, description="SGLang-compatible simulator of the recipe's GB300 (GLM-5.3-Flash).")
-    g = ap.add_argument_group("SGLang flags")
+        prog=prog, usage="%(prog)s [--port N] [--time-scale X] [simulator flags] [SGLang flags]",
+        description="SGLang-compatible simulator of the recipe's GB300 (GLM-5.3-Flash): prints an SGLang boot "
+                    f"log, then serves SGLang's HTTP API on 127.0.0.1:{DEFAULT_PORT} (--port N) at the GB300's "
+                    "speed (--time-scale 1.0) until Ctrl-C.")
+    # the simulator's own flags first: what a user of `glmf sim` turns; SGLang's after, for lanes
+    s = ap.add_argument_group(SIM_GROUP, "the simulator's own knobs (a real SGLang refuses them)")
+    g = ap.add_argument_group(SGLANG_GROUP, "accepted as SGLang accepts them, so a real lane's command line runs "
+                                            "unchanged; the model, seat, cache, speculative and parser flags "
+                                            "shape the simulation, the rest are echoed in /server_info")
     g.add_argument("--model-path", "--model", dest="model_path", default="/models/GLM-5.3-Flash-NVFP4")
     g.add_argument("--tokenizer-path", default=None)
     g.add_argument("--served-model-name", default=None)
-    g.add_argument("--host", default="127.0.0.1")
-    g.add_argument("--port", type=int, default=30000)
+    g.add_argument("--host", default="127.0.0.1", help="loopback only (default: %(default)s)")
+    g.add_argument("--port", type=int, default=DEFAULT_PORT, help="where it listens (default: %(default)s)")
     g.add_argument("--speculative-algorithm", default=None,
                    help="none/NONE (autoregressive), DFLASH, EAGLE, EAGLE3, NEXTN, ...")
     g.add_argument("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path",
@@ -95,10 +107,9 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
     g.add_argument("--watchdog-timeout", type=float, default=300.0)
     g.add_argument("--download-dir", default=None)
     g.add_argument("--revision", default=None)
-
-    s = ap.add_argument_group("simulator flags")
-    s.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiplies every modelled time: 1.0 is the recipe's GB300, 0.05 is 20x faster")
+    s.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                   help="multiplies every modelled time: 1.0 is the recipe's GB300, 0.05 is 20x faster "
+                        "(default: %(default)s)")
     s.add_argument("--checkpoint", default=None, choices=["fp8", "nvidia", "libertai"],
                    help="logit variant; default from the model path (libertai / nvfp4 / else fp8)")
     s.add_argument("--perturb-shared-sigma", type=float, default=None,
@@ -129,6 +140,9 @@ def build_parser(prog: str = "python -m pytest_glmf.sim") -> argparse.ArgumentPa
                         "({method, path, body}): what a client really sends")
     s.add_argument("--fault", action="append", default=[],
                    help="inject a fault; repeatable: " + ", ".join(faults_mod.FAULT_FORMS))
+    for action in [*s._group_actions, *g._group_actions]:   # short placeholders, not SPECULATIVE_NUM_STEPS
+        if action.nargs != 0 and action.choices is None and action.metavar is None:
+            action.metavar = {int: "N", float: "X"}.get(action.type, "VALUE")  # type: ignore[call-overload]
     return ap
 
 
@@ -176,7 +190,7 @@ class SimConfig:
 
 def sim_only_keys() -> frozenset[str]:
     """The simulator's own settings: never in the server_args dump or /server_info."""
-    group = next(g for g in build_parser()._action_groups if g.title == "simulator flags")
+    group = next(g for g in build_parser()._action_groups if g.title == SIM_GROUP)
     return frozenset(a.dest for a in group._group_actions)
 
 
