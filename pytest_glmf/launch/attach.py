@@ -23,6 +23,7 @@ from pytest_glmf.launch.base import BootError, Server
 from pytest_glmf.launch.replicas import attach_replicas
 
 name = "attach"
+BOOT_LOG_MISSING = "boot_log_missing"   # provenance key: why the lane's boot_log was not read
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
@@ -59,9 +60,6 @@ def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:
         log_path = None
     return Server(base_url=base_url, engine=lane.engine, lane=lane, boot_log_path=log_path,
                   provenance=provenance, launcher="attach", _alive=answering(base_url))
-
-
-BOOT_LOG_MISSING = "boot_log_missing"   # provenance key: why the lane's boot_log was not read
 
 
 def missing_boot_log_line(lane: LaneConfig, log_path: Path) -> str:
