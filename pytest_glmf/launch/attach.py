@@ -19,11 +19,10 @@ import httpx
 
 from pytest_glmf.config.lanes import LaneConfig, server_root
 from pytest_glmf.launch import readiness
-from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.launch.base import BOOT_LOG_MISSING, BootError, Server
 from pytest_glmf.launch.replicas import attach_replicas
 
 name = "attach"
-BOOT_LOG_MISSING = "boot_log_missing"   # provenance key: why the lane's boot_log was not read
 
 
 def start(lane: LaneConfig, results_dir: Path, session_id: str) -> Server:

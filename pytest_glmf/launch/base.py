@@ -43,6 +43,10 @@ class BootError(RuntimeError):
         self.cause = cause
 
 
+# provenance key: why the attach lane's boot_log (or a replica's) was not read (launch/attach.py)
+BOOT_LOG_MISSING = "boot_log_missing"
+
+
 @dataclass
 class Server:
     base_url: str                      # e.g. "http://127.0.0.1:30000" (no trailing slash)

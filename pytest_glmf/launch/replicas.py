@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_glmf.config.lanes import LaneConfig
-from pytest_glmf.launch.base import BootError, Server
+from pytest_glmf.launch.base import BOOT_LOG_MISSING, BootError, Server
 
 
 def attach_replicas(lane: LaneConfig, attach_one: Callable[[LaneConfig], Server]) -> Server:
@@ -22,9 +22,14 @@ def attach_replicas(lane: LaneConfig, attach_one: Callable[[LaneConfig], Server]
     if lane.urls:
         replicas = [attach_one(replace(single, url=url, boot_log=log)) for url, log in zip(lane.urls, logs)]
         first = replicas[0]
+        provenance = {"launcher": "attach", "urls": list(lane.urls)}
+        if missing := [f"{log} ({url})" for url, log, r in zip(lane.urls, logs, replicas)
+                       if BOOT_LOG_MISSING in r.provenance]:   # the replicas are up: only their logs' tests skip
+            provenance[BOOT_LOG_MISSING] = (
+                f"lane {lane.name!r}: boot_logs {', '.join(missing)} not a readable file (fix boot_logs: in "
+                f"{lane.source}); the servers are up: the tests that read their boot logs skip, the others run")
         return Server(base_url=first.base_url, engine=lane.engine, lane=lane, boot_log_path=first.boot_log_path,
-                      provenance={"launcher": "attach", "urls": list(lane.urls)}, launcher="attach",
-                      replicas=replicas)
+                      provenance=provenance, launcher="attach", replicas=replicas)
     router = attach_one(single)                 # the router must answer; its replicas' logs are files
     replicas = [attach_one_log(single, router, Path(log)) for log in lane.boot_logs]
     return replace(router, lane=lane, boot_log_path=replicas[0].boot_log_path,

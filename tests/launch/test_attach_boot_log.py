@@ -54,3 +54,23 @@ def test_under_glmf_require_boot_the_boot_tests_fail_naming_the_file(pytester, u
     pytest.LineMatcher(out.splitlines()).fnmatch_lines([
         "*lane 'truth': boot_log *gone.log is not a readable file (fix boot_log: in *lanes.yaml)*(--glmf-require boot)"])
     assert "test_mine.py::test_the_server_answers PASSED" in out or result.parseoutcomes().get("passed", 0) >= 1
+
+
+def test_a_replicas_missing_boot_log_is_named_with_its_url(pytester, unfold) -> None:
+    log = pytester.makefile(".log", one="[2026-09-11 10:00:03] The server is fired up and ready to roll!\n")
+    pytester.makepyfile(test_mine="""
+        from pytest_glmf.launch.attach import missing_boot_log
+
+        def test_both_replicas_attached(glmf_server):
+            assert len(glmf_server.replicas) == 2
+            print("MISSING", missing_boot_log(glmf_server))
+    """)
+    with TruthServer(ttft_ms=5, itl_ms=2) as a, TruthServer(ttft_ms=5, itl_ms=2) as b:
+        lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  two: {{launcher: attach, urls: ['{a.url}', '{b.url}'], "
+                                                 f"boot_logs: [{log.name}, gone.log]}}\n")
+        result = pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "two", "-s",
+                                               "--glmf-allow-unverified", "-p", "no:cacheprovider", "test_mine.py")
+    result.assert_outcomes(passed=1)
+    pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
+        f"*MISSING lane 'two': boot_logs {pytester.path / 'gone.log'} ({b.url}) not a readable file (fix boot_logs: "
+        f"in {lanes}); the servers are up: the tests that read their boot logs skip, the others run"])
