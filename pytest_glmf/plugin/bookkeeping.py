@@ -25,11 +25,11 @@ import pytest
 
 from pytest_glmf.plugin import history
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
+from pytest_glmf.redact import Redactor
 from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
-from pytest_glmf.results.redact import Redactor
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 SCHEMA = 1
 

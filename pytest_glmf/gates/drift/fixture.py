@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.plugin.accessors import lanes_file
 from pytest_glmf.plugin.measuring import LaneGates
-from pytest_glmf.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.drift.api import DriftResult
@@ -66,8 +66,7 @@ def glmf_drift(_glmf_gates: LaneGates) -> Callable[..., "DriftResult"]:
     glmf_lane, glmf_results = gate.lane, gate.results
     references: dict[DriftReferenceKey, dict[str, Any]] = {}
     out_dir = glmf_results.results_dir / "drift"
-    session = session_of(_glmf_gates.config)
-    lanes_file = session.settings.lanes_file if session is not None else None
+    oracle_lanes = lanes_file(_glmf_gates.config)   # where oracle_lane= names a lane
 
     def reference_for(reference: Any, oracle_url: str | None, oracle_lane: Any, workload: dict[str, Any],
                       engine: str | None, key: str) -> dict[str, Any]:
@@ -76,7 +75,7 @@ def glmf_drift(_glmf_gates: LaneGates) -> Callable[..., "DriftResult"]:
         if oracle_url is not None:
             ref = make_drift_reference(oracle_url, engine=engine, timeouts=glmf_lane.timeouts, **workload)
         else:
-            lane = resolve_oracle_lane(oracle_lane, glmf_lane, lanes_file)
+            lane = resolve_oracle_lane(oracle_lane, glmf_lane, oracle_lanes)
             ref = reference_from_lane(lane, glmf_results.results_dir, glmf_results.session_id, **workload)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{key}-reference.json").write_text(json.dumps(ref) + "\n")
