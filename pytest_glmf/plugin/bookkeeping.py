@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_glmf.plugin import history
+from pytest_glmf.plugin import history, hooks
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.redact import Redactor
 from pytest_glmf.results import ledger
@@ -136,7 +136,8 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     compared = history.compared_with(run)
     if compared is not None:
         extra["compared_with"] = compared
-    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra)
+    update = hooks.result_updater(state.config, run.lane, state.hook_errors.append) if state.config is not None else None
+    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra, update=update)
     if out is not None:
         run.result_file = out
         history.mark_pending(run, out)
