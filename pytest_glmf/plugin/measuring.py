@@ -7,6 +7,9 @@ is measured (its gate's `settings:` in the thresholds file); the call's argument
 What it measured goes to the session's result file (so baselines compare it and the end-of-session
 tables show it); `result.table()` is the gate's table. The shared part, here:
 
+- `call_settings`, the one merge point of settings: the lane's (or the call's `settings=`) with the
+  call's keyword arguments on top, through the gate's `GateSpec.build`, a bad key or value failing
+  the test with the same line in every gate;
 - `_glmf_gates`, the session's lane as every measuring fixture starts from it (server, lane,
   thresholds, recorder), and `LaneGate`, one gate on it: its settings and section, the call that
   fails the test with one line when a setting or file cannot be used, a measurement made once per
