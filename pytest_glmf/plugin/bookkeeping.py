@@ -173,6 +173,8 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
     run = state.run
     history.prepare_compared_with(run)
     write_results(state, reasons, int(exitstatus))
+    if state.hook_errors and exitstatus == pytest.ExitCode.OK:   # short of a plugin's fields: not a baseline
+        exitstatus = pytest.ExitCode.TESTS_FAILED
     if run.settings.html and run.result_file:
         try:
             write_html(state)

@@ -52,14 +52,14 @@ def gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
 
 
-def session(pytester: pytest.Pytester, url: str, conftest: str) -> pytest.RunResult:
+def session(pytester: pytest.Pytester, url: str, conftest: str, *args: str) -> pytest.RunResult:
     pytester.makeconftest(conftest)
     pytester.makepyfile(test_mine=TEST)
     lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  mine: {{launcher: attach, url: '{url}'}}\n")
     thresholds = pytester.makefile(".yaml", th="lanes:\n  mine: {}\n")
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane", "mine",
                                          "--glmf-thresholds", str(thresholds), "--glmf-results",
-                                         str(pytester.path / "r"), "test_mine.py")
+                                         str(pytester.path / "r"), *args, "test_mine.py")
 
 
 def latest(pytester: pytest.Pytester) -> dict:
@@ -95,7 +95,7 @@ def test_a_result_hook_that_raises_fails_the_session_naming_it_and_the_file_is_w
     result = session(pytester, truth.url, """
         def pytest_glmf_update_result(config, lane, result):
             result["team"] = result["provenance"]["no_such_key"]
-    """)
+    """, "--glmf-update-baseline")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     said = ("pytest_glmf_update_result (plugin 'conftest.py', pytest_glmf_update_result at conftest.py:1) "
@@ -103,3 +103,5 @@ def test_a_result_hook_that_raises_fails_the_session_naming_it_and_the_file_is_w
     result.stdout.fnmatch_lines([f"glmf: {said} (the result file was written, this line in its incomplete)"])
     doc = latest(pytester)
     assert said in doc["incomplete"] and doc["gates"]["curve"]["users=1"]["per_user_tok_s"] == 50.0
+    result.stdout.fnmatch_lines(["glmf: baseline NOT updated: the session did not pass (exit 1); *"])
+    assert not (pytester.path / "r" / "mine-baseline.json").exists()
