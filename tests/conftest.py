@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING
 
 # In-process pytester runs drop modules first imported inside them; a later re-import makes a
 # second copy of httpx/httpcore whose exception classes no longer match (ConnectError escapes
-# `except httpx.HTTPError`). Import them once here so every run shares one copy.
+# `except httpx.HTTPError`). Import them once here so every run shares one copy. numpy refuses
+# a second load in one process ("cannot load module more than once per process"): a run whose
+# test first imported it (a gate's fixture calling its measuring code) would break every later one.
 import httpcore  # noqa: F401  (httpx imports it lazily, on the first request)
 import httpx  # noqa: F401
+import numpy  # noqa: F401
 import pytest
 
 import pytest_glmf.engine.client  # noqa: F401

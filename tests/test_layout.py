@@ -6,6 +6,7 @@ gate package's public names are those it imports under `if TYPE_CHECKING:`, each
 there on first use (gates/__init__.py, `lazy_exports`)."""
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,3 +90,71 @@ def test_type_checking_imports_reads_only_the_guarded_absolute_imports(tmp_path:
                     "    from . import relative\n")
     assert type_checking_imports(init) == {"measure": ("pkg.api", "measure"), "Answer": ("pkg.api", "Result"),
                                            "Settings": ("pkg.spec", "Settings")}
+
+
+# ---------------------------------------------------------------------------- rooms
+# Who may import whom (issue 41, "Shared code in the wrong room"). Launchers and the config sit below
+# the results: they reach redaction (pytest_glmf/redact.py) and the model directory's facts
+# (launch/modeldir.py) going down, never the results package. The session object and the lane's run
+# are the plugin's internals: suites, gates and the comparison ask them through the public
+# accessors (plugin/accessors.py), as other plugins ask pytest-xdist's `is_xdist_worker`.
+BELOW_RESULTS = ("launch", "config")
+PLUGIN_INTERNALS = ("session", "run", "bookkeeping", "faults", "lanesched", "serial", "history", "options")
+
+
+def imported_modules(path: Path, package: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in the file, function-local and TYPE_CHECKING ones included."""
+    here = path.relative_to(package.parent).with_suffix("").parts
+    base = here[:-1]   # the package a relative import starts from (a module's, or the __init__'s own)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join([*base[:len(base) - node.level + 1], *([module] if module else [])])
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def room_violations(package: Path) -> list[str]:
+    name = package.name
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        room = relative.split("/")[0]
+        for line, module in imported_modules(path, package):
+            parts = module.split(".")
+            if parts[0] != name or len(parts) < 2:
+                continue
+            if room in BELOW_RESULTS and parts[1] == "results":
+                out.append(f"{name}/{relative}:{line}: {room}/ imports {'.'.join(parts[:3])}: the results are above it")
+            if room != "plugin" and parts[1] == "plugin" and len(parts) > 2 and parts[2] in PLUGIN_INTERNALS:
+                out.append(f"{name}/{relative}:{line}: imports {name}.plugin.{parts[2]}, the plugin's internals: "
+                           "use pytest_glmf.plugin.accessors")
+    return list(dict.fromkeys(out))   # one line per import, however many names it takes
+
+
+def test_launch_and_config_never_import_results_and_only_the_plugin_reaches_the_session() -> None:
+    violations = room_violations(PACKAGE)
+    assert not violations, "\n".join(violations)
+
+
+def test_the_room_check_names_each_import_up(tmp_path: Path) -> None:
+    pkg = tmp_path / "pytest_glmf"
+    for part, text in {"launch/base.py": "from pytest_glmf.results.redact import Redactor\n",
+                       "config/lanes.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from ..results import recorder\n",
+                       "suites/test_x.py": "def f():\n    from pytest_glmf.plugin.session import session_of\n",
+                       "gates/drift/fixture.py": "from pytest_glmf.plugin.accessors import lanes_file\n"
+                                                 "from pytest_glmf.plugin.measuring import LaneGates\n",
+                       "plugin/accessors.py": "from pytest_glmf.plugin.session import session_of\n",
+                       "results/recorder.py": "from pytest_glmf.redact import Redactor\n"}.items():
+        (pkg / part).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / part).write_text(text)
+    assert room_violations(pkg) == [
+        "pytest_glmf/config/lanes.py:3: config/ imports pytest_glmf.results.recorder: the results are above it",
+        "pytest_glmf/launch/base.py:1: launch/ imports pytest_glmf.results.redact: the results are above it",
+        "pytest_glmf/suites/test_x.py:2: imports pytest_glmf.plugin.session, the plugin's internals: "
+        "use pytest_glmf.plugin.accessors"]

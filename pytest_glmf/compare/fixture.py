@@ -21,27 +21,25 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.compare.lanecurve import from_document
-from pytest_glmf.plugin.session import session_of
+from pytest_glmf.plugin.accessors import finished_result_file, selected_lanes
 
 if TYPE_CHECKING:
     from pytest_glmf.compare.lanecurve import LaneCurve
     from pytest_glmf.config.lanes import LaneConfig
-    from pytest_glmf.plugin.session import GlmfSession
     from pytest_glmf.results.recorder import SessionRecorder
 
 SERIAL: tuple[str, ...] = ()
 
 
 def lane_document(name: str, current: str, recorder: "SessionRecorder",
-                  session: "GlmfSession | None") -> dict[str, Any] | None:
+                  config: pytest.Config) -> dict[str, Any] | None:
     """Lane `name`'s result document: this lane's records so far, a lane finished earlier in this
     session, or `<results>/<name>-latest.json`; None when there is no curve to read."""
     if name == current:
         gates = recorder.recorded()
         return {"lane": {"name": name}, "gates": gates} if gates.get("curve") else None
-    finished = session.finished_lanes if session is not None else []
-    done = next((f.result_file for f in finished if f.lane.name == name), None)
-    if done is None and session is not None and any(lane.name == name for lane in session.settings.lanes):
+    done = finished_result_file(config, name)
+    if done is None and any(lane.name == name for lane in selected_lanes(config)):
         return None     # a lane of this session still to come: its rows, not an earlier session's
     path = done or recorder.results_dir / f"{name}-latest.json"
     try:
@@ -60,7 +58,7 @@ def glmf_lane_curve(pytestconfig: pytest.Config, glmf_lane: "LaneConfig",
     def lane_curve(name: str | None = None) -> "LaneCurve":
         __tracebackhide__ = True
         lane = name or glmf_lane.name
-        doc = lane_document(lane, glmf_lane.name, glmf_results, session_of(pytestconfig))
+        doc = lane_document(lane, glmf_lane.name, glmf_results, pytestconfig)
         if doc is None:
             where = "this session" if lane == glmf_lane.name else \
                 f"this session or {glmf_results.results_dir}/{lane}-latest.json"

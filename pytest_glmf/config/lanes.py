@@ -20,7 +20,7 @@ from pytest_glmf.config.derive import argv_words as _argv
 from pytest_glmf.config.derive import expand_lanes
 from pytest_glmf.config.yamlfile import ConfigError, read_yaml
 from pytest_glmf.config.yamlfile import allowed as _allowed
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 ENGINES = ("sglang", "vllm")
 # SGLang's spelling of the decode CUDA-graph batch-size cap since the nightly the recipe pins:

@@ -17,6 +17,7 @@ import httpx
 
 from pytest_glmf.config.lanes import server_root
 from pytest_glmf.engine.httperror import SSEError, status_message
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 
 __all__ = ["DONE", "SSEError", "Client", "Timeouts", "iter_sse", "parse_sse_line"]
 
@@ -52,8 +53,8 @@ def iter_sse(lines: Iterable[str]) -> Iterator[Any]:
 @dataclass
 class Timeouts:
     connect_s: float = 10.0
-    first_token_s: float = 600.0     # includes queueing behind a full batch
-    between_tokens_s: float = 60.0
+    first_token_s: float = FIRST_TOKEN_S
+    between_tokens_s: float = BETWEEN_TOKENS_S
     request_s: float = 1800.0
 
     def httpx(self) -> httpx.Timeout:

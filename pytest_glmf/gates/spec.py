@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -211,6 +212,18 @@ def build_settings(cls: type, data: Mapping[str, Any] | None, where: str) -> Any
     return cls(**kwargs)
 
 
+def as_file_value(value: Any) -> Any:
+    """A Python caller's setting as a thresholds file would write it: a path as its text, a
+    settings object (capacity's `frontier=FrontierSettings(...)`) as its mapping, a tuple as a list."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
 def settings_keys(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
@@ -320,11 +333,18 @@ class GateSpec:
                 check(self, f"{where}.{key}", section[key])
 
     def build(self, data: Any, where: str, overrides: Any = None) -> Any:
-        """The settings object of a section (`overrides`: e.g. a curve row's own `settings:`)."""
+        """The settings object of a section (`overrides`: e.g. a curve row's own `settings:`, or
+        the keyword arguments of a fixture call on top of the lane's settings). `data` may be a
+        settings object itself; an override may be a path or a nested settings object (Python
+        callers), read as the file's text would give it. The one merge point of every gate's
+        fixtures (plugin/measuring.py, `call_settings`): a bad key or value in a call is refused
+        with the thresholds file's words."""
+        if dataclasses.is_dataclass(data) and not isinstance(data, type):
+            data = dataclasses.asdict(data)
         for what, mapping in (("", data), (" (override)", overrides)):
             if mapping is not None and not isinstance(mapping, Mapping):
                 raise ConfigError(f"{where}{what}: must be a mapping of setting -> value")
-        merged = {**(data or {}), **(overrides or {})}
+        merged = {**(data or {}), **{k: as_file_value(v) for k, v in (overrides or {}).items()}}
         return build_settings(self.settings, merged, where)
 
     def bounds(self, mapping: Mapping[str, Any]) -> dict[str, dict[str, float]]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig

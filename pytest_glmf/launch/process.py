@@ -27,7 +27,7 @@ from pytest_glmf.config.lanes import LaneConfig, build_server_argv
 from pytest_glmf.gates.boot.parse import parse_boot_log
 from pytest_glmf.launch import cleanup, readiness
 from pytest_glmf.launch.base import BootError, Server, log_tail_lines
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 name = "process"
 

@@ -20,7 +20,7 @@ from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.config.thresholds import Thresholds, load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.plugin import verified
+from pytest_glmf.plugin import hookspecs, verified
 from pytest_glmf.plugin.options import OPTIONS, resolve_settings
 from pytest_glmf.plugin.session import GlmfSession, item_lane, session_of
 
@@ -49,6 +49,11 @@ NO_LANE = "no lane selected: pass --glmf-lane NAME (built-in lanes: daily, batch
 
 
 # ---------------------------------------------------------------------------- options
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks other plugins and conftest.py files implement (plugin/hookspecs.py)."""
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.gates.verdict import fold
-from pytest_glmf.plugin import history
+from pytest_glmf.plugin import history, hooks
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
+from pytest_glmf.redact import Redactor
 from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
-from pytest_glmf.results.redact import Redactor
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -140,7 +140,9 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     # a user's own test that called a gate helper (assert_boot, ...) verified something even when
     # no gate fixture recorded numbers: its session has results (and may be blessed)
     checked = verification is not None and verification.checks_of(run.lane.name) > 0
-    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra, keep=checked)
+    update = hooks.result_updater(state.config, run.lane, state.hook_errors.append) if state.config is not None else None
+    out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra, keep=checked,
+                         update=update)
     if out is not None:
         run.result_file = out
         history.mark_pending(run, out)
@@ -176,6 +178,8 @@ def finish_session(state: "GlmfSession", exitstatus: int) -> int | None:
     run = state.run
     history.prepare_compared_with(run)
     write_results(state, reasons, int(exitstatus))
+    if state.hook_errors and exitstatus == pytest.ExitCode.OK:   # short of a plugin's fields: not a baseline
+        exitstatus = pytest.ExitCode.TESTS_FAILED
     if run.settings.html and run.result_file:
         try:
             write_html(state)

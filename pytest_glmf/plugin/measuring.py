@@ -7,6 +7,9 @@ is measured (its gate's `settings:` in the thresholds file); the call's argument
 What it measured goes to the session's result file (so baselines compare it and the end-of-session
 tables show it); `result.table()` is the gate's table. The shared part, here:
 
+- `call_settings`, the one merge point of settings: the lane's (or the call's `settings=`) with the
+  call's keyword arguments on top, through the gate's `GateSpec.build`, a bad key or value failing
+  the test with the same line in every gate;
 - `_glmf_gates`, the session's lane as every measuring fixture starts from it (server, lane,
   thresholds, recorder), and `LaneGate`, one gate on it: its settings and section, the call that
   fails the test with one line when a setting or file cannot be used, a measurement made once per
@@ -20,20 +23,22 @@ session's "nothing was verified" rule reads (plugin/verified.py).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
-from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.config.yamlfile import ConfigError, allowed
 from pytest_glmf.gates.bounds import caller_source
+from pytest_glmf.gates.registry import gate_spec
 from pytest_glmf.plugin import FIXTURE_MODULES  # the plugin's one list (it imports no fixture module)
 from pytest_glmf.plugin.progress import live_progress
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
     from pytest_glmf.config.thresholds import Thresholds
+    from pytest_glmf.gates.spec import GateSpec
     from pytest_glmf.launch.base import Server
     from pytest_glmf.results.recorder import SessionRecorder
 
@@ -67,6 +72,29 @@ def setup_error(fixture: str, source: str | None, exc: Exception) -> str:
     if source:
         return f"{source}: {exc}"
     return f"{fixture}() at {caller_source()}: {exc}"
+
+
+def call_settings(spec: "GateSpec", base: Any, overrides: Mapping[str, Any] | None, fixture: str,
+                  source: str | None = None, only: tuple[str, ...] | None = None) -> Any:
+    """The settings of one fixture call: `base` (the lane's settings of the gate, or the settings
+    object the call passed) with the call's keyword `overrides` on top, built and checked by the
+    gate's declaration (`GateSpec.build`). Every gate's fixture merges here, so a misspelled key or
+    a value out of range fails the test with the same line in every gate, naming the key, what is
+    allowed and the test line (or `source`, where the settings were written):
+
+        glmf_capacity.measure() at test_mine.py:7: settings.runs: expected an integer >= 1, got 0
+
+    `only`: the settings a call may set, where some are the suite's alone (drift's `regenerate`)."""
+    __tracebackhide__ = True
+
+    def build() -> Any:
+        if only is not None:
+            unknown = [k for k in overrides or {} if k not in only]
+            if unknown:
+                raise ConfigError(f"settings: unknown key {unknown[0]!r}; allowed: {allowed(only)}")
+        return spec.build(base, "settings", overrides or None)
+
+    return fail_unless_measured(build, fixture, source)
 
 
 def fail_unless_measured(call: Callable[[], T], fixture: str, source: str | None) -> T:
@@ -125,6 +153,15 @@ class LaneGate(LaneGates):
     def settings(self) -> Any:
         """The lane's settings of this gate (its `settings:` in the thresholds file, over the defaults)."""
         return self.thresholds.settings(self.lane.name, self.name)
+
+    def call_settings(self, overrides: Mapping[str, Any] | None, *, base: Any = None, spec: "GateSpec | None" = None,
+                      source: str | None = None, only: tuple[str, ...] | None = None) -> Any:
+        """The settings of one call of the fixture: `base` (default: the lane's) with the call's
+        `overrides` on top, checked by the gate's spec (or `spec`: a block of its own, agents'
+        replay); a bad key or value fails the test in one line (`call_settings`)."""
+        __tracebackhide__ = True
+        return call_settings(spec or gate_spec(self.name), self.settings() if base is None else base, overrides,
+                             self.fixture, source, only)
 
     def section(self) -> dict[str, Any]:
         """The lane's section of this gate in the thresholds file ({} when it has none)."""

@@ -31,7 +31,7 @@ import pytest
 from pytest_glmf.config.thresholds import Thresholds
 from pytest_glmf.gates.verdict import fold
 from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
-from pytest_glmf.plugin import bookkeeping, faults, history, lanesched
+from pytest_glmf.plugin import bookkeeping, faults, history, hooks, lanesched
 from pytest_glmf.plugin.run import LaneRun
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
 
@@ -83,6 +83,7 @@ class GlmfSession:
     comparison: tuple[str, Path, list[Path]] | None = None   # several lanes: (terminal text, Markdown file, inputs)
     comparison_html: Path | None = None
     comparison_error: str | None = None
+    hook_errors: list[str] = field(default_factory=list)   # a pytest_glmf_update_result that raised (plugin/hooks.py)
     _forget_cleanup: Any = None
     config: pytest.Config | None = None
 
@@ -221,10 +222,21 @@ class GlmfSession:
                     bookkeeping.ledger_line(run, "boot", run.boot_error, getattr(exc, "cause", "configuration"))
                 else:
                     bookkeeping.enrich_provenance(run.server, run.lane)
+                    self.update_provenance(run)
                 if run.boot_error is not None:   # outside the except: no "During handling..." echo
                     pytest.fail(run.boot_error, pytrace=False)
         assert run.server is not None
         return run.server
+
+    def update_provenance(self, run: LaneRun) -> None:
+        """Other plugins' facts in the provenance (pytest_glmf_update_provenance); one that raises
+        fails the lane's tests with its line, as a server that did not come up would."""
+        assert run.server is not None and self.config is not None
+        try:
+            hooks.update_provenance(self.config, run.lane, run.server.provenance)
+        except hooks.HookFailed as exc:
+            run.boot_error = f"the lane's provenance is not complete: {exc}"
+            bookkeeping.ledger_line(run, "provenance", run.boot_error)
 
     def stop(self) -> None:
         run = self.run
@@ -377,6 +389,8 @@ class GlmfSession:
                 status = bookkeeping.finish_session(self, session.exitstatus)
             if status is not None:
                 session.exitstatus = status   # a store fault under --glmf-history-required
+            if self.hook_errors and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED   # a result file short of a plugin's fields
         finally:
             self.stop()
             serial_lock_path(self.run).unlink(missing_ok=True)  # the workers are gone: nobody holds it
@@ -391,6 +405,9 @@ class GlmfSession:
             bookkeeping.write_comparison_summary(terminalreporter, self)
         else:
             bookkeeping.write_summary(terminalreporter, self)
+        for error in self.hook_errors:
+            terminalreporter.write_line(f"glmf: {error} (the result file was written, this line in its incomplete)",
+                                        red=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._forget_cleanup is not None:

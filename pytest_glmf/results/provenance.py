@@ -12,7 +12,7 @@ from typing import Any
 from pytest_glmf import __version__
 from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import engine_version as ask
-from pytest_glmf.results.modeldir import model_dir_provenance
+from pytest_glmf.launch.modeldir import model_dir_provenance
 
 
 def _run(argv: list[str], cwd: Path | None = None, timeout_s: float = 10.0) -> str | None:

@@ -11,10 +11,11 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 SCHEMA = 1
 
@@ -59,20 +60,26 @@ class SessionRecorder:
         return gates
 
     def write(self, *, lane: dict[str, Any], provenance: dict[str, Any],
-              extra: dict[str, Any] | None = None, final: bool = True, keep: bool = False) -> Path | None:
+              extra: dict[str, Any] | None = None, final: bool = True, keep: bool = False,
+              update: Callable[[dict[str, Any]], None] | None = None) -> Path | None:
         """Merge the parts into the session's result file; None when nothing was recorded (and
         `extra` does not say the session was incomplete: a failed session leaves a file saying why).
         Secrets (lane env, process env, --api-key style flags) are masked in the whole document.
         `final=False` writes a checkpoint while the session runs (the parts stay), so a session
         killed without a chance to clean up still leaves a readable file saying it is incomplete.
-        `keep`: write it even with nothing recorded (the session's checks verified something)."""
+        `keep`: write it even with nothing recorded (the session's checks verified something).
+        `update` changes the document in place before its secrets are masked (the plugin's
+        pytest_glmf_update_result hook)."""
         gates = self.recorded()
         if not gates and not keep and not (extra or {}).get("incomplete"):
             if final:   # nothing to keep: the session ended cleanly, not killed
                 (self.results_dir / ".parts" / f"{self.session_id}.owner").unlink(missing_ok=True)
             return None
-        doc = redact_result({"schema": SCHEMA, "session_id": self.session_id, "lane": lane,
-                             "provenance": provenance, "gates": gates, **(extra or {})})
+        doc = {"schema": SCHEMA, "session_id": self.session_id, "lane": lane, "provenance": provenance,
+               "gates": gates, **(extra or {})}
+        if update is not None:
+            update(doc)
+        doc = redact_result(doc)
         text = json.dumps(doc, indent=2, default=str)
         out = self.results_dir / f"{self.lane_name}-{self.session_id}.json"
         write_atomic(out, text)

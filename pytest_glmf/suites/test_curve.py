@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from pytest_glmf.gates.curve import CurveResult, CurveRow, assert_curve
+from pytest_glmf.plugin.accessors import selected_lanes, session_thresholds
 from pytest_glmf.plugin.progress import live_progress
-from pytest_glmf.plugin.session import session_of
 
 pytestmark = [pytest.mark.glmf_gate("curve"), pytest.mark.glmf_serial]
 
@@ -32,13 +32,12 @@ def _curve_rows(config: pytest.Config) -> list[dict[str, Any]] | None:
     """The lane's curve rows at collection time (None: no lane selected); with several lanes, one
     per users value any of them has (each test then takes its own lane's row). The thresholds
     file, settings included, was validated when the session was configured."""
-    session = session_of(config)
-    if session is None:
+    thresholds = session_thresholds(config)
+    if thresholds is None:   # loaded whenever a lane is selected
         return None
-    assert session.thresholds is not None   # loaded whenever a lane is selected
     rows: dict[int, dict[str, Any]] = {}
-    for lane in session.settings.lanes or [session.lane]:
-        for row in session.thresholds.for_gate(lane.name, "curve").get("rows") or []:
+    for lane in selected_lanes(config):
+        for row in thresholds.for_gate(lane.name, "curve").get("rows") or []:
             rows.setdefault(int(row["users"]), row)
     return list(rows.values())
 

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_glmf.compare import assert_lane_beats
 from pytest_glmf.compare.fixture import lane_document
-from pytest_glmf.plugin.session import session_of
+from pytest_glmf.plugin.accessors import selected_lanes, session_thresholds
 
 pytestmark = [pytest.mark.glmf_gate("curve")]
 
@@ -24,11 +24,11 @@ pytestmark = [pytest.mark.glmf_gate("curve")]
 def _beats_entries(config: pytest.Config) -> list[tuple[str, dict[str, Any]]]:
     """(owner lane, entry) of every `curve.beats` entry of the selected lanes' sections, and of any
     section whose entry names a selected lane (judged on whichever lane runs second)."""
-    session = session_of(config)
-    if session is None or session.thresholds is None:
+    thresholds = session_thresholds(config)
+    if thresholds is None:
         return []
-    selected = {lane.name for lane in session.settings.lanes or [session.lane]}
-    return [(owner, entry) for owner, gates in session.thresholds.lanes.items()
+    selected = {lane.name for lane in selected_lanes(config)}
+    return [(owner, entry) for owner, gates in thresholds.lanes.items()
             for entry in ((gates or {}).get("curve") or {}).get("beats") or []
             if owner in selected or entry["lane"] in selected]
 
@@ -44,8 +44,7 @@ def test_curve_beats(glmf_lane, glmf_thresholds, glmf_results, pytestconfig):
     for owner, entry in entries:
         if glmf_lane.name not in (owner, entry["lane"]):
             continue
-        session = session_of(pytestconfig)
-        a, b = (lane_document(n, glmf_lane.name, glmf_results, session) for n in (owner, entry["lane"]))
+        a, b = (lane_document(n, glmf_lane.name, glmf_results, pytestconfig) for n in (owner, entry["lane"]))
         if a is None or b is None:
             continue
         assert_lane_beats(a, b, entry.get("metric", "per_user_tok_s"), users=entry.get("users"),

@@ -4,6 +4,7 @@ takes the spec's default by reference (`DEFAULTS.max_tokens`), never as a copied
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,83 @@ def test_no_gate_module_copies_a_settings_default(gate):
                     and not isinstance(value, bool):
                 copies.append(f"{path.relative_to(GATES_DIR)}:{line}: {name} = {value!r}")
     assert not copies, "defaults copied from the spec (read them from DEFAULTS):\n" + "\n".join(copies)
+
+
+# A gate that measures through another gate's code reads the defaults of the settings it shares
+# with that gate from its spec (capacity probes are curve rows: `CURVE_DEFAULTS.runs`), never a
+# copied literal that would drift when the other gate's default changes.
+MEASURES_THROUGH = {"capacity": "curve"}
+
+
+def setting_literals(spec_file: Path, cls_name: str) -> list[tuple[str, object, int]]:
+    """(name, literal default, line) of each field of class `cls_name` written `setting(LITERAL, ...)`."""
+    out = []
+    for node in ast.walk(ast.parse(spec_file.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls_name:
+            for s in node.body:
+                if (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and isinstance(s.value, ast.Call)
+                        and getattr(s.value.func, "id", None) == "setting" and s.value.args
+                        and isinstance(s.value.args[0], ast.Constant)):
+                    out.append((s.target.id, s.value.args[0].value, s.lineno))
+    return out
+
+
+def borrowed_copies(gate: str, lender: str, spec_file: Path) -> list[str]:
+    lent = gate_defaults(lender)
+    return [f"{gate}/spec.py:{line}: {name} = {value!r}: read it from {lender}'s spec ({lender.upper()}_DEFAULTS.{name})"
+            for name, value, line in setting_literals(spec_file, GATES[gate].settings.__name__)
+            if name in lent and value == lent[name] and type(value) is type(lent[name]) and not isinstance(value, bool)]
+
+
+@pytest.mark.parametrize("gate, lender", MEASURES_THROUGH.items())
+def test_a_gate_reads_the_defaults_it_shares_with_the_gate_it_measures_through(gate, lender):
+    copies = borrowed_copies(gate, lender, GATES_DIR / gate / "spec.py")
+    assert not copies, "defaults copied from another gate's spec:\n" + "\n".join(copies)
+
+
+def test_the_borrowed_check_finds_a_copied_literal(tmp_path):
+    spec = tmp_path / "spec.py"
+    spec.write_text("class CapacitySettings:\n"
+                    "    runs: int = setting(3, min=1)\n"
+                    "    max_tokens: int = setting(CURVE_DEFAULTS.max_tokens, min=1)\n"
+                    "    min_users: int = setting(1, min=1)\n"
+                    "    shared_prefix: bool = setting(False)\n")
+    assert borrowed_copies("capacity", "curve", spec) == [
+        "capacity/spec.py:2: runs = 3: read it from curve's spec (CURVE_DEFAULTS.runs)"]
+
+
+# The client's timeouts (engine/timeouts.py) are the only home of the 600 s and 60 s defaults.
+TIMEOUTS_HOME = "engine/timeouts.py"
+TIMEOUT_COPY = re.compile(r"(first_token|between_tokens)\w*.*?(?<![\w.])(600|60)(\.0)?(?![\w.])")
+
+
+def timeout_copies(package: Path) -> list[str]:
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative == TIMEOUTS_HOME:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if TIMEOUT_COPY.search(line):
+                out.append(f"{package.name}/{relative}:{number}: {line.strip()}")
+    return out
+
+
+def test_the_client_timeouts_are_written_once():
+    copies = timeout_copies(GATES_DIR.parent)
+    assert not copies, f"the client's timeouts copied (read FIRST_TOKEN_S / BETWEEN_TOKENS_S of {TIMEOUTS_HOME}):\n" + \
+        "\n".join(copies)
+
+
+def test_the_timeout_check_finds_a_copy(tmp_path):
+    pkg = tmp_path / "pytest_glmf"
+    (pkg / "engine").mkdir(parents=True)
+    (pkg / "engine" / "timeouts.py").write_text("FIRST_TOKEN_S = 600.0\n")
+    (pkg / "runner.py").write_text("    first_token_timeout_s: float = 600.0\n"
+                                   "    between = opts.between_tokens_timeout_s or lane.get('between_tokens_s') or 60.0\n"
+                                   "    first_token_timeout_s: float = FIRST_TOKEN_S\n"
+                                   "    t = Timeouts(connect_s=3.0, first_token_s=10.0, between_tokens_s=10.0)\n"
+                                   "    first_token_timeout_s: float = 600.5\n")
+    assert timeout_copies(pkg) == [
+        "pytest_glmf/runner.py:1: first_token_timeout_s: float = 600.0",
+        "pytest_glmf/runner.py:2: between = opts.between_tokens_timeout_s or lane.get('between_tokens_s') or 60.0"]

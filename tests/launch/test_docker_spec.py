@@ -16,7 +16,7 @@ from pytest_glmf.launch.docker.spec import (
     device_requests,
     server_argv,
 )
-from pytest_glmf.results.modeldir import host_path_for, model_dir_provenance
+from pytest_glmf.launch.modeldir import host_path_for, model_dir_provenance
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_IMAGE = "lmsysorg/sglang:nightly-dev-cu13-20260911-00143e9c"

@@ -20,7 +20,8 @@ def pytest_sessionstart(session):
 
 def test_the_entry_module_holds_only_the_hooks_that_run_without_a_lane() -> None:
     hooks = sorted(name for name, obj in vars(entry).items() if name.startswith("pytest_") and inspect.isfunction(obj))
-    assert hooks == ["pytest_addoption", "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header"]
+    assert hooks == ["pytest_addhooks", "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure",
+                     "pytest_report_header"]
     session_hooks = sorted(name for name in vars(GlmfSession) if name.startswith("pytest_"))
     assert session_hooks == ["pytest_collection_finish", "pytest_configure_node", "pytest_generate_tests",
                              "pytest_report_header", "pytest_runtest_call", "pytest_runtest_logreport",

@@ -121,7 +121,7 @@ def test_secrets_are_masked_in_a_boot_error(pytester: pytest.Pytester, secret_en
 
 
 def test_redactor_masks_the_process_env_the_lane_env_and_secret_flags() -> None:
-    from pytest_glmf.results.redact import MASK, Redactor
+    from pytest_glmf.redact import MASK, Redactor
 
     r = Redactor.from_environment({"HF_TOKEN": "hf_aaaa"}, ["sglang", "--api-key", "sk-bbbb", "--hf-token=hf_cccc"])
     assert r.text("hf_aaaa sk-bbbb hf_cccc ok") == f"{MASK} {MASK} {MASK} ok"

@@ -34,6 +34,8 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
 
     def measure(classes: Any = None, *, key: str = "", source: str | None = None, **kw: Any) -> "AcceptanceResult":
         __tracebackhide__ = True
+        # None: the lane's value (the suite passes its settings through)
+        opts = gate.call_settings({k: v for k, v in kw.items() if v is not None}, source=source)
         server, lane = gate.server, gate.lane
         why = server.config.why_no_speculation()
         if why and lane.speculative:
@@ -42,7 +44,7 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
         if why:
             pytest.skip(f"the server of lane {lane.name!r} runs no speculative decoding ({why}): "
                         "no acceptance to measure")
-        args = {**dataclasses.asdict(gate.settings()), **{k: v for k, v in kw.items() if v is not None}}
+        args = dataclasses.asdict(opts)
         result = gate.once((repr(classes), *sorted((k, repr(v)) for k, v in args.items())), lambda: measure_acceptance(
             gate.url, classes, engine=server.engine, timeouts=gate.timeouts, **args), source)
         # one row per class (and the mean), as the report renders them; the raw requests beside them

@@ -30,10 +30,12 @@ def glmf_agents(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Calla
     def measure(conversations: Any = None, *, settings: Any = None, key: str | None = None,
                 source: str | None = None, **settings_kw: Any) -> "AgentsResult":
         __tracebackhide__ = True
-        base = settings if settings is not None else gate.settings()
+        opts = gate.call_settings(settings_kw, base=settings, source=source)
+        # `sessions` given with your own sessions cycles them to that count (measure_agents)
+        cycled = {"sessions": opts.sessions} if "sessions" in settings_kw else {}
         result = gate.measure(lambda: measure_agents(
-            gate.url, conversations, settings=base, timeouts=gate.timeouts, time_scale=gate.time_scale,
-            **settings_kw), source)
+            gate.url, conversations, settings=opts, timeouts=gate.timeouts, time_scale=gate.time_scale,
+            **cycled), source)
         gate.record(key or request.node.name, result.to_record())
         return result
 
@@ -48,7 +50,7 @@ def glmf_replay(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Calla
     trace path there is read beside the thresholds file). Recorded under `key` (default: the
     test's name); judge it with `assert_replay`."""
     from pytest_glmf.gates.agents.replay import measure_replay, trace_path
-    from pytest_glmf.gates.agents.spec import replay_parts
+    from pytest_glmf.gates.agents.spec import REPLAY, replay_parts
 
     gate = _glmf_gates.gate("agents", "glmf_replay")
 
@@ -58,12 +60,13 @@ def glmf_replay(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Calla
         block = gate.section().get("replay")
         where = f"{gate.source()}.replay"
         if settings is None:
-            settings = replay_parts(block, where)[0] if block is not None else None
-            if settings is not None and trace is None:
+            settings = replay_parts(block, where)[0] if block is not None else REPLAY.defaults()
+            if block is not None and trace is None:
                 trace = trace_path(settings.trace, gate.thresholds.path)
+        opts = gate.call_settings(settings_kw, base=settings, spec=REPLAY, source=source)
         result = gate.measure(lambda: measure_replay(
-            gate.url, trace, settings=settings, timeouts=gate.timeouts, time_scale=gate.time_scale,
-            progress=gate.progress(), **settings_kw), source)
+            gate.url, trace, settings=opts, timeouts=gate.timeouts, time_scale=gate.time_scale,
+            progress=gate.progress()), source)
         gate.record(key or request.node.name, result.to_record())
         return result
 

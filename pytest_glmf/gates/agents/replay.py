@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.agents.api import checked_settings, result_flags
 from pytest_glmf.gates.agents.spec import REPLAY, ReplaySettings
 from pytest_glmf.gates.agents.traces import PACKAGED, ReplayResult, Trace, load_trace, replay_trace
@@ -69,8 +70,8 @@ def measure_replay(url: str, trace: Trace | str | Path | None = None, *, setting
     if not picked.requests:
         raise ValueError(f"{picked.source}: no request arrives in this window")
     lane_timeouts = timeouts or {}
-    first = opts.first_token_timeout_s or lane_timeouts.get("first_token_s") or 600.0
-    between = opts.between_tokens_timeout_s or lane_timeouts.get("between_tokens_s") or 60.0
+    first = opts.first_token_timeout_s or lane_timeouts.get("first_token_s") or FIRST_TOKEN_S
+    between = opts.between_tokens_timeout_s or lane_timeouts.get("between_tokens_s") or BETWEEN_TOKENS_S
     kw = {"time_scale": time_scale, "speedup": opts.speedup, "model": opts.model, "path": opts.path,
           "first_token_timeout_s": float(first), "between_tokens_timeout_s": float(between)}
     if opts.warmup:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.agents.records import TurnRecord
 from pytest_glmf.gates.agents.sessions import Conversations, Session
 from pytest_glmf.gates.curve import http as load_http
@@ -46,8 +47,8 @@ class SendOptions:
     flush_cache: bool = True             # once, before the sessions start
     warmup: bool = True                  # every session's first turn once, discarded, before the flush
     kernel_stamps: bool = True
-    first_token_timeout_s: float = 600.0
-    between_tokens_timeout_s: float = 60.0
+    first_token_timeout_s: float = FIRST_TOKEN_S
+    between_tokens_timeout_s: float = BETWEEN_TOKENS_S
 
 
 @dataclass

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.agents.records import SummaryNumber
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
@@ -344,8 +345,8 @@ def window_line(k: int, records: Sequence[RequestRecord], scale: float, time_sca
 
 
 def replay_trace(url: str, trace: Trace, *, time_scale: float = 1.0, speedup: float = REPLAY_DEFAULTS.speedup,
-                 model: str | None = None, path: str = REPLAY_DEFAULTS.path, first_token_timeout_s: float = 600.0,
-                 between_tokens_timeout_s: float = 60.0, progress: Progress | None = None) -> ReplayResult:
+                 model: str | None = None, path: str = REPLAY_DEFAULTS.path, first_token_timeout_s: float = FIRST_TOKEN_S,
+                 between_tokens_timeout_s: float = BETWEEN_TOKENS_S, progress: Progress | None = None) -> ReplayResult:
     """Send every request of `trace` at its arrival time x time_scale / speedup (open loop: a slow
     server does not slow the arrivals), after one prefix-cache flush, and summarize. `progress`
     gets one line per connection window of WINDOW_S wall seconds, once its requests ended."""

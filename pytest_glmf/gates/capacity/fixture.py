@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_glmf.gates.capacity.spec import build_slo
-from pytest_glmf.plugin.measuring import LaneGates
+from pytest_glmf.gates.capacity.spec import SPEC, build_slo
+from pytest_glmf.plugin.measuring import LaneGates, call_settings
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
@@ -56,6 +56,12 @@ class LaneCapacity:
                              "add `slo: {per_user_tok_s: 50, ttft_s: 1.0}` to the lane's capacity section")
         return slo
 
+    def _settings(self, overrides: Mapping[str, Any], method: str) -> "CapacitySettings":
+        """capacity.settings with the call's `overrides` on top: the one merge of every gate's
+        fixtures (plugin/measuring.py), a bad key or value failing the test in one line."""
+        __tracebackhide__ = True
+        return call_settings(SPEC, self.settings, overrides, f"glmf_capacity.{method}")
+
     def _kw(self) -> dict[str, Any]:
         return {"facts": self.facts, "time_scale": self.time_scale, "timeouts": self.timeouts,
                 "progress": self.progress, "api_key": self.api_key, "lane": self.lane}
@@ -69,7 +75,9 @@ class LaneCapacity:
         recorded under `key` (default `users@PROMPT+OUTPUT`)."""
         from pytest_glmf.gates.capacity.measure import measure_capacity
 
-        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        __tracebackhide__ = True
+        settings = self._settings(overrides, "measure")
+        slo = self._slo(slo)
         done = f"users {slo!r} {settings!r}"
         if done not in self._done:
             self._done[done] = measure_capacity(self.base_url, slo, settings, **self._kw())
@@ -82,7 +90,9 @@ class LaneCapacity:
         from pytest_glmf.gates.capacity.measure import frontier_settings, measure_frontier
         from pytest_glmf.gates.capacity.table import frontier_rows
 
-        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        __tracebackhide__ = True
+        settings = self._settings(overrides, "frontier")
+        slo = self._slo(slo)
         contexts = list(contexts if contexts is not None else settings.frontier.contexts)
         known = {}
         for context in contexts:    # a headline search of the same workload is not measured again
@@ -108,7 +118,9 @@ class LaneCapacity:
         of the same workload when one was measured in this session."""
         from pytest_glmf.gates.capacity.measure import measure_rate_capacity
 
-        slo, settings = self._slo(slo), replace(self.settings, **overrides)
+        __tracebackhide__ = True
+        settings = self._settings(overrides, "rate")
+        slo = self._slo(slo)
         key = f"rate {slo!r} {settings!r}"
         if key not in self._done:
             users = self._done.get(f"users {slo!r} {settings!r}")

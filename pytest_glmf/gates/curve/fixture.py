@@ -65,14 +65,14 @@ def glmf_curve(request: pytest.FixtureRequest, _glmf_gates: LaneGates,
         if users is None:
             pytest.fail("glmf_curve() needs users: glmf_curve(8), or mark the test @pytest.mark.glmf_users(8)",
                         pytrace=False)
-        base = settings if settings is not None else gate.settings()
+        opts = gate.call_settings(settings_kw, base=settings, source=source)
         # several replicas: each one's boot facts, seats summed; streams dealt round-robin over their URLs
         urls, facts = server_endpoints(gate.server)
 
         def run() -> "CurveResult":
             try:
-                return measure_curve(urls, users, settings=base, boot_facts=facts, timeouts=gate.timeouts,
-                                     time_scale=gate.time_scale, progress=gate.progress(), **settings_kw)
+                return measure_curve(urls, users, settings=opts, boot_facts=facts, timeouts=gate.timeouts,
+                                     time_scale=gate.time_scale, progress=gate.progress())
             except WorkerError as exc:   # the client failed, not a setting: said as the suite always said it
                 pytest.fail(f"curve of lane {gate.lane.name!r} @ {users} users: client workers failed: {exc}",
                             pytrace=False)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.records import RequestRecord, record_from_lines
 
@@ -45,8 +46,8 @@ class ShardJob:
     streams: list[StreamJob]
     kernel_stamps: bool = True
     lag_probe_s: float = 0.001
-    first_token_timeout_s: float = 600.0
-    between_tokens_timeout_s: float = 60.0
+    first_token_timeout_s: float = FIRST_TOKEN_S
+    between_tokens_timeout_s: float = BETWEEN_TOKENS_S
 
 
 @dataclass

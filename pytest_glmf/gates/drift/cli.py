@@ -53,7 +53,7 @@ def _provenance(a: argparse.Namespace, lane_key: str) -> dict[str, Any]:
     out: dict[str, Any] = {lane_key: a.lane, "image": a.image, "model_revision": a.model_revision,
                            "model_bytes": None}
     if a.model_dir:
-        from pytest_glmf.results.modeldir import model_dir_provenance
+        from pytest_glmf.launch.modeldir import model_dir_provenance
 
         model = model_dir_provenance(Path(a.model_dir), declared=a.model_dir, lane_revision=a.model_revision)
         out.update(model_revision=model["revision"], model_bytes=model["weight_bytes"], model_dir=model)

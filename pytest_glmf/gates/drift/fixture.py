@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_glmf.plugin.accessors import lanes_file
 from pytest_glmf.plugin.measuring import LaneGates
-from pytest_glmf.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_glmf.gates.drift.api import DriftResult
 
 SERIAL = ("glmf_drift",)   # exact numerics: nothing else may batch beside it
+# the drift settings one call may set (the others are the suite's: its stored reference, regenerate, not_worse_than)
+CALL_SETTINGS = ("prompts", "prompt_file", "max_tokens", "k", "oracle_engine", "check_tokenizer", "self_check",
+                 "score_concurrency", "answer_max_tokens", "answer_prompts", "agreement_tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,16 +45,15 @@ class DriftMeasurementKey:
 
 @pytest.fixture(scope="session")
 def glmf_drift(_glmf_gates: LaneGates) -> Callable[..., "DriftResult"]:
-    """`glmf_drift(reference=None, *, oracle_url=None, oracle_lane=None, prompts=None, prompt_file=None,
-    max_tokens=None, k=None, oracle_engine=None, check_tokenizer=None, label=None, key=None,
-    record=True, self_check=None, score_concurrency=None, answer_max_tokens=None)` scores the
-    session's server against an oracle reference
+    """`glmf_drift(reference=None, *, oracle_url=None, oracle_lane=None, label=None, key=None,
+    record=True, **settings)` scores the session's server against an oracle reference
     (`pytest_glmf.gates.drift.measure_drift`): a stored reference (a file or dict), one made now
     on `oracle_url`, or on `oracle_lane` (a lane of the lanes file, launched and stopped for it).
     Given none, the lane's `drift.settings.oracle_url`, else a simulator lane's own oracle (the
-    original checkpoint). `k`, `check_tokenizer` and `oracle_engine` default to the lane's drift
-    settings, the workload (`prompts`, `prompt_file`, `max_tokens`) to the gate's; `self_check`,
-    `score_concurrency` and `answer_max_tokens` (greedy chat answers) to the lane's. Measured once
+    original checkpoint). Settings (`CALL_SETTINGS`: `k`, `check_tokenizer`, `oracle_engine`,
+    `self_check`, `score_concurrency`, `answer_max_tokens` (greedy chat answers), ...; None: the
+    lane's) are the lane's drift settings with the call's on top, except the workload (`prompts`,
+    `prompt_file`, `max_tokens`): the call's, else the gate's defaults. Measured once
     per session per distinct arguments; reference and candidate files go to <results>/drift/,
     the numbers under `key` (default: the label, i.e. the lane's name, and the prompt file's
     name when one is given; `record=False`: not recorded by this call, e.g. by a fixture
@@ -64,8 +66,7 @@ def glmf_drift(_glmf_gates: LaneGates) -> Callable[..., "DriftResult"]:
     glmf_lane, glmf_results = gate.lane, gate.results
     references: dict[DriftReferenceKey, dict[str, Any]] = {}
     out_dir = glmf_results.results_dir / "drift"
-    session = session_of(_glmf_gates.config)
-    lanes_file = session.settings.lanes_file if session is not None else None
+    oracle_lanes = lanes_file(_glmf_gates.config)   # where oracle_lane= names a lane
 
     def reference_for(reference: Any, oracle_url: str | None, oracle_lane: Any, workload: dict[str, Any],
                       engine: str | None, key: str) -> dict[str, Any]:
@@ -74,37 +75,33 @@ def glmf_drift(_glmf_gates: LaneGates) -> Callable[..., "DriftResult"]:
         if oracle_url is not None:
             ref = make_drift_reference(oracle_url, engine=engine, timeouts=glmf_lane.timeouts, **workload)
         else:
-            lane = resolve_oracle_lane(oracle_lane, glmf_lane, lanes_file)
+            lane = resolve_oracle_lane(oracle_lane, glmf_lane, oracle_lanes)
             ref = reference_from_lane(lane, glmf_results.results_dir, glmf_results.session_id, **workload)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{key}-reference.json").write_text(json.dumps(ref) + "\n")
         return ref
 
     def measure(reference: Any = None, *, oracle_url: str | None = None, oracle_lane: Any = None,
-                prompts: int | None = None, prompt_file: Any = None, max_tokens: int | None = None,
-                k: int | None = None, oracle_engine: str | None = None, check_tokenizer: bool | None = None,
                 label: str | None = None, key: str | None = None, source: str | None = None,
-                record: bool = True, self_check: str | None = None, score_concurrency: int | None = None,
-                answer_max_tokens: int | None = None) -> "DriftResult":
+                record: bool = True, **settings_kw: Any) -> "DriftResult":
         __tracebackhide__ = True
         given = [n for n, v in (("reference", reference), ("oracle_url", oracle_url), ("oracle_lane", oracle_lane))
                  if v is not None]
         if len(given) > 1:
             pytest.fail(f"glmf_drift(): one oracle at a time, got {' and '.join(given)}", pytrace=False)
-        lane_settings = gate.settings()
+        called = {n: v for n, v in settings_kw.items() if v is not None}   # None: the lane's
+        s = gate.call_settings(called, source=source, only=CALL_SETTINGS)
         if not given:
-            oracle_url = lane_settings.oracle_url
-        k = k if k is not None else lane_settings.k
-        check_tokenizer = check_tokenizer if check_tokenizer is not None else lane_settings.check_tokenizer
-        engine = oracle_engine or lane_settings.oracle_engine
-        score_concurrency = score_concurrency or lane_settings.score_concurrency
-        answer_max_tokens = answer_max_tokens or lane_settings.answer_max_tokens
-        workload = {n: v for n, v in (("prompts", prompts), ("prompt_file", prompt_file), ("max_tokens", max_tokens),
-                                      ("k", k), ("score_concurrency", score_concurrency),
-                                      ("answer_max_tokens", answer_max_tokens),
-                                      ("answer_prompts", lane_settings.answer_prompts)) if v is not None}
-        judging = {"self_check": self_check or lane_settings.self_check, "score_concurrency": score_concurrency,
-                   "agreement_tokens": lane_settings.agreement_tokens}
+            oracle_url = s.oracle_url
+        engine = s.oracle_engine
+        # the workload is the call's (else the gate's defaults): your own prompt set is not the lane's
+        workload: dict[str, Any] = {n: getattr(s, n) for n in ("prompts", "prompt_file", "max_tokens") if n in called}
+        workload |= {n: getattr(s, n) for n in ("k", "score_concurrency", "answer_max_tokens", "answer_prompts")
+                     if getattr(s, n) is not None}
+        judging = {"self_check": s.self_check, "score_concurrency": s.score_concurrency,
+                   "agreement_tokens": s.agreement_tokens}
+        check_tokenizer = s.check_tokenizer
+        prompt_file = workload.get("prompt_file")
         label = label or glmf_lane.name
         # your own prompt set is not the lane's: its numbers must not meet the suite's in a baseline
         key = key or (f"{label} ({Path(prompt_file).name})" if prompt_file is not None else label)

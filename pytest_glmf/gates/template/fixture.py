@@ -18,12 +18,13 @@ SERIAL: tuple[str, ...] = ()
 
 @pytest.fixture
 def glmf_template(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Callable[..., "TemplateResult"]:
-    """`glmf_template(reference=None, conversations=None, *, served_ids=None, key=None)` renders
+    """`glmf_template(reference=None, conversations=None, *, key=None, **settings)` renders
     every conversation (your YAML file, or None: the packaged set) through the session's server
     and compares its prompt ids with `reference` (a dict or a file from `glmf template
     reference`; None: the lane's `template.settings.reference`, else the simulator's own
-    template, else transformers on the lane's model directory). Skips when the lane has no
-    reference. Recorded under `key` (default: the test's name)."""
+    template, else transformers on the lane's model directory). Settings (`served_ids`,
+    `context_tokens`, `python`): the lane's `template.settings` with the call's on top. Skips when
+    the lane has no reference. Recorded under `key` (default: the test's name)."""
     from pytest_glmf.gates.template.api import measure_template
     from pytest_glmf.gates.template.conversations import load_conversations
     from pytest_glmf.gates.template.reference import reference_for_lane
@@ -31,10 +32,13 @@ def glmf_template(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Cal
 
     gate = _glmf_gates.gate("template", "glmf_template")
 
-    def measure(reference: Any = None, conversations: Any = None, *, served_ids: str | None = None,
-                key: str | None = None, source: str | None = None) -> "TemplateResult":
+    def measure(reference: Any = None, conversations: Any = None, *, key: str | None = None, source: str | None = None,
+                **settings_kw: Any) -> "TemplateResult":
         __tracebackhide__ = True
-        s, lane = gate.settings(), gate.lane
+        # None: the lane's value; the reference and the conversations are the positional arguments
+        s = gate.call_settings({k: v for k, v in settings_kw.items() if v is not None}, source=source,
+                               only=("served_ids", "context_tokens", "python"))
+        lane = gate.lane
         where = source or (gate.source() if gate.section() else None)
         convs = gate.call(lambda: load_conversations(conversations or s.conversations), where)
         if reference is None:
@@ -45,7 +49,7 @@ def glmf_template(request: pytest.FixtureRequest, _glmf_gates: LaneGates) -> Cal
                         f"settings.reference (a file from `glmf template reference --url KNOWN_GOOD`) in "
                         f"{gate.thresholds.path}, or name a local model directory in the lane")
         result = gate.measure(lambda: measure_template(
-            gate.url, reference, convs, served_ids=served_ids or s.served_ids,
+            gate.url, reference, convs, served_ids=s.served_ids,
             context_tokens=s.context_tokens, timeouts=gate.timeouts,
             skip_special_tokens_default=lane_skip_special_default(lane)), where)
         gate.record(key or request.node.name, result.summary())

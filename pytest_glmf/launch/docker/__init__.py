@@ -42,9 +42,9 @@ from pytest_glmf.launch.docker.spec import (  # noqa: F401 - re-exported: one im
     server_argv,
     session_labels,
 )
+from pytest_glmf.launch.modeldir import host_path_for, model_dir_provenance
 from pytest_glmf.launch.process import boot_error, log_path_for
-from pytest_glmf.results.modeldir import host_path_for, model_dir_provenance
-from pytest_glmf.results.redact import Redactor
+from pytest_glmf.redact import Redactor
 
 if TYPE_CHECKING:
     from docker.models.containers import Container

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
-    from pytest_glmf.results.redact import Redactor
+    from pytest_glmf.redact import Redactor
 
 
 class LogStreamer:

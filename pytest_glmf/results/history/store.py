@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from pytest_glmf.redact import MASK, Redactor
 from pytest_glmf.results.history import schema
 from pytest_glmf.results.recorder import redact_result
-from pytest_glmf.results.redact import MASK, Redactor
 
 DEFAULT_FILE = "history.sqlite"
 DEFAULT_TIMEOUT_S = 30.0          # SQLite: how long a writer waits for another one (busy timeout)

@@ -1,7 +1,7 @@
 """Secret masking: env values, command lines, nested result data."""
 from __future__ import annotations
 
-from pytest_glmf.results.redact import MASK, Redactor, is_secret_name
+from pytest_glmf.redact import MASK, Redactor, is_secret_name
 
 ENV = {"HF_TOKEN": "hf_abcdefSECRET123", "OPENAI_API_KEY": "sk-live-xyz987", "MY_SECRET": "s3cr3t-value",
        "PATH": "/usr/bin", "SHORT_KEY": "1"}
@@ -37,7 +37,7 @@ def test_env_and_nested_data():
 def test_token_counts_are_not_secrets_but_tokens_are():
     """A real SGLang lane passes `--max-total-tokens 32768` and prints 32768 in its boot log's
     summary line; masking it hid the KV pool from the boot gate (CI stage tests/real_sglang)."""
-    from pytest_glmf.results.redact import Redactor, is_secret_name
+    from pytest_glmf.redact import Redactor, is_secret_name
 
     for name in ("HF_TOKEN", "GITHUB_TOKEN", "OPENAI_API_KEY", "--api-key", "--hf-token", "apikey",
                  "aws_secret_access_key", "DB_PASSWORD", "AWS_CREDENTIALS", "access-token"):
