@@ -70,7 +70,7 @@ def test_state_pool_and_bytes_per_seat_from_the_boot_log() -> None:
     assert state_pool("no such line", 5) is None
     with_pool = json.loads(json.dumps(AR))
     with_pool["gates"]["boot"]["state_pool"] = pool
-    line = next(x for x in comparison_report([SLOTS120, with_pool]).splitlines() if x.startswith("bytes per seat"))
+    line = next(x for x in comparison_report([SLOTS120, with_pool]).splitlines() if x.startswith("state pool GiB per seat"))
     assert line.split("|")[1].strip() == "-" and line.split("|")[2].strip() == "0.336"
 
 
