@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.gates.verdict import fmt, same_number_format
 from pytest_glmf.results import svg
 from pytest_glmf.results.baseline import compare_results, spread_of
 from pytest_glmf.results.columns import cell, gate_table, shared_prefix_note, with_derived
@@ -126,9 +126,10 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
         unit = unit_of(gate, c)
         ths.append(th(c, unit, metric_doc(gate, c)))
     rows, classes = [], []
-    for key, entry in entries.items():
-        if not isinstance(entry, Mapping):
-            continue
+    # one number format per column, as the terminal's (gates/verdict.same_number_format): 4,574 beside 40,256
+    shown = {c: same_number_format([[fmt(e.get(c))] for e in entries.values() if isinstance(e, Mapping)])
+             for c in cols}
+    for i, (key, entry) in enumerate((k, e) for k, e in entries.items() if isinstance(e, Mapping)):
         marks = row_marks(entry)
         key_cell = (f"<td>{escape(str(key))}"
                     + "".join(f' <span title="{escape(why)}">{tag(label, kind)}</span>' for label, kind, why in marks)
@@ -141,7 +142,7 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
                 cls, change = comps.get((gate, str(key), c), ("", ""))
                 miss = _misses(value, bound)
                 note = " ".join(x for x in (_bound_text(bound), change) if x)
-                cells.append(td(fmt(value), " ".join(x for x in ("num", "miss" if miss else cls) if x), note,
+                cells.append(td(shown[c][i][0], " ".join(x for x in ("num", "miss" if miss else cls) if x), note,
                                 "misses its bound" if miss else change))
             else:
                 cells.append(td(cell(value) if value is not None else "-"))

@@ -519,7 +519,7 @@ def test_no_table_scrolls_sideways_on_the_page_or_on_paper(runs, browser, tmp_pa
     doc = doc_of(runs["wide"][0])
     wide = dict(next(iter(doc["gates"]["curve"].values())))
     wide.update({f"extra_metric_number_{i}": 12345.678 + i for i in range(8)})
-    doc["gates"]["curve"]["users=99"] = {**wide, "users": 99}
+    doc["gates"]["curve"]["users=99"] = {**wide, "users": 99, "tokens_per_user": 4574}     # beside 25,160
     result = tmp_path / "wide.json"
     result.write_text(json.dumps(doc))
     out = tmp_path / "wide.html"
@@ -543,6 +543,7 @@ def test_no_table_scrolls_sideways_on_the_page_or_on_paper(runs, browser, tmp_pa
         header, _ = gate_table("curve", doc["gates"]["curve"])
         row = browser.table_cells("gate-curve")["users=99"]
         assert set(row) == {"key", *header[1:]} and {"aggregate_tok_s", "flags", "prefix"} <= set(row)
+        assert row["tokens_per_user"] == "4,574"          # the column's one number format
         heads = browser.eval("Array.from(document.querySelectorAll('#gate-curve th')).map(t => t.innerHTML)")
         assert any("per_<wbr>user_<wbr>tok_<wbr>s" in h for h in heads)
     finally:
