@@ -221,12 +221,12 @@ def unfold() -> Callable[[str], str]:
     return _unfold
 
 
-_NOTE = re.compile(r"^\[(\d+)\] (.*)$")
+_NOTE = re.compile(r"^note (\d+): (.*)$")
 
 
 def _inline_notes(text: str) -> str:
-    """`text` unfolded, each table's numbered notes put back into the cells that point to them ("[1]"
-    in a cell, "[1] its text" under the table, as `gates.verdict.fit_table` moves a long cell) and
+    """`text` unfolded, each table's numbered notes put back into the cells that point to them ("note 1"
+    in a cell, "note 1: its text" under the table, as `gates.verdict.fit_table` moves a long cell) and
     the note lines dropped: a row read whole, as one line, for a pin on its content. The layout
     itself (the note under the table, 120 columns) is pinned by tests/test_widths.py and the boot,
     curve and capacity suites' tests."""
@@ -243,7 +243,7 @@ def _inline_notes(text: str) -> str:
             for i in table:
                 cells = out[i].split(" | ")
                 for j, cell in enumerate(cells):
-                    m = re.fullmatch(r"(.*?)\[(\d+)\](\s*)", cell)
+                    m = re.fullmatch(r"(.*?)note (\d+)(\s*)", cell)
                     if m and m.group(2) in notes:
                         text_ = notes[m.group(2)]
                         cells[j] = (f"{m.group(1)}[{text_}]" if m.group(1) else text_) + m.group(3)

@@ -32,8 +32,8 @@ def test_a_failure_table_keeps_its_long_note_under_it():
     check = Check("max_running_requests", 7, {"min": 16}, source="thresholds.yaml: lanes.round1.boot",
                   hint="max_running_requests capped to 7 by the mamba state cache " + "(details) " * 30)
     lines = failure_message([check], "boot facts").splitlines()
-    assert lines[3] == "max_running_requests | 7        | >= 16    | [1]"
-    assert lines[4].startswith("[1] -56.2 %; max_running_requests capped to 7") and max(map(len, lines)) <= 120
+    assert lines[3] == "max_running_requests | 7        | >= 16    | note 1"
+    assert lines[4].startswith("note 1: -56.2 %; max_running_requests capped to 7") and max(map(len, lines)) <= 120
     assert all(line.startswith("    ") for line in lines[5:])
 
 
@@ -45,7 +45,7 @@ def test_a_failure_table_moves_its_note_before_its_metrics_name():
                   hint="mine is significantly further from the oracle than good", source="test_user.py:17")
     lines = failure_message([check]).splitlines()
     assert lines[3].startswith("mean_abs_dlogp gap mine - good lower end of the paired 95% CI [0.806, 1.048]; wins 4:0")
-    assert lines[3].endswith("| [1]") and lines[4].startswith("[1] +0.806; mine is significantly further")
+    assert lines[3].endswith("| note 1") and lines[4].startswith("note 1: +0.806; mine is significantly further")
     assert max(map(len, lines)) <= 120
 
 
@@ -106,3 +106,31 @@ def test_the_report_drops_a_column_no_entry_has_a_value_in():
     header, body = gate_table("capacity", {"frontier@2400": {"users": 44, "undecided": "", "seats": 128},
                                            "frontier@8192": {"users": 21, "undecided": None, "seats": 128}})
     assert header == ["key", "users", "seats"] and body == [["frontier@2400", "44", "128"], ["frontier@8192", "21", "128"]]
+
+
+def test_a_note_marker_cannot_be_read_as_an_interval():
+    """A footnote "[2]" beside an interval "[4, 6]" read as one (issue 40 item 5): the cell says
+    "note 2", its line under the table "note 2: ..."; a cell's own interval stays as it was."""
+    header = ["users", "boundary 95 % CI", "flags"]
+    body = [["8", "[4, 6]", "ok"], ["16", "[12, 14]", "16 clients sharing 7 seats " + "(the seat cap) " * 8],
+            ["24", "[20, 22]", "KV-starved: the pool holds 20 users of this size " + "(details) " * 8]]
+    lines = fit_table(header, body).splitlines()
+    assert max(map(len, lines)) <= 120
+    assert lines[2] == "8     | [4, 6]           | ok"
+    assert lines[3].endswith("| note 1") and lines[4].endswith("| note 2") and "[1]" not in "\n".join(lines)
+    assert lines[5].startswith("note 1: 16 clients sharing 7 seats") and lines[7].startswith("note 2: KV-starved")
+    # a short value keeps its place ahead of its long flag
+    text = fit_table(["users", "aggregate"], [["16", "503 [" + "16 users on 7 seats " * 7 + "]"]])
+    assert "16    | 503 note 1" in text and "\nnote 1: 16 users on 7 seats" in text
+
+
+def test_one_column_one_number_format():
+    """A column of 4574 and 40,256 (issue 40 item 5): where one number has thousands separators,
+    the column's others get them; other columns and the key stay as written."""
+    header = ["key", "kv_tokens", "users", "when"]
+    body = [["frontier@2400", "4574", "44", "2026-12-05"], ["frontier@32768", "40,256", "6", "2026-12-05"],
+            ["frontier@8192", "12345.5 (est.)", "1000", "2026-12-05"]]
+    lines = fit_table(header, body).splitlines()
+    assert [ln.split(" | ")[1].strip() for ln in lines[2:]] == ["4,574", "40,256", "12,345.5 (est.)"]
+    assert [ln.split(" | ")[2].strip() for ln in lines[2:]] == ["44", "6", "1000"]       # no separator in it
+    assert [ln.split(" | ")[3].strip() for ln in lines[2:]] == ["2026-12-05"] * 3

@@ -129,8 +129,8 @@ def boot_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]
             if any(f.get(key) is not None for f in facts)]
     pools = [((c.doc.get("gates") or {}).get("boot") or {}).get("state_pool") or {} for c in curves]
     if any(p.get("gb_per_seat") is not None for p in pools):
-        rows.append(["state pool GB", *(fmt(p.get("total_gb")) for p in pools)])
-        rows.append(["bytes per seat (GB)", *(fmt(p.get("gb_per_seat")) for p in pools)])
+        rows.append(["state pool GiB", *(fmt(p.get("total_gb")) for p in pools)])
+        rows.append(["state pool GiB per seat", *(fmt(p.get("gb_per_seat")) for p in pools)])
     origins = [str((c.doc.get("lane") or {}).get("origin") or "") for c in curves]
     if any(origins):
         rows.insert(0, ["derived from", *(o or "-" for o in origins)])

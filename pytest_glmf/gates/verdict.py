@@ -100,12 +100,14 @@ WIDTH = 120          # a terminal's, a CI log's: tables fit it, their long cells
 def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, first: tuple[int, ...] = ()) -> str:
     """`render_table` made to fit `width`: a one-row table printed on end; long headers on two lines
     ("per_user" over "tok_s_p5"); then the longest cells moved under the table as numbered notes
-    ("[1]" in the cell, "[1] its text" below; a short value keeps its place ahead of its long flag:
-    "503 [1]"; one number per distinct text, numbered in reading order). `first`: columns whose long
+    ("note 1" in the cell, "note 1: its text" below, a marker no reader takes for an interval such as
+    "[4, 6]"; a short value keeps its place ahead of its long flag: "503 note 1"; one number per
+    distinct text, numbered in reading order). Numbers of one column read in one format: where one
+    has thousands separators ("40,256") the column's others get them ("4,574"). `first`: columns whose long
     cells go under the table before any other's (a failure's note before its metric's name); when
     those are under it, or nothing is left to move, the headers go on two lines before any other
     cell moves. A table still too wide is printed as two (or more), each led by the key column."""
-    body = [list(r) for r in body]
+    body = same_number_format(body)
     halves = [_halves(h) for h in header]
     if len(body) <= 3 and _widest([[a for a, _ in halves], [b for _, b in halves]], []) > width:
         # a few rows of many columns (boot facts, one summary): on end, a row per column
@@ -136,12 +138,36 @@ def fit_table(header: list[str], body: list[list[str]], width: int = WIDTH, firs
         for c in r:
             if "\0" in c:
                 order.setdefault(int(c.split("\0")[1]), len(order) + 1)
-    body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}[{order[int(c.split(chr(0))[1])]}]" for c in r]
+    body = [[c if "\0" not in c else f"{c.split(chr(0))[0]}{note_marker(order[int(c.split(chr(0))[1])])}" for c in r]
             for r in body]
     notes = sorted(order.items(), key=lambda kv: kv[1])
     tables = "\n\n".join(_render([[h[j] for j in cols] for h in heads], [[r[j] for j in cols] for r in body])
                          for cols in _column_groups(heads, body, width))
-    return tables + "".join("\n" + wrap(f"[{n}] {moved[k]}", width) for k, n in notes)
+    return tables + "".join("\n" + wrap(f"{note_marker(n)}: {moved[k]}", width) for k, n in notes)
+
+
+def note_marker(n: int) -> str:
+    """What points from a table's cell to its note under the table ("note 2"): not "[2]", which
+    reads as an interval beside the tables' "[4, 6]"."""
+    return f"note {n}"
+
+
+_NUMBER = re.compile(r"^(-?)(\d{4,})(?=$|[.\s%])")
+_GROUPED = re.compile(r"^-?\d{1,3}(,\d{3})+(?=$|[.\s%])")
+
+
+def same_number_format(body: list[list[str]]) -> list[list[str]]:
+    """The rows with each column's numbers in one format: a column with one number written with
+    thousands separators ("40,256", as `fmt` writes 10,000 and up) has them in all ("4574" -> "4,574")."""
+    body = [list(r) for r in body]
+    for j in range(max(map(len, body), default=0)):
+        column = [r[j] for r in body if j < len(r)]
+        if not any(_GROUPED.match(c) for c in column):
+            continue
+        for r in body:
+            if j < len(r) and (m := _NUMBER.match(r[j])):
+                r[j] = f"{m.group(1)}{int(m.group(2)):,}{r[j][m.end():]}"
+    return body
 
 
 def _column_groups(heads: list[list[str]], body: list[list[str]], width: int) -> list[list[int]]:
@@ -200,7 +226,7 @@ _ERROR_LINE = re.compile(r"^\s*([^:|]+: )?([\w.]*Error|error|ERROR)\b:|^\s*Trace
 
 
 def failure_table(checks: Iterable[Check]) -> str:
-    """One row per missed bound; a note too long for the terminal goes under the table as "[1] ..."."""
+    """One row per missed bound; a note too long for the terminal goes under the table as "note 1: ..."."""
     rows = []
     for c in checks:
         label = f"{c.metric} {c.where}".strip()

@@ -36,6 +36,26 @@ def cell(value: Any) -> str:
     return fmt(value)
 
 
+def with_derived(gate: str, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries with the columns a report derives from them: a curve row's `prefix` ("shared":
+    its users all sent one prompt, which a prefix cache computed once, so its TTFT is not the
+    others'; "own") when any row shared one. The HTML page's cells read the same (html_gates.py)."""
+    if gate != "curve" or not any(isinstance(v, Mapping) and v.get("shared_prefix") for v in entries.values()):
+        return dict(entries)
+    return {k: {**v, "prefix": "shared" if v.get("shared_prefix") else "own"} if isinstance(v, Mapping) else v
+            for k, v in entries.items()}
+
+
+def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
+    """Under the curve table: which rows shared a prompt prefix, and what that does to their TTFT."""
+    shared = sorted(v["users"] for v in entries.values() if isinstance(v, dict) and v.get("shared_prefix")
+                    and isinstance(v.get("users"), int))
+    if not shared:
+        return None
+    return (f"prefix shared: at {', '.join(map(str, shared))} users every user sent the same prompt, which a prefix "
+            "cache computes once: their TTFT is not comparable with the rows of users' own prompts")
+
+
 def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows for one gate's recorded entries (one row per key)."""
     rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
@@ -46,8 +66,7 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
             if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
                 cols.append(c)
     if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
-        # a row whose users all sent one prompt: a prefix cache computed it once (its TTFT is not the others')
-        rows = [(k, {**v, "prefix": "shared" if v.get("shared_prefix") else "own"}) for k, v in rows]
+        rows = list(with_derived(gate, dict(rows)).items())
         cols.insert(1, "prefix")
     header = ["key", *cols]
     body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]

@@ -76,7 +76,27 @@ def session_report(doc: Mapping[str, Any], *, baseline: Mapping[str, Any] | None
     return page(f"pytest-glmf {lane} {verdict_of(doc)}", "\n".join(parts))
 
 
+def incomplete_reasons(doc: Mapping[str, Any]) -> list[str]:
+    """Why the run did not reach its end: a session's list, or a gate command's one reason."""
+    why = doc.get("incomplete")
+    if not why:
+        return []
+    return [str(w) for w in why] if isinstance(why, (list, tuple)) else [str(why)]
+
+
+def unverified_gates(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(gate, why) of each gate the session ran that verified nothing (the result file's
+    `verified`, as plugin/verified.py writes it and the terminal's "NOT verified" lines say)."""
+    verified = doc.get("verified")
+    if not isinstance(verified, Mapping):
+        return []
+    return [(str(gate), str(d.get("why_not") or "no check evaluated")) for gate, d in verified.items()
+            if isinstance(d, Mapping) and not d.get("checks")]
+
+
 def verdict_block(doc: Mapping[str, Any]) -> str:
+    """The verdict and, beside it, what it does not cover: the gates that verified nothing (each
+    with why) and why the run is incomplete; then each failed test with its table."""
     word = verdict_of(doc)
     failed = [f for f in doc.get("failed_tests") or [] if isinstance(f, Mapping)]
     lines = []
@@ -85,8 +105,22 @@ def verdict_block(doc: Mapping[str, Any]) -> str:
     if failed:
         lines.append(f"{len(failed)} failed test(s)")
     inner = [f'<div class="word">{word}</div><div>{escape("; ".join(lines))}</div>']
-    for why in doc.get("incomplete") or []:
-        inner.append(f"<p><b>incomplete:</b> {escape(str(why))}</p>")
+    why_incomplete = incomplete_reasons(doc)
+    if why_incomplete:
+        inner.append('<div class="incomplete-banner"><b>INCOMPLETE: the run did not reach its end; what is below '
+                     "is part of it.</b>" + definitions(why_incomplete) + "</div>")
+    unverified = unverified_gates(doc)
+    if unverified:
+        n = len(unverified)
+        head = f"{n} gate{'s' if n > 1 else ''} verified nothing"
+        head = f"{word.upper()}, but {head}" if word == "passed" else head
+        inner.append(f'<div class="unverified"><b>{escape(head)}:</b><ul>'
+                     + "".join(f"<li><b>{escape(g)}</b>: {escape(why)}</li>" for g, why in unverified)
+                     + "</ul></div>")
+    done = [f"{gate} ({fmt(d.get('checks'))} checks)" for gate, d in (doc.get("verified") or {}).items()
+            if isinstance(d, Mapping) and d.get("checks")]
+    if done:
+        inner.append(f'<p class="verified">verified: {escape(", ".join(done))}</p>')
     for f in failed:
         cause = f.get("cause_class")
         inner.append(f'<div class="failure"><b>{escape(str(f.get("test", "?")))}</b> '
@@ -177,8 +211,7 @@ def ledger_section(lines: Sequence[str]) -> str:
     else:
         inner = '<ul class="ledger">' + "".join(f"<li>{escape(ln[2:] if ln.startswith('- ') else ln)}</li>"
                                                 for ln in lines) + "</ul>"
-    return section("ledger", "Failure ledger", inner
-                   + "<p class=\"sub\">when | lane | what | cause class | image | flags | why</p>")
+    return section("ledger", "Failure ledger", inner)
 
 
 def write_report_page(doc: Mapping[str, Any], out: str | Path, *, baseline: Mapping[str, Any] | None = None,

@@ -5,8 +5,9 @@ html_pages.py build their pages from these."""
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from html import escape, unescape
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,15 @@ border-color:#f1aaa4}.verdict.incomplete,.verdict.unknown{background:var(--warnb
 border-radius:6px;padding:6px 10px;min-width:120px}.kpi b{display:block;font-size:1.15em}.kpi span{color:var(--mute);
 font-size:.82em}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;margin:6px 0}
-table{border-collapse:collapse;font-size:.88em;font-variant-numeric:tabular-nums}
-th,td{border:1px solid var(--line);padding:4px 7px;text-align:left;vertical-align:top}
-th{background:var(--soft);font-weight:600}th small,td small{display:block;color:var(--mute);font-weight:400}
-td.num{text-align:right;white-space:nowrap}
+table{border-collapse:collapse;font-size:.86em;font-variant-numeric:tabular-nums;max-width:100%}
+th,td{border:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+td.brk{overflow-wrap:anywhere}th{background:var(--soft);font-weight:600}th small,td small{display:block;color:var(--mute);
+font-weight:400}
+td.num{text-align:right;white-space:nowrap}td.num small{white-space:normal}
+.verdict .unverified{margin:8px 0 2px;padding:8px 12px;border-radius:6px;background:var(--warnbg);
+border:1px solid #f0cf7f;color:#5c3d00}.verdict .unverified b{font-size:1.1em}.verdict .unverified ul{margin:4px 0 0;
+padding-left:1.2em}.verdict .incomplete-banner{margin:8px 0 2px;padding:8px 12px;border-radius:6px;
+background:var(--warnbg);border:1px solid #f0cf7f}.verdict .verified{font-size:.9em;color:var(--mute);margin:6px 0 0}
 tr.marked td{background:#fbfbf3;color:#555}
 tr td.miss{background:var(--badbg);color:var(--bad);font-weight:600}tr td.worse{background:var(--badbg);
 color:var(--bad)}tr td.better{background:var(--okbg);color:var(--ok)}
@@ -57,16 +63,18 @@ figure{margin:0;min-width:0}svg.chart{width:100%;height:auto;display:block}
 svg .grid{stroke:#e8ebee}svg .axis{stroke:#8b949e}svg .tick{font-size:11px;fill:#5b636b}
 svg .al{font-size:12px;fill:#30363d}svg .ct{font-size:13px;font-weight:600;fill:#1b1f23}
 svg .bound{stroke:var(--bad);stroke-dasharray:5 4;stroke-width:1.3}svg .bl{font-size:11px;fill:var(--bad)}
-p.legend{font-size:.8em;color:var(--mute);margin:2px 0 8px}p.legend span{margin-right:12px;white-space:nowrap}
+p.legend{font-size:.8em;color:var(--mute);margin:2px 0 8px}p.legend span{margin-right:12px;display:inline-block;max-width:100%}
 p.legend i{display:inline-block;width:18px;height:0;vertical-align:middle;margin-right:4px}
 p.legend i.hollow{width:9px;height:9px;border:2px solid #5b636b;border-radius:50%}
-p.legend i.boundkey{border-top:2px dashed var(--bad)}
+p.legend i.boundkey{border-top:2px dashed var(--bad)}p.legend i.floorkey{border-top:2px dotted #5b636b}
+svg .floor{stroke:#5b636b;stroke-dasharray:2 3;stroke-width:1.3}svg .fl{font-size:11px;fill:#5b636b}
 .ledger li{font-size:.86em;margin:.3em 0;overflow-wrap:anywhere}
 ul.defs li{overflow-wrap:anywhere}
 footer{margin-top:2.5em;color:var(--mute);font-size:.8em}
 @media (max-width:640px){body{padding:10px;font-size:14px}h1{font-size:1.2em}.kpi{min-width:0;flex:1 1 40%}
 th,td{padding:3px 5px}.charts{grid-template-columns:minmax(0,1fr)}}
 @media print{body{max-width:none;padding:0;font-size:10.5pt}.scroll{overflow:visible}pre{white-space:pre-wrap}
+table{font-size:7.5pt}th,td{padding:2px 4px}
 section,figure,table{break-inside:avoid-page}h2{break-after:avoid-page}a{color:inherit}
 .verdict,td.miss,td.worse,td.better,tr.marked td{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 """
@@ -91,28 +99,80 @@ def section(ident: str, title: str, inner: str) -> str:
     return f'<section id="{escape(ident)}"><h2>{escape(title)}</h2>\n{inner}\n</section>\n'
 
 
+# What a table may need, in characters of its narrowest layout (numbers whole, words wrapped), before
+# it is split: the page's 1,100 px and a printed page's width (tables in 7.5 pt) both hold it.
+TABLE_CHARS = 104
+
+
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, row_classes: Sequence[str] | None = None,
           raw: bool = False) -> str:
-    """A table; cells are text (escaped) unless `raw` (then they are HTML already: `td(...)`)."""
-    head = "".join(h if raw and h.startswith("<th") else f"<th>{escape(h)}</th>" for h in header)
-    head = f"<thead><tr>{head}</tr></thead>" if header else ""   # no header: a list of facts
-    body = []
-    for i, r in enumerate(rows):
-        cls = (row_classes or [])[i] if row_classes and i < len(row_classes) else ""
-        cells = "".join(c if raw else f"<td>{escape(c)}</td>" for c in r)
-        body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table>{head}<tbody>{"".join(body)}</tbody></table></div>'
+    """A table; cells are text (escaped) unless `raw` (then they are HTML already: `td(...)`). A
+    table too wide for the page (TABLE_CHARS) is printed as two or more, each led by the first
+    (key) column, as the terminal's `fit_table` does: no column hides behind a scrollbar, on the
+    screen or on paper."""
+    heads = [h if raw and h.startswith("<th") else th(h) for h in header]
+    body = [[c if raw else td(c) for c in r] for r in rows]
+    classes = list(row_classes or [])
+    groups = column_groups(heads, body)
+    return "".join(_one_table([heads[j] for j in cols if j < len(heads)],
+                              [[r[j] for j in cols if j < len(r)] for r in body], classes) for cols in groups)
+
+
+def _one_table(heads: Sequence[str], body: Sequence[Sequence[str]], classes: Sequence[str]) -> str:
+    head = f"<thead><tr>{''.join(heads)}</tr></thead>" if heads else ""   # no header: a list of facts
+    rows = []
+    for i, r in enumerate(body):
+        cls = classes[i] if i < len(classes) else ""
+        rows.append(f'<tr class="{cls}">{"".join(r)}</tr>' if cls else f"<tr>{''.join(r)}</tr>")
+    return f'<div class="scroll"><table>{head}<tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def column_groups(heads: Sequence[str], body: Sequence[Sequence[str]], limit: int = TABLE_CHARS) -> list[list[int]]:
+    """The columns as tables that fit `limit` characters: each starts with column 0, the others
+    follow in order, as many as fit (one group when the whole table fits)."""
+    n = max([len(heads), *map(len, body)], default=0)
+    widths = [max([_min_chars(heads[j]) if j < len(heads) else 0,
+                   *(_min_chars(r[j]) for r in body if j < len(r))]) + 2 for j in range(n)]
+    groups: list[list[int]] = [[0]] if n else []
+    for j in range(1, n):
+        if len(groups[-1]) > 1 and sum(widths[k] for k in groups[-1]) + widths[j] > limit:
+            groups.append([0])
+        groups[-1].append(j)
+    return groups
+
+
+_TAGS = re.compile(r"<[^>]*>")
+
+
+def _min_chars(cell: str) -> int:
+    """The narrowest a cell (<th> or <td>) lays out, in characters: a number cell's value whole (it
+    does not wrap), any other text its longest word (a head breaks at its underscores too; a word
+    longer than LONG_WORD may break anywhere)."""
+    opening = cell[:cell.find(">") + 1]
+    main = cell.split("<small>", 1)[0]
+    text = unescape(_TAGS.sub(" ", main))
+    if 'class="num' in opening:
+        return len(text.strip())
+    words = re.split(r"[\s_]+" if opening.startswith("<th") else r"\s+", text)
+    return max([min(len(w), LONG_WORD) for w in words if w] or [1])
+
+
+LONG_WORD = 24      # a word longer than this (a path, a session id) may break anywhere: it never widens a table
 
 
 def td(text: str, cls: str = "", note: str = "", tip: str = "") -> str:
+    if "num" not in cls.split() and max(map(len, text.split()), default=0) > LONG_WORD:
+        cls = f"{cls} brk".strip()
     attrs = (f' class="{cls}"' if cls else "") + (f' title="{escape(tip)}"' if tip else "")
     small = f"<small>{escape(note)}</small>" if note else ""
     return f"<td{attrs}>{escape(text)}{small}</td>"
 
 
 def th(text: str, note: str = "", tip: str = "") -> str:
+    """A header cell that may break after its underscores ("per_user_<wbr>tok_s") in a narrow column."""
     title = f' title="{escape(tip)}"' if tip else ""
-    return f"<th{title}>{escape(text)}" + (f"<small>{escape(note)}</small>" if note else "") + "</th>"
+    head = escape(text).replace("_", "_<wbr>")
+    return f"<th{title}>{head}" + (f"<small>{escape(note)}</small>" if note else "") + "</th>"
 
 
 def definitions(lines: Iterable[str]) -> str:

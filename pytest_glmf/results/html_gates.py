@@ -16,10 +16,10 @@ from html import escape
 from typing import Any
 
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.gates.verdict import fmt, same_number_format
 from pytest_glmf.results import svg
 from pytest_glmf.results.baseline import compare_results, spread_of
-from pytest_glmf.results.columns import cell, gate_table
+from pytest_glmf.results.columns import cell, gate_table, shared_prefix_note, with_derived
 from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
@@ -116,16 +116,20 @@ def row_marks(entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any], comps: Comps) -> str:
+    """The gate's table with the terminal's columns and values (results/columns.py: a curve row's
+    `prefix` own or shared, its `flags` "ok" or what they say), each row's marks beside its key."""
+    entries = with_derived(gate, entries)
     header, _ = gate_table(gate, entries)
-    cols = [c for c in header[1:] if c != "flags"]   # a row's flags are its marks, spelled out under the table
+    cols = header[1:]
     ths = [th("key")]
     for c in cols:
         unit = unit_of(gate, c)
         ths.append(th(c, unit, metric_doc(gate, c)))
     rows, classes = [], []
-    for key, entry in entries.items():
-        if not isinstance(entry, Mapping):
-            continue
+    # one number format per column, as the terminal's (gates/verdict.same_number_format): 4,574 beside 40,256
+    shown = {c: same_number_format([[fmt(e.get(c))] for e in entries.values() if isinstance(e, Mapping)])
+             for c in cols}
+    for i, (key, entry) in enumerate((k, e) for k, e in entries.items() if isinstance(e, Mapping)):
         marks = row_marks(entry)
         key_cell = (f"<td>{escape(str(key))}"
                     + "".join(f' <span title="{escape(why)}">{tag(label, kind)}</span>' for label, kind, why in marks)
@@ -138,7 +142,7 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
                 cls, change = comps.get((gate, str(key), c), ("", ""))
                 miss = _misses(value, bound)
                 note = " ".join(x for x in (_bound_text(bound), change) if x)
-                cells.append(td(fmt(value), " ".join(x for x in ("num", "miss" if miss else cls) if x), note,
+                cells.append(td(shown[c][i][0], " ".join(x for x in ("num", "miss" if miss else cls) if x), note,
                                 "misses its bound" if miss else change))
             else:
                 cells.append(td(cell(value) if value is not None else "-"))
@@ -175,20 +179,39 @@ def _mark(entry: Mapping[str, Any]) -> str:
     return "; ".join(label for label, kind, _ in row_marks(entry) if kind in ("bad", "warn"))
 
 
+SHARED_PREFIX = "prefix shared (not comparable)"       # the series' name; its points say why
+SHARED_WHY = "every user sent the same prompt, which a prefix cache computes once: not comparable with own prompts"
+
+
+def _shared_prefix(entry: Mapping[str, Any]) -> bool:
+    memory = entry.get("memory")
+    return bool(entry.get("shared_prefix")) or (isinstance(memory, Mapping) and (memory.get("shared_tokens") or 0) > 0)
+
+
 def curve_charts(entries: Mapping[str, Any], bounds: Mapping[str, Any]) -> list[str]:
+    """Per-user tok/s, aggregate tok/s and TTFT against users, as the PNG draws them
+    (results/plotting.py): rows whose users shared a prompt prefix hollow, in a series of their own
+    that no line joins to the rows of users' own prompts."""
     rows = _by_users(entries)
     out = []
     for metrics, label in ((("per_user_tok_s",), "per-user tok/s"), (("aggregate_tok_s",), "aggregate tok/s"),
                            (("ttft_p50_s", "ttft_p95_s"), "TTFT (s)")):
         series = []
         for metric in metrics:
-            pts = []
+            color = svg.COLORS[metrics.index(metric)]     # a metric's own and shared-prefix points alike
+            own, shared = [], []
             for key, e in rows:
                 if is_number(e.get(metric)):
                     lo, hi = svg.spread_bar(e[metric], _spread(e, metric))
-                    pts.append(svg.Point(e["users"], e[metric], lo, hi, _mark(e), key))
-            if pts:
-                series.append(svg.Series(metric, pts))
+                    if _shared_prefix(e):
+                        why = "; ".join(x for x in (SHARED_WHY, _mark(e)) if x)
+                        shared.append(svg.Point(e["users"], e[metric], lo, hi, why, key))
+                    else:
+                        own.append(svg.Point(e["users"], e[metric], lo, hi, _mark(e), key))
+            if own:
+                series.append(svg.Series(metric, own, color=color))
+            if shared:
+                series.append(svg.Series(f"{metric}, {SHARED_PREFIX}", shared, color=color, joined=False))
             for side in ("min", "max"):
                 bpts = [svg.Point(e["users"], bound_of("curve", bounds, k, e, metric)[side]) for k, e in rows
                         if side in bound_of("curve", bounds, k, e, metric)]
@@ -235,8 +258,8 @@ def drift_charts(entries: Mapping[str, Any], bounds: Mapping[str, Any]) -> list[
         if len(pts) < 2:
             continue
         lines = []
-        if is_number(e.get("floor_abs_dlogp")):
-            lines.append((float(e["floor_abs_dlogp"]), f"noise floor {fmt(e['floor_abs_dlogp'])}"))
+        floors = [(float(e["floor_abs_dlogp"]), f"noise floor {fmt(e['floor_abs_dlogp'])}")
+                  ] if is_number(e.get("floor_abs_dlogp")) else []
         for _, m in DRIFT_QUANTILES:
             b = bound_of("drift", bounds, str(key), e, m)
             if "max" in b:
@@ -244,7 +267,7 @@ def drift_charts(entries: Mapping[str, Any], bounds: Mapping[str, Any]) -> list[
         cats = [p.x for p in pts]
         out.append(svg.line_chart(svg.Chart(f"|dlogp| distribution: {e.get('candidate') or key}",
                                             "|dlogp| (nats)", "over generated tokens",
-                                            [svg.Series(str(e.get("candidate") or key), pts)], lines,
+                                            [svg.Series(str(e.get("candidate") or key), pts)], lines, floors,
                                             categories=[str(c) for c in cats])))
     return out
 
@@ -284,7 +307,9 @@ def gate_section(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any
         units = {str(e.get("units")) for e in entries.values() if e.get("units") and e.get("units") != "measured"}
         scale = (f"<p class=\"sub\">Numbers in {escape(', '.join(sorted(units)))} (the simulator's time scale "
                  "undone).</p>") if units else ""
-        body = scale + entry_table(gate, entries, bounds, comps) + _notes(entries) + charts(figs)
+        shared = shared_prefix_note(entries) if gate == "curve" else None
+        body = (scale + entry_table(gate, entries, bounds, comps) + _notes(entries)
+                + (f"<p>{escape(shared)}</p>" if shared else "") + charts(figs))
     spec = GATES.get(gate)
     return section(f"gate-{gate}", gate_title(gate), body + definitions(spec.definitions if spec else ()))
 
@@ -294,6 +319,16 @@ BOOT_FACTS = [("seats (max_running_requests)", "max_running_requests"),
               ("max_mamba_cache_size", "max_mamba_cache_size"), ("state slots per request", "state_slots_per_request"),
               ("KV pool tokens", "kv_tokens"), ("KV cache GiB", "kv_cache_memory_gib"), ("context", "context_len"),
               ("KV pool layout", "kv_pool_layout"), ("max concurrency", "max_concurrency"), ("ready", "ready")]
+
+
+def concurrency_words(value: Any, seats: Any) -> str:
+    """vLLM's maximum concurrency ({tokens_per_request, factor}) in words, as the terminal's boot
+    table says it: "151.98x at 4,096 tokens per request"."""
+    if not (isinstance(value, Mapping) and is_number(value.get("factor")) and is_number(value.get("tokens_per_request"))):
+        return cell(value)
+    short = (f" (fewer full-length requests than the {seats:,} seats)"
+             if is_number(seats) and value["factor"] < seats else "")
+    return f"{value['factor']:g}x at {value['tokens_per_request']:,} tokens per request{short}"
 
 
 def boot_body(entries: Mapping[str, Any], bounds: Mapping[str, Any], comps: Comps) -> str:
@@ -309,16 +344,18 @@ def boot_body(entries: Mapping[str, Any], bounds: Mapping[str, Any], comps: Comp
         source = (facts.get("sources") or {}).get(key)
         said = f"({source})" if source and source != "boot log" else ""
         note = " ".join(x for x in (said, _bound_text(bound), change) if x)
+        shown = concurrency_words(value, facts.get("max_running_requests")) if key == "max_concurrency" else fmt(value)
         rows.append([td(label, tip=metric_doc("boot", key)),
-                     td(fmt(value), ("num " + ("miss" if miss else cls)).strip() if is_number(value) else "", note)])
+                     td(shown, ("num " + ("miss" if miss else cls)).strip() if is_number(value) else "", note)])
+    # sizes in GiB, as the terminal's boot table (SGLang prints "GB" for GiB; vLLM prints GiB)
     for pool in facts.get("kv_pools") or []:
         if isinstance(pool, Mapping):
-            rows.append([td("KV pool"), td(f"{fmt(pool.get('tokens'))} tokens, {pool.get('dtype')}, "
-                                           f"{fmt(pool.get('size_gb'))} GB")])
+            size = f", {fmt(pool.get('size_gb'))} GiB" if pool.get("size_gb") is not None else ""
+            rows.append([td("KV pool"), td(f"{fmt(pool.get('tokens'))} tokens, {pool.get('dtype')}{size}")])
     pool = entries.get("state_pool")
     if isinstance(pool, Mapping) and pool.get("gb_per_seat") is not None:
-        rows.append([td("state pool GB"), td(fmt(pool.get("total_gb")), "num")])
-        rows.append([td("state pool GB per seat"), td(fmt(pool.get("gb_per_seat")), "num")])
+        rows.append([td("state pool GiB"), td(fmt(pool.get("total_gb")), "num")])
+        rows.append([td("state pool GiB per seat"), td(fmt(pool.get("gb_per_seat")), "num")])
     for problem in facts.get("problems") or []:
         rows.append([td("problem"), td(str(problem), "miss")])
     want = bounds.get("kv_pool_dtypes") if bounds else None

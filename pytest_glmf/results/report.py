@@ -29,7 +29,7 @@ from pytest_glmf.results.baseline import (
     regression_table,
 )
 from pytest_glmf.results.columns import cell as _cell
-from pytest_glmf.results.columns import gate_table
+from pytest_glmf.results.columns import gate_table, shared_prefix_note
 from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
 from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
 from pytest_glmf.results.history.schema import NotAResultFile
@@ -41,16 +41,6 @@ from pytest_glmf.results.plotting import plot_curve as draw_curve
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
 TITLES = {name: spec.title for name, spec in GATES.items()}
 DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
-
-
-def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
-    """Under the curve table: which rows shared a prompt prefix, and what that does to their TTFT."""
-    shared = sorted(v["users"] for v in entries.values() if isinstance(v, dict) and v.get("shared_prefix")
-                    and isinstance(v.get("users"), int))
-    if not shared:
-        return None
-    return (f"prefix shared: at {', '.join(map(str, shared))} users every user sent the same prompt, which a prefix "
-            "cache computes once: their TTFT is not comparable with the rows of users' own prompts")
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:

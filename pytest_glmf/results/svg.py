@@ -46,6 +46,8 @@ class Chart:
     x_label: str
     series: list[Series]
     bounds: list[tuple[float, str]] = field(default_factory=list)   # (y, "min 45") lines
+    floors: list[tuple[float, str]] = field(default_factory=list)   # (y, "noise floor 0.004"): what the
+    # measurement cannot tell from zero, drawn and named apart from the bounds
     categories: list[str] | None = None   # categorical x: the labels, in order (points' x are labels)
     marked_legend: str = ""        # what a hollow point means, for the legend
     bars_legend: str = "bars: run-to-run spread"   # what a bar around a point is
@@ -75,7 +77,8 @@ def line_chart(chart: Chart) -> str:
     pts = [p for s in chart.series for p in s.points]
     if not pts:
         return ""
-    ys = [p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None] + [b for b, _ in chart.bounds]
+    ys = ([p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None]
+          + [b for b, _ in [*chart.bounds, *chart.floors]])
     y_lo, y_hi = min(0.0, min(ys)), max(ys)
     yt = _ticks(y_lo, y_hi * 1.05 if y_hi > 0 else y_hi + 1)
     y_lo, y_hi = yt[0], yt[-1]
@@ -129,6 +132,10 @@ def line_chart(chart: Chart) -> str:
         y = sy(b)
         out.append(f'<line class="bound" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
                    f'<text class="bl" x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(label)}</text>')
+    for b, label in chart.floors:
+        y = sy(b)
+        out.append(f'<line class="floor" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
+                   f'<text class="fl" x="{LEFT + 4}" y="{y - 4:.1f}">{escape(label)}</text>')
     for s, color in zip(chart.series, colors(chart.series)):
         ordered = sorted(s.points, key=xv)
         if len(ordered) > 1 and s.joined:
@@ -166,14 +173,19 @@ def colors(series: Sequence[Series]) -> list[str]:
 def legend(chart: Chart) -> str:
     items = []
     for s, color in zip(chart.series, colors(chart.series)):
+        if not s.joined and s.points and all(p.marked for p in s.points):   # hollow points of their own
+            items.append(f'<span><i class="hollow" style="border-color:{color}"></i>{escape(s.label)}</span>')
+            continue
         style = "dashed" if s.dashed else "solid"
         items.append(f'<span><i style="border-top:2px {style} {color}"></i>{escape(s.label)}</span>')
-    if any(p.marked for s in chart.series for p in s.points):
+    if any(p.marked for s in chart.series if s.joined or not all(p.marked for p in s.points) for p in s.points):
         items.append(f'<span><i class="hollow"></i>{escape(chart.marked_legend or "hollow: marked")}</span>')
     if any(p.lo is not None for s in chart.series for p in s.points):
         items.append(f"<span>{escape(chart.bars_legend)}</span>")
     if chart.bounds:
         items.append('<span><i class="boundkey"></i>bound (thresholds)</span>')
+    if chart.floors:
+        items.append('<span><i class="floorkey"></i>noise floor</span>')
     return f'<p class="legend">{"".join(items)}</p>'
 
 

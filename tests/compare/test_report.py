@@ -37,15 +37,15 @@ def test_the_recipe_table_shape_with_the_over_seat_rows_flagged() -> None:
     text = comparison_report([ROUND1, SLOTS120, AR])
     assert "users | dflash2-7 (7 seats)" in text and "| dflash2-120 (24 seats)" in text and "| ar (128 seats)" in text
     # the table fits 120 columns: the longest flag goes under the table as a numbered note
-    assert "16    | 503 · 31.4/user · p95 0.5 s [1]" in text and "\n[1] 16 users on 7 seats\n" in text
+    assert "16    | 503 · 31.4/user · p95 0.5 s note 1" in text and "\nnote 1: 16 users on 7 seats\n" in text
     assert max(map(len, text.splitlines())) <= 120
     assert "24    | -" in text     # round 1 had no 24-user row
     assert "dflash2-120 beats ar per user at every valid users value (8-24)" in text
     assert "excluded: dflash2-7 @ 16 users: seat-starved: 16 users on 7 seats" in text
     assert "prose | -" in text and "0.29 (185 tok/s)" in text
     assert "users@2400+384 | -" in text and "48 (stopped by slo)" in text
-    assert "why capped                   | [1]       | [2]         | [3]" in text   # numbered per table
-    assert "[1] max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots " \
+    assert "why capped                   | note 1    | note 2      | note 3" in text   # numbered per table
+    assert "note 1: max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots " \
            "per request)" in text
     assert "8     | 491 · 61.4/user · p95 0.5 s [8 users on 7 seats] | 743 · 106/user · p95 0.5 s" in text
 
@@ -70,7 +70,7 @@ def test_state_pool_and_bytes_per_seat_from_the_boot_log() -> None:
     assert state_pool("no such line", 5) is None
     with_pool = json.loads(json.dumps(AR))
     with_pool["gates"]["boot"]["state_pool"] = pool
-    line = next(x for x in comparison_report([SLOTS120, with_pool]).splitlines() if x.startswith("bytes per seat"))
+    line = next(x for x in comparison_report([SLOTS120, with_pool]).splitlines() if x.startswith("state pool GiB per seat"))
     assert line.split("|")[1].strip() == "-" and line.split("|")[2].strip() == "0.336"
 
 
@@ -118,8 +118,8 @@ def test_rows_of_different_workloads_are_flagged_and_not_compared(tmp_path: Path
     b["gates"]["curve"]["users=16"]["shared_prefix"] = True       # ... but for the shared prefix
     text = comparison_report([a, b])
     assert "WARNING: the lanes ran different workloads at 8, 16 users" in text
-    assert "[1] workloads differ: max_tokens 384 (long) vs 128 (short)" in text   # 2,432 vs 2,400: within 5 %
-    assert "[2] workloads differ: shared_prefix False (long) vs True (short)" in text
+    assert "note 1: workloads differ: max_tokens 384 (long) vs 128 (short)" in text   # 2,432 vs 2,400: within 5 %
+    assert "note 2: workloads differ: shared_prefix False (long) vs True (short)" in text
     assert ("long vs short per user: no users value with a valid row on both lanes; not compared at 8 users: "
             "the workloads differ (max_tokens 384 (long) vs 128 (short)); not compared at 16 users: the "
             "workloads differ (shared_prefix False (long) vs True (short))") in text.replace("\n    ", " ")

@@ -3,6 +3,7 @@ collects the bundled suites, launches the sim once (also under -n 2), gates its 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -84,8 +85,8 @@ def test_round1_seat_cap_fails_the_boot_gate_with_its_reason(pytester, sim_files
         "boot facts of lane 'round1': 1 threshold(s) missed",
         "metric * | note",
         "*-+-*",
-        "max_running_requests | 7 * | >= 16 * | [[]1]",
-        "[[]1] -56.2 %; *capped to 7 by the mamba state cache "
+        "max_running_requests | 7 * | >= 16 * | note 1",
+        "note 1: -56.2 %; *capped to 7 by the mamba state cache "
         "(max_mamba_cache_size=38, 5 state slots per request)*--max-mamba-cache-size*",
     ], consecutive=True)
     # issue 33 item 12: the failure and the results tables fit 120 columns, the cap's note under
@@ -96,10 +97,10 @@ def test_round1_seat_cap_fails_the_boot_gate_with_its_reason(pytester, sim_files
     # the notes of the failure and of the results tables (pytest's short summary repeats the failure's
     # message whole when CI is set, so it is left out)
     before_summary = "\n".join(shown).split("short test summary info", 1)[0].splitlines()
-    notes = [line for line in before_summary if line[:1] == "[" and line.split("] ", 1)[0][1:].isdigit()]
-    assert notes[0] == ("[1] -56.2 %; max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, "
+    notes = [line for line in before_summary if re.match(r"note \d+: ", line)]
+    assert notes[0] == ("note 1: -56.2 %; max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, "
                         "5 state slots per")                                # the failure's note
-    assert [n.split("] ", 1)[1] for n in notes[1:] if "capped" in n] == [    # the boot table's cap reason
+    assert [n.split(": ", 1)[1] for n in notes[1:] if "capped" in n] == [    # the boot table's cap reason
         "max_running_requests capped to 7 by the mamba state cache (max_mamba_cache_size=38, 5 state slots per request):"]
 
 

@@ -161,6 +161,44 @@ class Browser:
             raise RuntimeError(f"{expression}: {res['exceptionDetails']}")
         return res["result"].get("value")
 
+    def sideways(self) -> list[str]:
+        """The tables that scroll sideways (wider than their box): their section and first header."""
+        return self.eval("Array.from(document.querySelectorAll('.scroll')).filter(d => d.scrollWidth > "
+                         "d.clientWidth + 1).map(d => (d.closest('section') || {}).id + ': ' + "
+                         "(d.querySelector('th, td') || {}).innerText + ' (' + d.scrollWidth + ' px in ' + "
+                         "d.clientWidth + ')')")
+
+    def table_cells(self, section: str) -> dict[str, dict[str, str]]:
+        """The tables of a section read back as {first cell: {header: cell}}, a table split in two
+        (each led by the key column) read as one; a cell's text without its note (<small>) and a
+        key without its marks (<span>); a header without its unit."""
+        return self.eval(f"""(() => {{
+            const own = el => Array.from(el.childNodes).filter(n => !['SMALL', 'SPAN'].includes(n.nodeName))
+                .map(n => n.textContent).join('').trim();
+            const out = {{}};
+            for (const t of document.querySelectorAll('#{section} table')) {{
+                const heads = Array.from(t.querySelectorAll('thead th')).map(own);
+                for (const r of t.querySelectorAll('tbody tr')) {{
+                    const cells = Array.from(r.cells).map(own);
+                    const row = out[cells[0]] = out[cells[0]] || {{}};
+                    heads.forEach((h, i) => {{ row[h] = cells[i]; }});
+                }}
+            }}
+            return out;
+        }})()""")
+
+    def emulate_print(self, width: int) -> None:
+        """The print stylesheet on a page `width` CSS pixels wide (A4 portrait, Chromium's default
+        margins: 718), as `print_pdf` lays it out; `load` again for the screen."""
+        self.page("Emulation.setDeviceMetricsOverride", width=width, height=self.height, deviceScaleFactor=1,
+                  mobile=False)
+        self.page("Emulation.setEmulatedMedia", media="print")
+
+    def emulate_screen(self) -> None:
+        self.page("Emulation.setEmulatedMedia", media="")
+        self.page("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1,
+                  mobile=self.mobile)
+
     def screenshot(self, out: Path, full_page: bool = False) -> Path:
         params: dict[str, Any] = {"format": "png"}
         if full_page:

@@ -41,7 +41,8 @@ lanes:
     {{launcher: sim, model: /models/GLM-5.3-Flash-NVFP4, spec: none, kv: fp8_e4m3, ctx: 131072, maxbs: 16, mem: 0.85,
      extra: --max-mamba-cache-size 38, time_scale: {scale}, boot_timeout_s: 60}}
 """
-# aggregate_tok_s >= 100000 at 8 users: missed by every run, so each session has a failed test
+# aggregate_tok_s >= 100000 at 8 users: missed by every run, so each session has a failed test; at
+# 4 users every user sends the same prompt (a shared prefix: drawn apart from the rows of own prompts)
 THRESHOLDS = """\
 schema: 1
 lanes:
@@ -51,6 +52,7 @@ lanes:
       settings: {max_tokens: 32, runs: 2, prompt_tokens: 200, spread_max_pct: 80}
       rows:
         - {users: 1, ttft_p95_s: {max: 5.0}}
+        - {users: 4, settings: {shared_prefix: true}}
         - {users: 8, aggregate_tok_s: {min: 100000}}
   tight:
     boot: {max_running_requests: {min: 4}}
@@ -78,10 +80,11 @@ def browser() -> Iterator[Browser]:
 
 
 def session(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """One short pytest-glmf session on the simulator lanes (boot and curve suites)."""
+    """One short pytest-glmf session on the simulator lanes (boot and curve suites; the acceptance
+    suite skips on lanes without speculative decoding: a gate that verified nothing)."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--glmf-lanes", str(where / "lanes.yaml"),
             "--glmf-thresholds", str(where / "thresholds.yaml"), "--glmf-results", str(where / "results"),
-            "-k", "boot or curve", *args]
+            "-k", "boot or curve or acceptance", *args]
     return subprocess.run(argv, cwd=where, capture_output=True, text=True, timeout=600)
 
 
@@ -166,6 +169,10 @@ def test_the_session_page_shows_the_verdict_provenance_gates_and_ledger(runs, br
     ledger = browser.eval("Array.from(document.querySelectorAll('#ledger li')).map(li => li.innerText)")
     assert ledger and all("lane wide" in line for line in ledger)
     assert any("test_curve_row[users=8]" in line for line in ledger)
+    # under the ledger no header of a table that is not there (issue 40 item 5)
+    assert browser.eval("document.querySelector('#ledger').innerText").rstrip().endswith(ledger[-1])
+    # memory in one unit: GiB (SGLang's "GB" is GiB), never "GB" beside it
+    assert " GiB" in load.text and " GB" not in load.text
     assert f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">" in page.read_text()
 
 
@@ -262,6 +269,7 @@ def test_glmf_compare_html_two_lanes(runs, browser, tmp_path, capsys) -> None:
     for d in docs:
         for entry in d["gates"]["curve"].values():
             assert fmt(entry["ttft_p95_s"]) in load.text
+    assert "state pool GiB per seat" in load.text and " GB" not in load.text     # memory in one unit
     # the session wrote the same comparison as a page of its own
     assert "glmf: the comparison as one HTML page: " in runs["outputs"][4]
     session_page = next(runs["results"].glob("compare-*.html"))
@@ -331,6 +339,8 @@ def test_capacity_drift_and_acceptance_sections(runs, browser, tmp_path) -> None
                                        "max_abs_dlogp": 4.2, "argmax_mismatch": 0.156, "ci95": [0.12, 0.15],
                                        "floor_abs_dlogp": 0.004, "excess_abs_dlogp": 0.132, "prompts": 40,
                                        "tokens": 5120, "self_check_mode": "exact"}}
+    # a vLLM boot log's maximum concurrency, as its parser records it (gates/boot/vllm.py)
+    doc["gates"]["boot"]["facts"]["max_concurrency"] = {"tokens_per_request": 4096, "factor": 151.98}
     doc["gates"]["acceptance"] = {"prose": {"class": "prose", "accept_rate": 0.29, "accept_length": 2.1, "tok_s": 175},
                                   "math": {"class": "math", "accept_rate": 0.61, "accept_length": 3.4, "tok_s": 291}}
     result = tmp_path / "wide.json"
@@ -357,3 +367,184 @@ def test_capacity_drift_and_acceptance_sections(runs, browser, tmp_path) -> None
     assert "gate-capacity 44" in missed and "gate-acceptance 0.29" in missed
     assert not any(m.startswith("gate-drift") for m in missed)
     assert "noise floor 0.004" in browser.eval("document.querySelector('#gate-drift svg').textContent")
+    # the noise floor is named so in the legend, drawn apart from the two bounds (mean and p95 max)
+    legend = browser.eval("document.querySelector('#gate-drift p.legend').innerText")
+    assert "noise floor" in legend and "bound (thresholds)" in legend
+    assert browser.eval("document.querySelectorAll('#gate-drift svg line.bound').length") == 2
+    assert browser.eval("document.querySelectorAll('#gate-drift svg line.floor').length") == 1
+    # a fact that is a mapping reads as words, as the terminal's boot table says it
+    facts = browser.table_cells("gate-boot")
+    assert facts["max concurrency"]["value"] == "151.98x at 4,096 tokens per request"
+    boot = browser.eval("document.querySelector('#gate-boot').innerText")
+    assert "tokens_per_request" not in boot and "{" not in boot
+
+
+# ---------------------------------------------------------------------------- what the page must not hide (issue 40)
+
+
+def verdict_text(browser: Browser) -> str:
+    return browser.eval("document.querySelector('#verdict .verdict').innerText")
+
+
+def test_the_page_leads_with_the_gates_that_verified_nothing_and_why(runs, browser, tmp_path) -> None:
+    """The terminal says "NOT verified: acceptance: N skipped: ..."; the page says the same beside
+    the verdict, ahead of everything else, and a passed session reads "PASSED, but 1 gate verified
+    nothing" (issue 40 item 3: the demo's page said only PASSED)."""
+    doc = doc_of(runs["wide"][0])
+    why = doc["verified"]["acceptance"]["why_not"]
+    assert doc["verified"]["acceptance"]["checks"] == 0 and "skipped" in why
+    assert f"glmf: NOT verified: acceptance: {why}" in runs["outputs"][0].replace("\n    ", " ")
+    page = runs["results"] / "wide-1.html"
+    load = browser.load(page)
+    check_offline(load, page)
+    text = verdict_text(browser)
+    assert text.startswith("FAILED") and "1 gate verified nothing:\nacceptance: " + why in text
+    assert "verified: boot (" in text and "curve (" in text
+    # passed: the words say what was not verified, in the verdict's own box
+    doc.update(exitstatus=0, failed_tests=[])
+    result = tmp_path / "passed.json"
+    result.write_text(json.dumps(doc))
+    out = tmp_path / "passed.html"
+    assert main(["report", str(result), "--html", str(out)]) == 0
+    load = browser.load(out)
+    check_offline(load, out)
+    text = verdict_text(browser)
+    assert text.startswith("PASSED\npytest exit status 0\nPASSED, but 1 gate verified nothing:\nacceptance: " + why)
+    assert load.text.index("verified nothing") < load.text.index("Lane and provenance")
+    # every gate verified something: no such words
+    doc["verified"] = {g: d for g, d in doc["verified"].items() if d["checks"]}
+    result.write_text(json.dumps(doc))
+    assert main(["report", str(result), "--html", str(out)]) == 0
+    browser.load(out)
+    assert "verified nothing" not in verdict_text(browser)
+
+
+def test_an_incomplete_result_says_so_beside_the_verdict(runs, browser, tmp_path) -> None:
+    """A result whose `incomplete` names why (a session's list, or a gate command's --json after
+    Ctrl-C) is marked INCOMPLETE in the verdict's box with each reason."""
+    doc = doc_of(runs["wide"][0])
+    for value, reasons in ((["the server exited (code -9)", "interrupted (Ctrl-C / SIGINT) before the end"],
+                            ["the server exited (code -9)", "interrupted (Ctrl-C / SIGINT) before the end"]),
+                           ("interrupted (Ctrl-C / SIGINT) before the end",
+                            ["interrupted (Ctrl-C / SIGINT) before the end"])):
+        doc["incomplete"] = value
+        result = tmp_path / "cut.json"
+        result.write_text(json.dumps(doc))
+        out = tmp_path / "cut.html"
+        assert main(["report", str(result), "--html", str(out)]) == 0
+        load = browser.load(out)
+        check_offline(load, out)
+        assert load.title == "pytest-glmf wide incomplete"
+        text = verdict_text(browser)
+        assert text.startswith("INCOMPLETE\n") and "INCOMPLETE: the run did not reach its end" in text
+        shown = browser.eval("Array.from(document.querySelectorAll('#verdict .incomplete-banner li'))"
+                             ".map(li => li.innerText)")
+        assert shown == reasons
+
+
+def test_shared_prefix_rows_are_drawn_hollow_and_apart_as_in_the_png(runs, browser) -> None:
+    """The 4-user row's users all sent one prompt: in every curve chart its points are hollow, in a
+    series of their own named in the legend, and no line joins them to the 1- and 8-user rows (the
+    PNG draws them hollow, "not comparable"; the page drew one solid line through them)."""
+    from pytest_glmf.results.columns import shared_prefix_note
+    from pytest_glmf.results.plotting import curve_figure
+
+    doc = doc_of(runs["wide"][0])
+    assert [e["users"] for e in doc["gates"]["curve"].values() if e.get("shared_prefix")] == [4]
+    hollow_png = {s.label for p in curve_figure(doc).panels for s in p.series if s.style == "hollow"}
+    assert hollow_png and all("prefix shared" in label for label in hollow_png)
+    browser.load(runs["results"] / "wide-1.html")
+    charts = browser.eval("""Array.from(document.querySelectorAll('#gate-curve svg.chart')).map(svg => ({
+        lines: Array.from(svg.querySelectorAll('polyline')).map(l => l.getAttribute('points').split(' ').length),
+        hollow: Array.from(svg.querySelectorAll('circle.marked')).map(c => c.querySelector('title').textContent)
+            .filter(t => t.includes('prefix shared')),
+        points: Array.from(svg.querySelectorAll('circle.pt')).filter(c => !c.querySelector('title').textContent
+            .includes('(thresholds)')).length,
+        legend: svg.nextElementSibling.innerText}))""")
+    assert len(charts) == 3
+    for chart, metrics in zip(charts, (["per_user_tok_s"], ["aggregate_tok_s"], ["ttft_p50_s", "ttft_p95_s"])):
+        assert chart["lines"] == [2] * len(metrics)       # 1 and 8 users: the 4-user point is on no line
+        assert chart["points"] == 3 * len(metrics)
+        assert sorted(t.split(" @ ")[0] for t in chart["hollow"]) == sorted(
+            f"{m}, prefix shared (not comparable)" for m in metrics)
+        assert all(" @ 4: " in t and "a prefix cache computes once" in t for t in chart["hollow"])
+        assert all(f"{m}, prefix shared (not comparable)" in chart["legend"] for m in metrics)
+    # under the table, the terminal's sentence
+    assert shared_prefix_note(doc["gates"]["curve"]) in browser.eval("document.querySelector('#gate-curve').innerText")
+
+
+def test_the_columns_say_what_the_terminal_table_says(runs, browser) -> None:
+    """`prefix` own/shared and `flags` ok (or the flag) as the terminal's table has them; the page
+    showed "-" and nothing."""
+    from pytest_glmf.results.columns import gate_table, with_derived
+    from pytest_glmf.results.report import terminal_report
+
+    doc = doc_of(runs["wide"][0])
+    entries = doc["gates"]["curve"]
+    header, body = gate_table("curve", entries)
+    assert "prefix" in header and "flags" in header
+    terminal = {(row[0] if header[0] == "key" else f"users={row[0]}"): dict(zip(header, row)) for row in body}
+    browser.load(runs["results"] / "wide-1.html")
+    page = browser.table_cells("gate-curve")
+    assert set(page) == set(entries)
+    for key, entry in with_derived("curve", entries).items():
+        assert page[key]["prefix"] == terminal[key]["prefix"] == entry["prefix"]
+        assert page[key]["flags"] == terminal[key]["flags"] == entry["flags"]
+    assert {page[k]["prefix"] for k in page} == {"own", "shared"} and "ok" in {page[k]["flags"] for k in page}
+    assert "| shared |" in terminal_report(doc)
+
+
+def test_a_table_too_wide_for_the_page_is_split_each_part_led_by_its_key() -> None:
+    """As the terminal's fit_table: 30 numeric columns become tables of at most TABLE_CHARS, each
+    starting with the key column, every column once."""
+    from pytest_glmf.results.html_blocks import TABLE_CHARS, column_groups, table, td, th
+
+    heads = [th("key"), *(th(f"metric_number_{j}", "tok/s") for j in range(30))]
+    body = [[td(f"users={u}"), *(td(f"{123456.7 * u:,.1f}", "num", "≥ 100,000") for _ in range(30))] for u in (1, 8)]
+    groups = column_groups(heads, body)
+    assert len(groups) > 2 and all(g[0] == 0 for g in groups)
+    assert sorted(j for g in groups for j in g[1:]) == list(range(1, 31))
+    assert all(sum(len("1,975,307.2") + 2 for _ in g[1:]) <= TABLE_CHARS for g in groups)
+    html = table(heads, body, raw=True)
+    assert html.count("<table>") == len(groups) and html.count("users=8") == len(groups)
+    assert column_groups(heads[:5], [r[:5] for r in body]) == [[0, 1, 2, 3, 4]]     # one that fits: one
+
+
+def test_no_table_scrolls_sideways_on_the_page_or_on_paper(runs, browser, tmp_path) -> None:
+    """Every column shows at 1,100 px and on an A4 page: a wide table wraps its heads at the
+    underscores and its words, and is split when still too wide, rather than hiding its last
+    columns behind a scrollbar (lost in print and screenshots)."""
+    from pytest_glmf.results.columns import gate_table
+
+    doc = doc_of(runs["wide"][0])
+    wide = dict(next(iter(doc["gates"]["curve"].values())))
+    wide.update({f"extra_metric_number_{i}": 12345.678 + i for i in range(8)})
+    doc["gates"]["curve"]["users=99"] = {**wide, "users": 99, "tokens_per_user": 4574}     # beside 25,160
+    result = tmp_path / "wide.json"
+    result.write_text(json.dumps(doc))
+    out = tmp_path / "wide.html"
+    assert main(["report", str(result), "--html", str(out)]) == 0
+    compare = tmp_path / "compare.html"
+    assert main(["compare", str(runs["wide"][4]), str(runs["tight"]), "--html", str(compare)]) == 0
+    history = tmp_path / "history.html"
+    assert main(["history", "list", "--store", str(runs["results"] / "history.sqlite"), "--lane", "wide",
+                 "--html", str(history)]) == 0
+    try:
+        for page in (runs["results"] / "wide-1.html", runs["results"] / "wide-3.html", out, compare, history):
+            for paper in (False, True):
+                browser.emulate_screen()
+                check_offline(browser.load(page), page)
+                if paper:
+                    browser.emulate_print(718)
+                assert browser.sideways() == [], (page.name, "print" if paper else "screen")
+        # every column of the terminal's table is there
+        browser.emulate_screen()
+        browser.load(out)
+        header, _ = gate_table("curve", doc["gates"]["curve"])
+        row = browser.table_cells("gate-curve")["users=99"]
+        assert set(row) == {"key", *header[1:]} and {"aggregate_tok_s", "flags", "prefix"} <= set(row)
+        assert row["tokens_per_user"] == "4,574"          # the column's one number format
+        heads = browser.eval("Array.from(document.querySelectorAll('#gate-curve th')).map(t => t.innerHTML)")
+        assert any("per_<wbr>user_<wbr>tok_<wbr>s" in h for h in heads)
+    finally:
+        browser.emulate_screen()

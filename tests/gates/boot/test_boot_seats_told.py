@@ -92,7 +92,7 @@ def test_max_num_active_seqs_flag_is_the_cap_below_max_num_seqs(unfold) -> None:
                             "RUNNING; --max-num-seqs 256 sizes the runner): raise --max-num-active-seqs")
     with pytest.raises(pytest.fail.Exception) as failed:
         assert_seats(f, [8, 48], source="t")
-    assert re.search(r"seats < users @ 48 users \| 32 .*\| \[1\]\n\[1\] .*raise --max-num-active-seqs",
+    assert re.search(r"seats < users @ 48 users \| 32 .*\| note 1\nnote 1: .*raise --max-num-active-seqs",
                      unfold(str(failed.value))), str(failed.value)
 
 
@@ -127,7 +127,7 @@ def test_gpu_seats_come_from_server_info_and_say_so(unfold) -> None:
     assert "holds only" not in table and " GB" not in table
     with pytest.raises(pytest.fail.Exception) as failed:
         assert_seats(f, 2048, source="t")
-    assert "seats < users @ 2048 users | 1024     | >= 2048  | [1]\n[1] max_running_requests is vLLM's " \
+    assert "seats < users @ 2048 users | 1024     | >= 2048  | note 1\nnote 1: max_running_requests is vLLM's " \
            "scheduler_config.max_num_seqs 1024 as /server_info says (the boot log does not print it): raise " \
            "--max-num-seqs (t)" in unfold(str(failed.value))
 
@@ -142,7 +142,7 @@ def test_nothing_said_names_how_to_say_it(unfold) -> None:
     f = complete_facts(parse_boot_log(vllm_033_log({})), ServerConfig(engine="vllm"))
     with pytest.raises(pytest.fail.Exception) as failed:
         assert_seats(f, 8, source="t")
-    assert re.search(r"seats < users @ 8 users \| -  .*\| \[1\]\n\[1\] neither the boot log nor the server says it: "
+    assert re.search(r"seats < users @ 8 users \| -  .*\| note 1\nnote 1: neither the boot log nor the server says it: "
                      r"give the server's boot log .*--glmf-boot-log FILE.*VLLM_SERVER_DEV_MODE=1",
                      unfold(str(failed.value))), str(failed.value)
 
@@ -208,8 +208,8 @@ def test_attached_without_a_boot_log_the_helpers_and_the_suite_agree_with_the_he
     result.stdout.fnmatch_lines(["SKIPPED * no boot log for lane 'daily': nothing was checked for problems; give it "
                                  "with --glmf-boot-log FILE (an attached server) or boot_log: FILE in the lane"])
     pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
-        f"seats < users @ {seats + 1} users | {seats} * | >= {seats + 1} * | ?1?",
-        "?1? max_running_requests is SGLang's "
+        f"seats < users @ {seats + 1} users | {seats} * | >= {seats + 1} * | note 1",
+        "note 1: max_running_requests is SGLang's "
         f"internal_states[].effective_max_running_requests_per_dp {seats} as /server_info says (the boot log does not "
         "print it): raise --max-running-requests, or the cache that caps it (give the boot log to see which) "
         "(test_mine.py:*)"])
@@ -341,8 +341,8 @@ def test_the_boot_suite_on_a_gpu_vllm_takes_its_seats_from_server_info(pytester,
     result.assert_outcomes(passed=3)
     # the end-of-session boot table: the seats and where they came from
     result.stdout.fnmatch_lines(["key   | max_running | *cap *", "      | requests    | *reason *",
-                                 "facts | 1024        | 4,123,456 | * | [[]1] *",
-                                 "[[]1] max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as /server_info*"])
+                                 "facts | 1024        | 4,123,456 | * | note 1 *",
+                                 "note 1: max_running_requests is vLLM's scheduler_config.max_num_seqs 1024 as /server_info*"])
 
 
 def test_kv_pool_dtypes_without_a_log_say_how_to_give_it(unfold) -> None:
@@ -350,6 +350,6 @@ def test_kv_pool_dtypes_without_a_log_say_how_to_give_it(unfold) -> None:
                                                          told={"max_running_requests": "/server_info"}))
     with pytest.raises(pytest.fail.Exception) as failed:
         assert_boot(f, source="t", kv_pool_dtypes=["bfloat16"])
-    assert re.search(r"\(no KV pool line in the boot log\) .*\| \[1\]\n\[1\] .*the KV pool dtypes are only in the "
+    assert re.search(r"\(no KV pool line in the boot log\) .*\| note 1\nnote 1: .*the KV pool dtypes are only in the "
                      r"boot log: give it \(boot_log: in the lane, or --glmf-boot-log FILE\)",
                      unfold(str(failed.value))), str(failed.value)

@@ -61,8 +61,8 @@ def test_boot_suite_fails_with_cap_reason_dtypes_and_queued_rows(pytester, runni
         "boot facts of lane 'daily': 1 threshold(s) missed",
         "metric               | measured | expected | note",
         "---------------------+-*",
-        "max_running_requests | 7        | >= 9     | [[]1]",
-        "[[]1] -22.2 %; max_running_requests *capped to 7 by the mamba state "
+        "max_running_requests | 7        | >= 9     | note 1",
+        "note 1: -22.2 %; max_running_requests *capped to 7 by the mamba state "
         "cache (max_mamba_cache_size=38, 5 state slots per request)*--max-mamba-cache-size*"
         "(thresholds.yaml: lanes.daily.boot)",
     ], consecutive=True)
@@ -70,17 +70,17 @@ def test_boot_suite_fails_with_cap_reason_dtypes_and_queued_rows(pytester, runni
         "KV pool dtypes of lane 'daily' differ from the thresholds",
         "metric         | measured           | expected           | note",
         "---------------*",
-        "kv_pool_dtypes | bfloat16, bfloat16 | bfloat16, fp8_e4m3 | [[]1]",
-        "[[]1] layout: one line per KV pool; check "
+        "kv_pool_dtypes | bfloat16, bfloat16 | bfloat16, fp8_e4m3 | note 1",
+        "note 1: layout: one line per KV pool; check "
         "--kv-cache-dtype (not set) and the attention backend; (thresholds.yaml: lanes.daily.boot)",
     ], consecutive=True)
     out.fnmatch_lines([
         "lane 'daily': 2 curve row(s) would queue behind the seat cap",
         "metric                  | measured | expected | note",
         "------------------------*",
-        "seats < users @ 8 users | 7        | >= 8     | [[]1]",
-        "seats < users @ 9 users | 7        | >= 9     | [[]1]",           # the same note, once
-        "[[]1] max_running_requests *--max-mamba-cache-size* (thresholds.yaml: lanes.daily.curve)",
+        "seats < users @ 8 users | 7        | >= 8     | note 1",
+        "seats < users @ 9 users | 7        | >= 9     | note 1",           # the same note, once
+        "note 1: max_running_requests *--max-mamba-cache-size* (thresholds.yaml: lanes.daily.curve)",
     ], consecutive=True)
 
 
@@ -116,8 +116,8 @@ def test_kv_pool_check_understands_the_0_5_23_layout(pytester, running_fake_serv
         "KV pool dtypes of lane 'daily' differ from the thresholds",
         "metric         | measured | expected                  | note",
         "---------------*",
-        "kv_pool_dtypes | fp8_e5m2 | one of bfloat16, fp8_e4m3 | [[]1]",
-        "[[]1] layout: one DSA pool line, MLA and indexer "
+        "kv_pool_dtypes | fp8_e5m2 | one of bfloat16, fp8_e4m3 | note 1",
+        "note 1: layout: one DSA pool line, MLA and indexer "
         "together; only the MLA dtype is printed, the indexer keys are fp8 with scales (SGLang 0.5.23, "
         "sglang/srt/mem_cache/memory_pool.py DSATokenToKVPool); check --kv-cache-dtype (not set) and the attention "
         "backend; (thresholds.yaml: lanes.daily.boot)",

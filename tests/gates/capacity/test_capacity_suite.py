@@ -61,8 +61,8 @@ def test_capacity_meets_its_bound_and_is_recorded(pytester, truth, unfold):
         "*users | verdict * | p5 tok/s | users   | per-user | TTFT  | TTFT  | aggregate | missed",   # fits 120 columns
         "*      | * |          | >= 17.9 | tok/s    | p95 s | p50 s | tok/s     | / flags",
         "*5 * | pass (last pass) *| 100 % *",
-        "*6 * | FAIL (first fail) *| 0 % *| [[]1]",
-        "*[[]1] per-user tok/s: 0 % of users >= 17.9*",
+        "*6 * | FAIL (first fail) *| 0 % *| note 1",
+        "*note 1: per-user tok/s: 0 % of users >= 17.9*",
         "*users | spread | margin | runs | requests | wall s",
         "*test_capacity PASSED*",
     ])
@@ -83,8 +83,8 @@ def test_a_capacity_under_its_bound_fails_with_the_table_and_the_evidence(pytest
         "*capacity of lane 'truth': 1 threshold(s) missed",
         "metric * | measured | expected | note",
         "*-+-*",
-        "users @ the prompt file's prompt + 40 output tokens | 5 * | >= 8 * | [[]1]",    # the note under the table
-        "[[]1] -37.5 %; at 6 users: per-user tok/s: "
+        "users @ the prompt file's prompt + 40 output tokens | 5 * | >= 8 * | note 1",    # the note under the table
+        "note 1: -37.5 %; at 6 users: per-user tok/s: "
         "0 % of users >= 17.9 (p5 16.*), needs 95 %; (thresholds.yaml: lanes.truth.capacity)",
     ], consecutive=True)
 
@@ -94,8 +94,8 @@ def test_the_seats_stop_the_search_and_the_failure_names_the_flag(pytester, trut
     result.assert_outcomes(failed=1, skipped=2)
     pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         "*; at most 3 users (3 seats (max_running_requests)); first probe 3",    # not the 5 asked for
-        "users @ * | 3 * | >= 4 * | [[]1]",
-        "[[]1] -25.0 %; stopped by the seats: 3 seats (max_running_requests): "
+        "users @ * | 3 * | >= 4 * | note 1",
+        "note 1: -25.0 %; stopped by the seats: 3 seats (max_running_requests): "
         "max_running_requests capped to 3 by the mamba state cache (max_mamba_cache_size=15, 5 state slots per "
         "request): increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
         "--mamba-ssm-dtype bfloat16; (thresholds.yaml: lanes.truth.capacity)",

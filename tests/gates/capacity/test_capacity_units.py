@@ -143,10 +143,10 @@ def test_the_probes_and_frontier_tables_fit_120_columns_and_keep_every_number():
     assert tables[:2] == ["users | verdict           | p50   | users | per-user | TTFT  | TTFT  | aggregate | missed",
                           "      |                   | tok/s | >= 50 | tok/s    | p95 s | p50 s | tok/s     | / flags"]
     assert tables[3:7] == [
-        "48    | FAIL (first fail) | 49.9  | 44 %  | 49.9     | 0.76  | 0.559 | 2237.0    | [1]",
-        "44    | pass (last pass)  | 51.0  | 77 %  | 51.0     | 0.728 | 0.52  | 2104.6    | [2]",
-        "[1] per-user tok/s: 44 % of users >= 50 (p50 49.9), needs 50 %",
-        "[2] client-bound run(s) measured again with 2 client processes"]
+        "48    | FAIL (first fail) | 49.9  | 44 %  | 49.9     | 0.76  | 0.559 | 2237.0    | note 1",
+        "44    | pass (last pass)  | 51.0  | 77 %  | 51.0     | 0.728 | 0.52  | 2104.6    | note 2",
+        "note 1: per-user tok/s: 44 % of users >= 50 (p50 49.9), needs 50 %",
+        "note 2: client-bound run(s) measured again with 2 client processes"]
     assert tables[7:] == ["users | spread | margin   | runs | requests | wall s",
                           "------+--------+----------+------+----------+-------",
                           "48    | 0.1 %  | -0.00267 | 3    | 144      | 40",

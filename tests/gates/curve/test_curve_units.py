@@ -161,7 +161,7 @@ def test_curve_table_pins_the_recipe_columns():
     assert table[0].split(" | ")[:7] == ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
                                          "TTFT p95 s", "spread"]
     # 124 columns with the flag in its cell: the flag goes under the table (fits 120 columns)
-    assert table[2].endswith("| 7 (shared) | [1]") and table[3] == "[1] 16 clients sharing 7 seats"
+    assert table[2].endswith("| 7 (shared) | note 1") and table[3] == "note 1: 16 clients sharing 7 seats"
     assert max(map(len, table)) <= 120
 
 
