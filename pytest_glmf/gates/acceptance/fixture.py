@@ -53,7 +53,8 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
             pytest.fail(f"lane {lane.name!r}: {exc}", pytrace=False)
         # one row per class (and the mean), as the report renders them, with the drafter's settings
         # (a change against the baseline names them); the raw requests beside them
-        draft = draft_settings(server.provenance.get("argv"))
+        draft = draft_settings(server.provenance.get("argv"), server.config.speculative_algorithm,
+                               server.config.speculative_num_draft_tokens)
         for row in [*result.classes, result.mean]:
             gate.record(f"{key}{row.name}", row.to_record(f"{result.source}; {result.prompt_format}", draft))
         gate.record(f"{key}requests", result.records)

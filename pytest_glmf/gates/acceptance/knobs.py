@@ -53,7 +53,7 @@ class Knobs:
     def hints(self) -> dict[str, str]:
         """One hint per metric for the failure tables (gates/verdict.checks_from_bounds)."""
         knobs = self.drafter()
-        pos = {f"accept_pos{k}": f"later draft tokens rejected more often: {knobs}" for k in range(1, 9)}
+        pos = {f"accept_pos{k}": f"draft token {k} rejected more often: {knobs}" for k in range(1, 9)}
         return {"accept_rate": f"drafts rejected more often: {knobs}",
                 "accept_length": f"fewer tokens per verify step: {knobs}",
                 "tok_s": "single-stream speed: check the spec flags, the decode backend, and that nothing else "
@@ -65,10 +65,19 @@ class Knobs:
         return f"the server proposed no draft token: {self.drafter()}"
 
 
-def draft_settings(argv: Sequence[str] | None) -> dict[str, Any]:
+def draft_settings(argv: Sequence[str] | None, method: str | None = None,
+                   draft_tokens: int | None = None) -> dict[str, Any]:
     """The drafter's configuration from a server's command line: vLLM's `--speculative-config`
-    JSON (its keys), SGLang's `--speculative-*` flags (their names without the prefix). Empty when
-    the command line is unknown (an attached server) or sets no speculation."""
+    JSON (its keys), SGLang's `--speculative-*` flags (their names without the prefix). A server
+    whose command line is unknown (attached) records what it said of itself (`method`,
+    `draft_tokens`: engine/serverconfig.py), when it said it."""
+    out = _from_argv(argv)
+    if not out and method:
+        out = {"method": method, **({"draft_tokens": draft_tokens} if draft_tokens is not None else {})}
+    return out
+
+
+def _from_argv(argv: Sequence[str] | None) -> dict[str, Any]:
     args = [str(a) for a in argv or []]
     out: dict[str, Any] = {}
     for i, arg in enumerate(args):
@@ -87,9 +96,3 @@ def draft_settings(argv: Sequence[str] | None) -> dict[str, Any]:
         out[flag[len("--speculative-"):].replace("-", "_")] = value
     return out
 
-
-def settings_changes(base: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
-    """What differs between two runs' draft settings, one phrase each ("num_speculative_tokens 4 -> 2")."""
-    base, now = base or {}, now or {}
-    return [f"{k} {base.get(k, '(unset)')} -> {now.get(k, '(unset)')}"
-            for k in sorted(set(base) | set(now)) if base.get(k) != now.get(k)]
