@@ -36,7 +36,7 @@ Per-position acceptance (`accept_pos1`..): the fraction of draft steps whose k-t
 accepted. vLLM accepts a prefix of each draft (`observe_draft` counts position i < accepted), so
 position k's count is the number of steps that accepted at least k drafts: the response histogram's
 tail sum, or the delta of `vllm:spec_decode_num_accepted_tokens_per_pos_total{position="k-1"}`.
-SGLang 0.5.23 reports no per-position numbers.
+SGLang 0.5.23's meta_info has the same histogram (`spec_correct_drafts_histogram`, tokenizer_manager.py).
 
 Several requests at once (`users` > 1): each request's numbers must be its own. SGLang's meta_info
 and vLLM's per-request metrics are; vLLM's /metrics counters are one sum over every request in
@@ -155,9 +155,14 @@ def spec_from_meta_info(meta: dict[str, Any]) -> dict[str, Any]:
         if meta.get(acc_key) is not None and meta.get(draft_key) is not None:
             out["accepted_tokens"], out["draft_tokens"] = int(meta[acc_key]), int(meta[draft_key])
             break
-    hist = meta.get("spec_accept_histogram")
+    # 0.5.23: spec_correct_drafts_histogram, index j = the steps that accepted exactly j drafts, grown
+    # only to the largest j seen (scheduler_components/batch_result_processor.py); padded here to the
+    # drafts per step so a position no step accepted reads 0, not unmeasured
+    hist = meta.get("spec_correct_drafts_histogram", meta.get("spec_accept_histogram"))
     if isinstance(hist, list) and hist and all(isinstance(n, int) for n in hist):
-        out["accepted_per_pos"] = per_position_from_histogram(hist)
+        steps, drafted = out["verify_steps"], out["draft_tokens"]
+        per_step = drafted // steps if steps and drafted else len(hist) - 1
+        out["accepted_per_pos"] = per_position_from_histogram(list(hist) + [0] * max(0, per_step + 1 - len(hist)))
     has_any = any(k.startswith("spec_") for k in meta)
     completion = meta.get("completion_tokens") or 0
     if not has_any:
