@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from pytest_glmf.plugin import history
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
+from pytest_glmf.results.cost import cost_block
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
 from pytest_glmf.results.redact import Redactor
@@ -136,6 +138,8 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     compared = history.compared_with(run)
     if compared is not None:
         extra["compared_with"] = compared
+    extra["cost"] = cost_block(run.lane, _provenance(run), run.gate_wall_s, run.server_started, run.server_ready,
+                               time.time())
     out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra)
     if out is not None:
         run.result_file = out
