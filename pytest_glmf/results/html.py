@@ -24,6 +24,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import ledger
 from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
+from pytest_glmf.results.cost import cost_lines
 from pytest_glmf.results.html_blocks import (
     definitions,
     ordered_gates,
@@ -87,6 +88,7 @@ def verdict_block(doc: Mapping[str, Any]) -> str:
     inner = [f'<div class="word">{word}</div><div>{escape("; ".join(lines))}</div>']
     for why in doc.get("incomplete") or []:
         inner.append(f"<p><b>incomplete:</b> {escape(str(why))}</p>")
+    inner.extend(f'<p class="cost">{escape(line)}</p>' for line in cost_lines(doc.get("cost")))   # results/cost.py
     for f in failed:
         cause = f.get("cause_class")
         inner.append(f'<div class="failure"><b>{escape(str(f.get("test", "?")))}</b> '

@@ -74,3 +74,14 @@ def test_accepts(glmf_acceptance):
     result.stdout.re_match_lines([r"What the verdict cost: 0\.\d\d GPU min, 2 GPU\(s\) x [\d.]+ s held "
                                   r"\(attached: boot not seen; GPUs: lane gpus\)",
                                   r"  per gate: acceptance [\d.]+ s \(0\.\d\d GPU min\)"])
+
+
+def test_the_html_pages_verdict_says_what_it_cost():
+    from pytest_glmf.results.html import verdict_block
+
+    cost = cost_block(lane(gpus=2), {}, {"curve": 90.0}, started=1000.0, ready=1105.0, until=1300.0)
+    html = verdict_block({"exitstatus": 0, "incomplete": [], "cost": cost})
+    assert ('<p class="cost">What the verdict cost: 10.00 GPU min, 2 GPU(s) x 300.0 s held (boot 105.0 s included; '
+            'GPUs: lane gpus)</p>') in html
+    assert '<p class="cost">  per gate: curve 90.0 s (3.00 GPU min)</p>' in html
+    assert 'class="cost"' not in verdict_block({"exitstatus": 0, "incomplete": []})

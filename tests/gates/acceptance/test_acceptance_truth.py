@@ -192,3 +192,19 @@ def test_a_drop_in_length_against_the_baseline_names_the_draft_settings_that_cha
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([r".*acceptance\.accept_length \[math\] +\| 3\.4 +\| 2\.\d+ .*drop <= .*"
                                   r"changed: draft draft_tokens 3 -> 2.*"])
+
+
+def test_cli_measures_under_load_or_names_the_flag(truth_server, tmp_path, capsys):
+    from pytest_glmf.gates.acceptance.cli import cli as accept_cli
+
+    server = truth_server(per_request=True, hold_s=0.05)
+    out = tmp_path / "a.json"
+    assert accept_cli(["--url", server.url, "--users", "4", "--prompts-per-class", "2", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["users"] == 4 and server.max_in_flight >= 3
+    assert {r["class"]: r["accept_length"] for r in doc["classes"]} == pytest.approx(
+        {c.name: server.class_truth(c.name)["accept_length"] for c in CLASSES})
+    counters_only = truth_server(per_request=False)
+    with pytest.raises(SystemExit):
+        accept_cli(["--url", counters_only.url, "--users", "4"])
+    assert "--users 4: acceptance at 4 users: vLLM's /metrics spec_decode counters" in capsys.readouterr().err
