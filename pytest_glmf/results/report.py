@@ -168,6 +168,8 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
                 out.append(note)
             if gate in DEFINITIONS:
                 out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
+    if lines := cost_lines(doc.get("cost")):
+        out.append("\n".join(f"- {line.strip()}" for line in lines))
     return "\n\n".join(out) + "\n"
 
 

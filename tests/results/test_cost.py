@@ -85,3 +85,12 @@ def test_the_html_pages_verdict_says_what_it_cost():
             'GPUs: lane gpus)</p>') in html
     assert '<p class="cost">  per gate: curve 90.0 s (3.00 GPU min)</p>' in html
     assert 'class="cost"' not in verdict_block({"exitstatus": 0, "incomplete": []})
+
+
+def test_the_markdown_report_says_what_it_cost():
+    from pytest_glmf.results.report import markdown_report
+
+    cost = cost_block(lane(gpus=2), {}, {"curve": 90.0}, started=1000.0, ready=1105.0, until=1300.0)
+    md = markdown_report({"lane": {"name": "x"}, "gates": {}, "cost": cost})
+    assert "- What the verdict cost: 10.00 GPU min, 2 GPU(s) x 300.0 s held" in md
+    assert "- per gate: curve 90.0 s (3.00 GPU min)" in md
