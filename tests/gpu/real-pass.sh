@@ -23,7 +23,7 @@ fits() { [ "$(left)" -gt "$1" ] || { say "SKIPPED $2: $(left) s left, it needs a
 bash tests/gpu/real/model setup || exit 1
 export GPU_SERVED_NAME=smollm2-135m-instruct
 source .gpu/kit/env.sh
-export PYTHONPATH=$PWD:$PYTHONPATH
+repo=$PWD; export PYTHONPATH=$repo:$PYTHONPATH
 glmf() { python3 -m pytest_glmf.cli "$@"; }
 real=$GPU_ROOT/real
 # bf16 is the oracle's dtype; the hermes parser reads the tool-aware template convert_model.py baked in
@@ -44,9 +44,10 @@ suites() {   # suites LANE SPEC -k EXPR: the ready-made suites attached, result 
 lanes:
   $lane: {launcher: attach, engine: vllm, url: '$GPU_URL', boot_log: '$GPU_LOGS/server.log', spec: $spec}
 EOF
-  python3 -m pytest -p pytest_glmf.plugin --rootdir "$out" --glmf-lanes "$out/lanes.yaml" --glmf-lane "$lane" \
-    --glmf-thresholds tests/gpu/real-thresholds.yaml --glmf-results "$out/results" -rA -q -p no:cacheprovider \
-    -W ignore::DeprecationWarning -W ignore::FutureWarning -W ignore::UserWarning "$@" 2>&1 | tail -80
+  # from $out, as a user's project would: this checkout's pytest settings (warnings as errors) stay out of it
+  (cd "$out" && python3 -m pytest -p pytest_glmf.plugin --glmf-lanes "$out/lanes.yaml" --glmf-lane "$lane" \
+    --glmf-thresholds "$repo/tests/gpu/real-thresholds.yaml" --glmf-results "$out/results" -rA -q -p no:cacheprovider \
+    -W ignore::DeprecationWarning -W ignore::FutureWarning -W ignore::UserWarning "$@" 2>&1 | tail -80)
 }
 
 case "$stage" in
