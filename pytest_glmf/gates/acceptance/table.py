@@ -11,7 +11,8 @@ POSITIONS_SHOWN = 4     # the table's width: later positions are in the result f
 
 
 def _positions(row: dict[str, Any]) -> str:
-    rates = row.get("accept_pos")
+    # a class row has the list; the mean over classes has its accept_posK keys only
+    rates = row.get("accept_pos") or [row[k] for k in (f"accept_pos{i}" for i in range(1, 9)) if row.get(k) is not None]
     if not rates:
         return "-"
     shown = " ".join(f"{r:.2f}" for r in rates[:POSITIONS_SHOWN])
@@ -33,9 +34,7 @@ def render_result(result: dict[str, Any]) -> str:
              str(r["requests"]) + (f" ({r['errors']} err)" if r["errors"] else "")]
             for r in result["classes"]]
     mean = result.get("mean") or mean_over_classes(result["classes"])
-    mean_cells = _cells(mean) if mean.get("no_drafts") else [fmt(mean["tok_s"]), fmt(mean["accept_rate"]),
-                                                              fmt(mean["accept_length"]), "-"]
-    rows.append(["mean over classes", *mean_cells, "0.39", ""])
+    rows.append(["mean over classes", *_cells(mean), "0.39", ""])
     head = ["class", *map(SPEC.column_label, ("tok_s", "accept_rate", "accept_length")), "per position",
             "recipe rate", "requests"]
     users = result.get("users") or 1

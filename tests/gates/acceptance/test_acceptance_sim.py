@@ -76,6 +76,18 @@ def test_per_position_acceptance_matches_the_simulators_binomial(daily_result):
         assert sum(row["accept_pos"]) == pytest.approx(6 * row["accept_rate"], rel=1e-9), row["class"]
 
 
+def test_per_request_acceptance_holds_with_requests_in_flight(daily):
+    """SGLang's meta_info is each request's own: 4 requests at once give each class its configured rate."""
+    from pytest_glmf.gates.acceptance import measure_acceptance
+
+    picked = [c for c in CLASSES if c.name in ("math", "prose", "code")]
+    result = measure_acceptance(daily.base_url, picked, users=4, max_tokens_scale=0.5)
+    assert result.users == 4 and all(r["error"] is None for r in result.records)
+    for row in result.classes:
+        assert row.accept_rate == pytest.approx(timing.BY_NAME[row.name].accept_rate, abs=0.06), row.name
+    assert result["math"].accept_length > result["code"].accept_length > result["prose"].accept_length
+
+
 def test_tok_s_never_exceeds_what_the_simulator_models(daily_result):
     """A shared 2-core CI box only slows the simulator down, so the modelled speed is a hard upper
     bound (token double counting would break it) and the lower bound is loose."""

@@ -208,3 +208,19 @@ def test_cli_measures_under_load_or_names_the_flag(truth_server, tmp_path, capsy
     with pytest.raises(SystemExit):
         accept_cli(["--url", counters_only.url, "--users", "4"])
     assert "--users 4: acceptance at 4 users: vLLM's /metrics spec_decode counters" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("engine", "method", "names", "never"), [
+    ("vllm", "ngram", ["prompt_lookup_min", "prompt_lookup_max", "num_speculative_tokens"],
+     ["--speculative-dflash", "--speculative-draft-model-path", "--speculative-num-steps"]),
+    ("vllm", "eagle3", ["num_speculative_tokens", "--speculative-config"], ["prompt_lookup", "--speculative-dflash"]),
+    ("sglang", "DFLASH", ["--speculative-draft-model-path", "--speculative-dflash-block-size"], ["prompt_lookup"]),
+    ("sglang", "EAGLE3", ["--speculative-num-steps", "--speculative-eagle-topk"], ["dflash", "prompt_lookup"]),
+])
+def test_hints_name_the_engines_and_the_methods_own_knobs(engine, method, names, never):
+    from pytest_glmf.gates.acceptance.knobs import Knobs
+
+    knobs = Knobs(engine, method)
+    for text in (knobs.hints()["accept_length"], knobs.hints()["accept_pos2"], knobs.no_drafts()):
+        assert all(n in text for n in names), text
+        assert not any(n in text for n in never), text
