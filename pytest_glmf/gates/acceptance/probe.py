@@ -26,7 +26,7 @@ Sources (recorded in every result as `source`):
   after each request. Correct only when nothing else uses the server meanwhile; the probe never
   overlaps its own requests.
 
-- vLLM with `--per-request-spec-decode-metrics summary|detailed` (0.32+): the last (usage) chunk's
+- vLLM with `--per-request-spec-decode-metrics summary|detailed` (0.32, 0.33, 0.34 alike): the last (usage) chunk's
   `metrics.speculative_decoding` (vllm/entrypoints/generate/base/protocol.py `SpeculativeDecodingMetrics`:
   `num_spec_steps`, `num_draft_tokens`, `num_accepted_draft_tokens`, `acceptance_histogram`, a dense
   list whose index j counts the steps that accepted exactly j drafts). Read per request, so it holds
