@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.redact import Redactor
 from pytest_glmf.results import ledger
 from pytest_glmf.results import recorder as results
+from pytest_glmf.results.cost import cost_block
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
 
@@ -140,6 +142,8 @@ def write_results(state: "GlmfSession", reasons: Sequence[str] = (), exitstatus:
     # a user's own test that called a gate helper (assert_boot, ...) verified something even when
     # no gate fixture recorded numbers: its session has results (and may be blessed)
     checked = verification is not None and verification.checks_of(run.lane.name) > 0
+    extra["cost"] = cost_block(run.lane, _provenance(run), run.gate_wall_s, run.server_started, run.server_ready,
+                               time.time())
     update = hooks.result_updater(state.config, run.lane, state.hook_errors.append) if state.config is not None else None
     out = recorder.write(lane=run.lane.to_dict(), provenance=_provenance(run), extra=extra, keep=checked,
                          update=update)

@@ -53,6 +53,11 @@ class LaneRun:
     baseline_note: str | None = None
     html_file: Path | None = None
     html_error: str | None = None
+    # what the verdict cost (results/cost.py): the launch's start and answer (time.time()), and
+    # each gate's tests' wall time, summed from their reports (owner; xdist: the controller)
+    server_started: float | None = None
+    server_ready: float | None = None
+    gate_wall_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def lane(self) -> "LaneConfig":

@@ -215,8 +215,10 @@ class GlmfSession:
             if run.remote_server is not None:
                 run.server = server_from_dict(run.remote_server)
             else:
+                run.server_started = time.time()     # the server's GPU time counts from here (boot included)
                 try:
                     run.server = launch_lane(run.lane, self.settings.results_dir, run.session_id)
+                    run.server_ready = time.time()
                 except Exception as exc:  # BootError, docker errors...: the message is for the user
                     run.boot_error = f"{type(exc).__name__}: {exc}"
                     bookkeeping.ledger_line(run, "boot", run.boot_error, getattr(exc, "cause", "configuration"))
@@ -369,6 +371,9 @@ class GlmfSession:
         run.incomplete.extend(r for r in reasons if r not in run.incomplete)
         if report.failed and self.owner:
             run.failed = True
+        gate = next((v for k, v in props if k == "glmf_gate"), None)
+        if self.owner and gate is not None:
+            run.gate_wall_s[str(gate)] = run.gate_wall_s.get(str(gate), 0.0) + float(report.duration or 0.0)
         if not self.owner or not any(k == "glmf_test" for k, _ in props):
             return
         bookkeeping.ledger_failure(run, report)

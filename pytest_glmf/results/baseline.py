@@ -65,6 +65,7 @@ class Comparison:
     allowed: float           # absolute amount the metric may worsen by
     allowed_pct: float
     direction: str           # "higher" | "lower" is better
+    setup_changes: tuple[str, ...] = ()   # what the entries' recorded `setup` says changed (draft settings)
 
     @property
     def change(self) -> float | None:
@@ -92,8 +93,9 @@ class Comparison:
         change = "missing" if self.change is None else (
             f"{self.change:+.4g}" + (f" ({pct:+.1f} %)" if pct is not None else ""))
         word = "drop" if self.direction == "higher" else "rise"
+        changed = f"; changed: {', '.join(self.setup_changes)}" if self.setup_changes else ""
         return [f"{self.gate}.{self.metric} [{self.key}]", fmt(self.baseline), fmt(self.now), change,
-                f"{word} <= {fmt(self.allowed)} ({self.allowed_pct:.1f} %)"]
+                f"{word} <= {fmt(self.allowed)} ({self.allowed_pct:.1f} %){changed}"]
 
 
 def load_baseline(path: str | Path, schema: int) -> dict[str, Any]:
@@ -130,8 +132,11 @@ def spread_of(entry: Mapping[str, Any], metric: str) -> float | None:
 
 def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str, Any],
                   tolerance: Mapping[str, Any] | None = None) -> list[Comparison]:
-    """Compare the metrics present in the baseline entry with the current entry of (gate, key)."""
+    """Compare the metrics present in the baseline entry with the current entry of (gate, key).
+    An entry may record the `setup` its numbers were measured under (the acceptance gate: the
+    drafter's settings, `{"draft": {...}}`); what differs is named beside each comparison."""
     out = []
+    changes = tuple(setup_changes(base.get("setup"), now.get("setup")))
     for metric, direction in metric_directions(gate).items():
         if metric == "spread_pct":
             continue  # the spread is the noise yardstick, not a figure of merit
@@ -142,7 +147,21 @@ def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str
         tol = Tolerance.for_metric(tolerance, metric)
         allowed_pct = max([tol.rel_pct, *spreads])
         allowed = max(abs(b) * allowed_pct / 100, tol.abs)
-        out.append(Comparison(gate, key, metric, b, _number(now.get(metric)), allowed, allowed_pct, direction))
+        out.append(Comparison(gate, key, metric, b, _number(now.get(metric)), allowed, allowed_pct, direction,
+                              changes))
+    return out
+
+
+def setup_changes(base: Any, now: Any) -> list[str]:
+    """`{"draft": {"num_speculative_tokens": 4}}` then `{... 2}` -> ["draft num_speculative_tokens 4 -> 2"]."""
+    if not isinstance(base, Mapping) or not isinstance(now, Mapping):
+        return []
+    out = []
+    for part in sorted(set(base) | set(now)):
+        b, n = base.get(part) or {}, now.get(part) or {}
+        if isinstance(b, Mapping) and isinstance(n, Mapping):
+            out += [f"{part} {k} {b.get(k, '(unset)')} -> {n.get(k, '(unset)')}"
+                    for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k)]
     return out
 
 

@@ -24,6 +24,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import ledger
 from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
+from pytest_glmf.results.cost import cost_lines
 from pytest_glmf.results.html_blocks import (
     definitions,
     ordered_gates,
@@ -121,6 +122,7 @@ def verdict_block(doc: Mapping[str, Any]) -> str:
             if isinstance(d, Mapping) and d.get("checks")]
     if done:
         inner.append(f'<p class="verified">verified: {escape(", ".join(done))}</p>')
+    inner.extend(f'<p class="cost">{escape(line)}</p>' for line in cost_lines(doc.get("cost")))   # results/cost.py
     for f in failed:
         cause = f.get("cause_class")
         inner.append(f'<div class="failure"><b>{escape(str(f.get("test", "?")))}</b> '

@@ -30,6 +30,7 @@ from pytest_glmf.results.baseline import (
 )
 from pytest_glmf.results.columns import cell as _cell
 from pytest_glmf.results.columns import gate_table, shared_prefix_note
+from pytest_glmf.results.cost import cost_lines
 from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
 from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
 from pytest_glmf.results.history.schema import NotAResultFile
@@ -50,6 +51,8 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         if body:
             note = shared_prefix_note(entries or {}) if gate == "curve" else None
             parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
+    if lines := cost_lines(doc.get("cost")):
+        parts.append("\n".join(map(wrap, lines)))
     if baseline is not None:
         parts.extend(_baseline_section(doc, baseline))
     return "\n\n".join(parts)
@@ -155,6 +158,8 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
                 out.append(note)
             if gate in DEFINITIONS:
                 out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
+    if lines := cost_lines(doc.get("cost")):
+        out.append("\n".join(f"- {line.strip()}" for line in lines))
     return "\n\n".join(out) + "\n"
 
 

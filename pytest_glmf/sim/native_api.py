@@ -12,7 +12,9 @@ logprob_result_processor.py `[None] + input_token_logprobs[:-1]`), `output_token
 on the finished answer only and only when `spec_verify_ct > 0` (tokenizer_manager.py
 `_calculate_spec_decoding_metrics`): `spec_accept_rate` (correct / proposed drafts),
 `spec_accept_length` (completion_tokens / spec_verify_ct), `spec_num_correct_drafts`,
-`spec_num_proposed_drafts` (verify_ct x (draft tokens per step)), `spec_verify_ct`. Streaming
+`spec_num_proposed_drafts` (verify_ct x (draft tokens per step)), `spec_verify_ct`, and
+`spec_correct_drafts_histogram` (index j: the steps that accepted exactly j drafts; grown to the
+largest j seen, scheduler_components/batch_result_processor.py). Streaming
 (`stream: true`) sends the cumulative text and meta_info per chunk, then `data: [DONE]`.
 """
 from __future__ import annotations
@@ -102,6 +104,8 @@ def _meta(app: "SimApp", r: "SimRequest", req: dict[str, Any]) -> dict[str, Any]
                         spec_accept_length=len(r.out_ids) / r.spec_verify_ct,
                         spec_num_correct_drafts=r.spec_accepted, spec_num_proposed_drafts=r.spec_drafted,
                         spec_verify_ct=r.spec_verify_ct)
+            if r.spec_correct_drafts_histogram:
+                meta["spec_correct_drafts_histogram"] = list(r.spec_correct_drafts_histogram)
     return meta
 
 

@@ -74,6 +74,7 @@ class SimRequest:
     spec_verify_ct: int = 0
     spec_accepted: int = 0
     spec_drafted: int = 0
+    spec_correct_drafts_histogram: list[int] = field(default_factory=list)   # index j: steps that accepted j drafts
     event: asyncio.Event = field(default_factory=asyncio.Event)
     kv: KVHold | None = None                   # its share of the KV pool (set on submit)
     _rng: random.Random | None = None
@@ -395,6 +396,9 @@ class Scheduler:
             r.spec_verify_ct += 1
             r.spec_accepted += accepted
             r.spec_drafted += d
+            # SGLang 0.5.23's Req.update_spec_correct_drafts_histogram: index = drafts accepted in the step
+            r.spec_correct_drafts_histogram.extend([0] * (accepted + 1 - len(r.spec_correct_drafts_histogram)))
+            r.spec_correct_drafts_histogram[accepted] += 1
             counts.append(1 + accepted)
         self.counters.spec_verify_ct += n
         self.counters.spec_accepted += sum(counts) - n

@@ -87,7 +87,7 @@ GATE_TABLES: dict[str, tuple[ModuleType, Callable[[], Any], set[str]]] = {
     "acceptance": (acceptance_table, lambda: acceptance_table.render_result({
         "source": "metrics", "prompt_format": "chat", "classes": [
             {"class": "prose", "tok_s": 150.0, "accept_rate": 0.3, "accept_length": 2.1, "requests": 3, "errors": 0}]}),
-        {"class", "recipe rate", "requests"}),
+        {"class", "per position", "recipe rate", "requests"}),   # per position: accept_pos1.. in one cell
     "tools": (tools_table, lambda: tools_table.failure_table({"results": [
         {"ok": False, "scenario": "weather", "repeat": 0, "expect": ["get_weather"],
          "answers": [{"error": "HTTP 500"}], "problems": ["request failed"]}]}),

@@ -23,19 +23,23 @@ import pytest
 
 from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import detect_engine
-from pytest_glmf.gates.acceptance.probe import AcceptRecord, PromptClass, load_prompt_classes, probe, probe_result
-from pytest_glmf.gates.acceptance.spec import DEFAULTS, TEMPLATES
+from pytest_glmf.engine.serverconfig import read_server_config
+from pytest_glmf.gates.acceptance.knobs import Knobs
+from pytest_glmf.gates.acceptance.probe import (
+    NO_DRAFTS,
+    AcceptRecord,
+    PromptClass,
+    load_prompt_classes,
+    probe,
+    probe_result,
+)
+from pytest_glmf.gates.acceptance.spec import DEFAULTS, POSITIONS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message, note_evaluated, render_table
 
-HINTS = {
-    "accept_rate": "drafts rejected more often: check the draft model (--speculative-draft-model-path), "
-                   "--speculative-dflash-block-size and the draft attention backend",
-    "accept_length": "fewer tokens per verify step: same knobs as accept_rate",
-    "tok_s": "single-stream speed: check the spec flags, the decode backend, and that nothing else loads the server",
-}
 MEAN = "mean"
+POSITION_KEYS = tuple(f"accept_pos{k}" for k in range(1, POSITIONS + 1))
 
 
 @dataclass
@@ -50,6 +54,8 @@ class ClassAcceptance:
     requests: int
     errors: int
     speculative: bool | None          # False: the server did no speculation for this class
+    no_drafts: bool = False           # speculating, but the server proposed no draft token for this class
+    accept_pos: list[float] | None = None   # per draft position: steps that accepted it / steps
     recipe: dict[str, Any] = field(default_factory=dict)    # the recipe's numbers, for the report
     detail: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -58,13 +64,16 @@ class ClassAcceptance:
         return cls(name=row["class"], label=row.get("label") or row["class"], tok_s=row.get("tok_s"),
                    accept_rate=row.get("accept_rate"), accept_length=row.get("accept_length"),
                    requests=int(row.get("requests") or 0), errors=int(row.get("errors") or 0),
-                   speculative=row.get("speculative"), recipe=dict(row.get("recipe") or {}), detail=dict(row))
+                   speculative=row.get("speculative"), no_drafts=bool(row.get("no_drafts")),
+                   accept_pos=row.get("accept_pos"), recipe=dict(row.get("recipe") or {}), detail=dict(row))
 
-    def to_record(self, source: str) -> dict[str, Any]:
-        """What the result file keeps for this class."""
-        return {**{k: self.detail.get(k) for k in ("class", "tok_s", "accept_rate", "accept_length", "requests",
-                                                    "errors")},
-                "recipe_accept_rate": self.recipe.get("accept_rate"), "source": source}
+    def to_record(self, source: str, draft: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the result file keeps for this class; `draft`: the drafter's settings, kept beside
+        the numbers so a change against the baseline shows what differs (results/baseline.py)."""
+        keys = ("class", "tok_s", "accept_rate", "accept_length", *POSITION_KEYS, "requests", "errors", "no_drafts")
+        return {**{k: self.detail.get(k) for k in keys if k in self.detail or not k.startswith("accept_pos")},
+                "accept_pos": self.accept_pos, "recipe_accept_rate": self.recipe.get("accept_rate"), "source": source,
+                "setup": {"draft": dict(draft or {})}}
 
 
 @dataclass
@@ -79,13 +88,21 @@ class AcceptanceResult:
     prompt_format: str
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)   # one per request
     lane: str | None = None           # set by the glmf_acceptance fixture (named in failures)
+    method: str | None = None         # the speculative method the server runs (ngram, DFLASH, eagle3, ...)
+    users: int = 1                    # requests in flight at once while measuring
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> "AcceptanceResult":
+    def from_raw(cls, raw: Mapping[str, Any], method: str | None = None) -> "AcceptanceResult":
         """From the probe's dict (probe.probe / probe_result)."""
         return cls(classes=[ClassAcceptance.from_row(r) for r in raw["classes"]],
                    mean=ClassAcceptance.from_row(raw["mean"]), speculative=raw["speculative"], engine=raw["engine"],
-                   source=raw["source"], prompt_format=raw["prompt_format"], records=raw["records"])
+                   source=raw["source"], prompt_format=raw["prompt_format"], records=raw["records"],
+                   method=method, users=int(raw.get("users") or 1))
+
+    @property
+    def knobs(self) -> Knobs:
+        """The engine's and method's own knobs, for hints."""
+        return Knobs(self.engine, self.method)
 
     def __getitem__(self, name: str) -> ClassAcceptance:
         if name == MEAN:
@@ -108,20 +125,25 @@ class AcceptanceResult:
 
     def _raw(self) -> dict[str, Any]:
         return {"speculative": self.speculative, "source": self.source, "prompt_format": self.prompt_format,
-                "classes": [c.detail for c in self.classes], "mean": self.mean.detail}
+                "users": self.users, "method": self.method, "classes": [c.detail for c in self.classes],
+                "mean": self.mean.detail}
 
 
 def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | None = None, *,
                        engine: str | None = None, prompts_per_class: int | None = DEFAULTS.prompts_per_class,
                        max_tokens_scale: float = DEFAULTS.max_tokens_scale, template: str = DEFAULTS.template,
+                       users: int = DEFAULTS.users, method: str | None = None,
                        timeouts: Mapping[str, float] | None = None,
                        on_record: Callable[[AcceptanceResult], None] | None = None) -> AcceptanceResult:
     """Measure acceptance per class of `classes` (a YAML file, a list of PromptClass, or None: the
-    packaged seven), one request at a time. `engine` (sglang | vllm; None: asked of the server)
-    picks the source: SGLang's per-request meta_info, or vLLM's /metrics counters around each
-    request. A server that shows no speculation in its first answer ends the probe there
-    (`speculative` False). `template`: the chat template SGLang's /generate text is rendered
-    with (glm, glm-nothink, chatml, raw)."""
+    packaged seven), one request at a time, or `users` at once. `engine` (sglang | vllm; None:
+    asked of the server) picks the source: SGLang's per-request meta_info; vLLM's per-request
+    `metrics.speculative_decoding` when the server sends it (--per-request-spec-decode-metrics),
+    else its /metrics counters around each request (one request at a time only: under load they
+    cannot tell the classes apart, and `users` > 1 raises `LoadNeedsPerRequest`). A server that
+    shows no speculation in its first answer ends the probe there (`speculative` False).
+    `template`: the chat template SGLang's /generate text is rendered with (glm, glm-nothink,
+    chatml, raw). `method`: the speculative method, for hints (None: asked of the server)."""
 
     if template not in TEMPLATES:
         raise ValueError(f"template {template!r}: use one of {', '.join(TEMPLATES)}")
@@ -130,15 +152,16 @@ def measure_acceptance(url: str, classes: str | Path | Sequence[PromptClass] | N
     known = {k: v for k, v in (timeouts or {}).items() if k in Timeouts.__dataclass_fields__}
     with Client(url, Timeouts(**known)) as client:
         engine = engine or detect_engine(client)
+        method = method or read_server_config(client, engine).speculative_algorithm
         done: list[AcceptRecord] = []
 
         def each(rec: AcceptRecord) -> None:     # the result so far after each request (kept on Ctrl-C)
             done.append(rec)
             if on_record is not None:
-                on_record(AcceptanceResult.from_raw(probe_result(engine, pcs, done, template)))
+                on_record(AcceptanceResult.from_raw(probe_result(engine, pcs, done, template, users), method))
         raw = probe(client, engine, pcs, prompts_per_class=prompts_per_class, max_tokens_scale=max_tokens_scale,
-                    template=template, on_record=each)
-    return AcceptanceResult.from_raw(raw)
+                    template=template, users=users, on_record=each)
+    return AcceptanceResult.from_raw(raw, method)
 
 
 def assert_speculating(result: AcceptanceResult, *, lane: Any = None, spec: str | None = None) -> None:
@@ -157,6 +180,11 @@ def assert_speculating(result: AcceptanceResult, *, lane: Any = None, spec: str 
     if errors:
         pytest.fail(f"{len(errors)} acceptance request(s) failed\n" + render_table(errors, ["class", "prompt", "error"]),
                     pytrace=False)
+    note_evaluated()      # the server drafted something
+    if result.classes and all(c.no_drafts for c in result.classes):
+        how = f" ({result.method})" if result.method else ""
+        pytest.fail(f"the speculative server{how} proposed no draft token in any of {len(result.classes)} classes "
+                    f"({result.source}): nothing was measured; {result.knobs.drafter()}", pytrace=False)
 
 
 def assert_acceptance(result: AcceptanceResult, prompt_class: str = MEAN, *, source: str | None = None,
@@ -177,12 +205,18 @@ def assert_acceptance(result: AcceptanceResult, prompt_class: str = MEAN, *, sou
                     f"{', '.join(known)}", pytrace=False)
     row = result[prompt_class]
     where = "mean over classes" if prompt_class == MEAN else f"class={prompt_class}"
-    checks = checks_from_bounds("acceptance", row.detail, bounds, where=where, source=source, hints=HINTS)
+    checks = checks_from_bounds("acceptance", row.detail, bounds, where=where, source=source,
+                                hints=result.knobs.hints())
     if prompt_class != MEAN:
         note_evaluated()  # the class was measured (answered, speculating), bounds or not
     if prompt_class != MEAN and (row.errors or not row.speculative):
         pytest.fail(f"class {prompt_class!r}: no acceptance measured ({row.errors} error(s) in "
                     f"{row.requests} request(s); source {result.source})", pytrace=False)
+    gated = [m for m in bounds if m != "tok_s"]
+    if row.no_drafts and gated:
+        what = f"class {prompt_class!r}" if prompt_class != MEAN else "every class"
+        pytest.fail(f"{what}: {NO_DRAFTS if prompt_class != MEAN else 'no drafts proposed'}, so "
+                    f"{', '.join(gated)} cannot be judged ({source}); {result.knobs.no_drafts()}", pytrace=False)
     title = (f"speculative acceptance{lane_phrase(lane)}, mean over {len(result.classes)} classes"
              if prompt_class == MEAN else f"speculative acceptance{lane_phrase(lane)}, class {prompt_class!r}")
     failed = failed_checks(checks)

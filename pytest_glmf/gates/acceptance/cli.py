@@ -8,7 +8,7 @@ from pathlib import Path
 from pytest_glmf.cli import interrupted
 from pytest_glmf.engine.introspect import EngineUnknown
 from pytest_glmf.gates.acceptance.api import AcceptanceResult, measure_acceptance
-from pytest_glmf.gates.acceptance.probe import load_prompt_classes
+from pytest_glmf.gates.acceptance.probe import LoadNeedsPerRequest, load_prompt_classes
 from pytest_glmf.gates.acceptance.spec import AcceptanceSettings
 from pytest_glmf.gates.flags import SettingFlags
 
@@ -37,9 +37,11 @@ def cli(argv: list[str] | None = None) -> int:
     try:
         result = measure_acceptance(args.url, classes, engine=args.engine, prompts_per_class=settings.prompts_per_class,
                                     max_tokens_scale=settings.max_tokens_scale, template=settings.template,
-                                    on_record=so_far.append)
+                                    users=settings.users, on_record=so_far.append)
     except EngineUnknown as exc:
         ap.error(f"{exc} (--engine sglang|vllm)")
+    except LoadNeedsPerRequest as exc:
+        ap.error(f"--users {settings.users}: {exc}")
     except KeyboardInterrupt:
         if so_far:
             print(so_far[-1].table())

@@ -20,7 +20,7 @@ SERIAL = ("glmf_acceptance",)   # a speed measurement: the test measures alone
 @pytest.fixture(scope="session")
 def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]:
     """`glmf_acceptance(classes=None, *, prompts_per_class=None, max_tokens_scale=None, template=None,
-    key="")` measures speculative acceptance per prompt class (your YAML file, a list of
+    users=None, key="")` measures speculative acceptance per prompt class (your YAML file, a list of
     PromptClass, or None: the packaged seven) on the session's server
     (`pytest_glmf.gates.acceptance.measure_acceptance`), one request at a time; what is not
     given comes from the lane's `acceptance.settings`. Measured once per session per distinct
@@ -29,6 +29,8 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
     `speculative_algorithm: null`, engine/serverconfig.py) is not measured: the test skips with
     the server's words, or fails with them when the lane declares a `spec`."""
     from pytest_glmf.gates.acceptance.api import measure_acceptance
+    from pytest_glmf.gates.acceptance.knobs import draft_settings
+    from pytest_glmf.gates.acceptance.probe import LoadNeedsPerRequest
 
     gate = _glmf_gates.gate("acceptance", "glmf_acceptance")
 
@@ -45,11 +47,18 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
             pytest.skip(f"the server of lane {lane.name!r} runs no speculative decoding ({why}): "
                         "no acceptance to measure")
         args = dataclasses.asdict(opts)
-        result = gate.once((repr(classes), *sorted((k, repr(v)) for k, v in args.items())), lambda: measure_acceptance(
-            gate.url, classes, engine=server.engine, timeouts=gate.timeouts, **args), source)
-        # one row per class (and the mean), as the report renders them; the raw requests beside them
+        try:
+            result = gate.once((repr(classes), *sorted((k, repr(v)) for k, v in args.items())), lambda: measure_acceptance(
+                gate.url, classes, engine=server.engine, method=server.config.speculative_algorithm,
+                timeouts=gate.timeouts, **args), source)
+        except LoadNeedsPerRequest as exc:
+            pytest.fail(f"lane {lane.name!r}: {exc}", pytrace=False)
+        # one row per class (and the mean), as the report renders them, with the drafter's settings
+        # (a change against the baseline names them); the raw requests beside them
+        draft = draft_settings(server.provenance.get("argv"), server.config.speculative_algorithm,
+                               server.config.speculative_num_draft_tokens)
         for row in [*result.classes, result.mean]:
-            gate.record(f"{key}{row.name}", row.to_record(f"{result.source}; {result.prompt_format}"))
+            gate.record(f"{key}{row.name}", row.to_record(f"{result.source}; {result.prompt_format}", draft))
         gate.record(f"{key}requests", result.records)
         return result
 

@@ -15,11 +15,20 @@ from typing import Any, Literal
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateSpec, Metric, setting
 
+# Draft positions gated one by one (`accept_pos1` .. `accept_pos8`): vLLM's per-position counters
+# and response histogram cover num_speculative_tokens positions; 8 covers DFlash's block 7 (6 drafts)
+# and EAGLE's usual 3-7 steps. A position the server does not draft is not measured.
+POSITIONS = 8
+
 METRICS = [
     Metric("accept_rate", "higher", "fraction", hi=1.0, doc="accepted draft tokens / drafted tokens",
            column="accept rate"),
-    Metric("accept_length", "higher", "tokens/step", doc="tokens produced per verify step", column="accept length"),
+    Metric("accept_length", "higher", "tokens/step", lo=1.0,
+           doc="mean accepted draft tokens per draft step + 1 (the bonus token)", column="accept length"),
     Metric("tok_s", "higher", "tok/s", doc="single-stream decode rate", column="tok/s"),
+    *(Metric(f"accept_pos{k}", "higher", "fraction", hi=1.0,
+             doc=f"draft steps whose draft token {k} was accepted / draft steps", label=f"acceptance at position {k}",
+             column=f"pos {k}") for k in range(1, POSITIONS + 1)),
 ]
 
 # The chat templates SGLang's native /generate text is rendered with (probe.render_chat).
@@ -34,6 +43,8 @@ class AcceptanceSettings:
     prompts_per_class: int | None = setting(None, min=1, doc="the first N prompts of each class (None: all)")
     max_tokens_scale: float = setting(1.0, above=0, doc="scales each class's target answer length")
     template: Template = setting("glm", doc="chat template for SGLang's /generate text")
+    users: int = setting(1, min=1, doc="requests in flight at once (> 1 needs per-request statistics: SGLang's "
+                                     "meta_info, vLLM's --per-request-spec-decode-metrics)")
 
 
 DEFAULTS = AcceptanceSettings()
@@ -51,7 +62,10 @@ def _check_classes(spec: GateSpec, where: str, classes: Any) -> None:
 TITLE = "Speculative acceptance per prompt class"
 # What the gate's numbers mean, one sentence each, printed under its tables by every report
 DEFINITIONS = (
-    "accept rate: accepted draft tokens / drafted tokens; accept length: tokens per verify step.",
+    "accept rate: accepted draft tokens / drafted tokens; accept length: mean accepted draft tokens per draft "
+    "step + 1 (the bonus token the target adds), 1.0 when every draft is rejected.",
+    "pos k: the fraction of draft steps whose k-th draft token was accepted (a token counts only when every "
+    "token before it was); \"no drafts\": the server proposed no draft token for the class, so it has no rate.",
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -62,6 +63,31 @@ def test_accept_rate_and_length_match_the_simulator_per_class(daily_result):
     assert rates["math"] > rates["code"] > rates["prose"]
 
 
+def test_per_position_acceptance_matches_the_simulators_binomial(daily_result):
+    """Position k is accepted in a step that accepted at least k of its 6 drafts: P(Binomial(6, rate) >= k),
+    read from 0.5.23's spec_correct_drafts_histogram; position 1 is the likeliest, 6 the least."""
+    for row in daily_result["classes"]:
+        p = timing.BY_NAME[SIM_CLASS_VIA_GENERATE[row["class"]]].accept_rate
+        want = [sum(math.comb(6, j) * p ** j * (1 - p) ** (6 - j) for j in range(k, 7)) for k in range(1, 7)]
+        assert len(row["accept_pos"]) == 6, row["class"]
+        assert row["accept_pos"] == pytest.approx(want, abs=0.06), row["class"]
+        assert row["accept_pos1"] == row["accept_pos"][0] and row["accept_pos"] == sorted(row["accept_pos"], reverse=True)
+        # the mean accepted drafts per step is the sum over positions: the rate times the drafts per step
+        assert sum(row["accept_pos"]) == pytest.approx(6 * row["accept_rate"], rel=1e-9), row["class"]
+
+
+def test_per_request_acceptance_holds_with_requests_in_flight(daily):
+    """SGLang's meta_info is each request's own: 4 requests at once give each class its configured rate."""
+    from pytest_glmf.gates.acceptance import measure_acceptance
+
+    picked = [c for c in CLASSES if c.name in ("math", "prose", "code")]
+    result = measure_acceptance(daily.base_url, picked, users=4, max_tokens_scale=0.5)
+    assert result.users == 4 and all(r["error"] is None for r in result.records)
+    for row in result.classes:
+        assert row.accept_rate == pytest.approx(timing.BY_NAME[row.name].accept_rate, abs=0.06), row.name
+    assert result["math"].accept_length > result["code"].accept_length > result["prose"].accept_length
+
+
 def test_tok_s_never_exceeds_what_the_simulator_models(daily_result):
     """A shared 2-core CI box only slows the simulator down, so the modelled speed is a hard upper
     bound (token double counting would break it) and the lower bound is loose."""
@@ -78,8 +104,9 @@ def test_suite_gates_the_daily_lane_on_the_simulator(pytester, daily):
     result = pytester.runpytest(SUITE, "--glmf-lane", "daily", "--glmf-url", daily.base_url, "-p", "no:cacheprovider",
                                 "--glmf-results", str(pytester.path / "results"), "-s")
     result.assert_outcomes(passed=2 + len(CLASSES))
-    result.stdout.re_match_lines([r".*class +\| tok/s +\| accept rate +\| accept length +\| recipe rate +\| requests",
-                                  r"math, step-by-step +\| [\d.]+ +\| 0\.[56]\d* +\| 4\.\d+ +\| 0\.61 +\| 3"])
+    result.stdout.re_match_lines([r".*class +\| tok/s +\| accept rate +\| accept length +\| per position +\| recipe rate +\| requests",
+                                  # per position: from 0.5.23's spec_correct_drafts_histogram, the first four shown
+                                  r"math, step-by-step +\| [\d.]+ +\| 0\.[56]\d* +\| 4\.\d+ +\| [01]\.\d\d 0\.9\d 0\.\d\d 0\.\d\d \.\.\. +\| 0\.61 +\| 3"])
     rows = json.loads((pytester.path / "results" / "daily-latest.json").read_text())["gates"]["acceptance"]
     assert set(rows) == {c.name for c in CLASSES} | {"mean", "requests"}
     assert rows["mean"]["accept_rate"] == pytest.approx(0.39, abs=0.03)
