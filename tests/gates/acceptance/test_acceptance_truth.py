@@ -163,8 +163,8 @@ lanes:
     result = run_suite(pytester, "--glmf-thresholds", "thresholds.yaml")
     result.assert_outcomes(passed=1 + len(CLASSES) - 2, failed=2, skipped=1)
     result.stdout.re_match_lines([
-        r"accept_pos1 class=math \| 0\.9\d* +\| >= 0\.95 +\| \[1\]",
-        r"\[1\] -\d\.\d %; draft token 1 rejected more often: the n-gram proposer drafts only where the last",
+        r"accept_pos1 class=math \| 0\.9\d* +\| >= 0\.95 +\| note 1",
+        r"note 1: -\d\.\d %; draft token 1 rejected more often: the n-gram proposer drafts only where the last",
         r"class 'prose': no drafts proposed for this class, so accept_length cannot be judged .*prompt_lookup_min.*"])
     doc = json.loads((pytester.path / "results" / "ngram-latest.json").read_text())["gates"]["acceptance"]
     assert doc["prose"]["no_drafts"] is True and doc["math"]["accept_pos"] == pytest.approx([0.9, 0.8, 0.7], abs=0.02)
