@@ -50,6 +50,13 @@ class Side:
         self.package_parent: Path | None = None
 
 
+def overlay_dir(cache: Path, name: str, version: str, base_python: str) -> Path:
+    """Where a release's overlay over `base_python` is kept (reused while its python exists)."""
+    # the venv's own path, not its interpreter's target: venvs made from one python differ
+    base_key = hashlib.sha256(os.path.abspath(base_python).encode()).hexdigest()[:12]   # stable across runs
+    return cache / f"{name}-{version}-{base_key}"
+
+
 def is_requirement(spec: str) -> bool:
     """A pip requirement (any version operator; only NAME==VERSION is then accepted), not an image."""
     return any(op in spec for op in ("==", ">=", "<=", "~=", "!=", "<", ">")) and "/" not in spec and ":" not in spec
@@ -72,9 +79,7 @@ def side_for(spec: str, base_python: str | None, engine: str) -> Side:
         base_python = ensure_base(engine, cache_dir())
     elif not Path(base_python).exists():
         raise ConfigError(f"--python {base_python}: no such interpreter")
-    # the venv's own path, not its interpreter's target: venvs made from one python differ
-    base_key = hashlib.sha256(os.path.abspath(base_python).encode()).hexdigest()[:12]   # stable across runs
-    dest = cache_dir() / f"{name}-{version}-{base_key}"
+    dest = overlay_dir(cache_dir(), name, version, base_python)
     env = {"VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else {}
     extra = ["orjson"] if engine == "vllm" else []
     python = dest / "bin" / "python"
@@ -145,8 +150,18 @@ def _actions(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {flag: a for a in answer.get("actions") or [] for flag in a["flags"]}
 
 
+def _spellings(tok: str) -> set[str]:
+    """The flag a token sets, as the engines spell it (`--a_b=1` and `--a-b.key v` set `--a-b`; `--no-x`
+    sets `--x`, vLLM's hidden `--no-enable-x` as well as argparse's)."""
+    name = tok.split("=", 1)[0].split(".", 1)[0]
+    name = "--" + name[2:].replace("_", "-")
+    return {name, "--" + name[len("--no-"):]} if name.startswith("--no-") else {name}
+
+
 def _passes(lane_flags: list[str], action: dict[str, Any] | None) -> bool:
-    return action is not None and any(tok.split("=", 1)[0] in action["flags"] for tok in lane_flags)
+    """Whether the lane sets the action's destination, in any spelling."""
+    return action is not None and any(_spellings(tok) & set(action["flags"]) for tok in lane_flags
+                                      if tok.startswith("--"))
 
 
 def flag_changes(lane_flags: list[str], old: dict[str, Any], new: dict[str, Any],
@@ -210,13 +225,25 @@ def relied_defaults(lane_flags: list[str], old: dict[str, Any], new: dict[str, A
             continue
         dest = now["dest"]
         before, after = old_resolved.get(dest, was["default"]), new_resolved.get(dest, now["default"])
-        if before == after:
+        if isinstance(before, dict) and isinstance(after, dict) and "fields" in before and "fields" in after:
+            how = [f"{k} {before['fields'][k]!r} -> {after['fields'][k]!r}" for k in before["fields"]
+                   if k in after["fields"] and before["fields"][k] != after["fields"][k]]
+        elif before == after:
             continue
-        how = [f"{was['default']!r} -> {now['default']!r} (argparse)"] if was["default"] != now["default"] else []
-        if dest in old_resolved or dest in new_resolved:
-            how.append(f"{before!r} -> {after!r} (the engine's config)")
-        out.append({"flag": now["flags"][0], "change": "default changed",
-                    "detail": f"the lane relies on it (does not pass {now['flags'][0]}): {'; '.join(how)}"})
+        else:
+            how = [f"{was['default']!r} -> {now['default']!r} (argparse)"] if was["default"] != now["default"] else []
+            if dest in old_resolved or dest in new_resolved:
+                how.append(f"{before!r} -> {after!r} (the engine's config)")
+        if how:
+            out.append({"flag": now["flags"][0], "change": "default changed",
+                        "detail": f"the lane relies on it (does not pass {now['flags'][0]}): {'; '.join(how)}"})
+    for now in new.get("actions") or []:
+        dest = now["dest"]
+        if dest in was_by_dest or dest not in new_resolved or isinstance(new_resolved[dest], dict) \
+                or _passes(lane_flags, now):
+            continue
+        out.append({"flag": now["flags"][0], "change": "new default",
+                    "detail": f"a new flag the lane does not pass: {new_resolved[dest]!r} (the engine's config)"})
     return out
 
 

@@ -48,6 +48,7 @@ class Printed:
     source: str         # the file inside the package
     skeleton: str       # its format string, every field as {}
     sample: tuple[object, ...]
+    consequence: str = ""   # what goes wrong while it is unread, where the fact's own words do not say it
 
 
 PRINTS: dict[str, list[Printed]] = {"vllm": [
@@ -55,42 +56,54 @@ PRINTS: dict[str, list[Printed]] = {"vllm": [
     Printed("active_seqs_override", "vllm/config/vllm.py",
             "The {} draft pass fits at most {} requests within max_num_batched_tokens={}. "
             "Overriding max_num_active_seqs from {} to {}.", ("DFlash", 64, 8192, 80, 64)),
-    # vLLM 0.34: with the extensible KV cache the pool is settled after warmup, not by "Available KV cache memory"
+    # vLLM 0.34, the extensible KV cache (on by default on CUDA): "Available KV cache memory" is the reservation
+    # before warmup; the pool is settled after it (vllm/v1/worker/extensible_kv_cache.py)
     Printed("kv_cache_memory", "vllm/v1/worker/extensible_kv_cache.py", "Extended KV cache to {} blocks ({} GiB).",
-            (3660, "57.22")),
+            (3660, "57.22"), "the KV pool read is the reservation before warmup, not the final pool"),
+    Printed("kv_cache_memory", "vllm/v1/worker/extensible_kv_cache.py",
+            "Memory after warmup: {} GiB free, {} GiB committed to the KV cache, {} GiB kept for transient "
+            "activations ({} GiB allocated at peak, {} GiB of torch reservation growth); {} KV cache blocks ({} GiB) "
+            "fit within the requested {} GiB. Torch may reserve up to {} GiB.",
+            ("1.20", "57.22", "2.10", "1.50", "0.30", 3660, "57.22", "79.10", "2.40"),
+            "the KV pool read is the reservation before warmup, not the final pool"),
+    # vLLM 0.34: the auto-fitted context is tentative until after warmup, then logged again (kv_cache_planning.py)
+    Printed("context_auto_fit", "vllm/v1/core/kv_cache_planning.py",
+            "--max-model-len auto reduced max_model_len from {} to {} ({}).",
+            (1048576, 262144, "37.50 GiB available for the KV cache"),
+            "the context read may be the tentative one before warmup, not the final one"),
 ], "sglang": []}
 
 
-def _found(skeleton: str, sample: tuple[object, ...]) -> str:
-    return skeleton.format(*sample)
-
-
 def boot_gaps(engine: str, package_parent: Path) -> dict[str, dict[str, Any]]:
-    """fact -> the gap, for the boot lines of `engine` the release at `package_parent` breaks."""
+    """fact -> the gap, for the boot lines of `engine` the release at `package_parent` breaks: a fact whose
+    lines the release all dropped (none of its new lines read either), or one with a new line the gate
+    does not read."""
     from pytest_glmf.upgrade.surface import boot_formats, source_has
 
-    present: dict[str, bool] = {}
+    printed: dict[str, bool] = {}
     gone: dict[str, str] = {}
     for name, source, skeleton in boot_formats(engine):
         fact = _fact_key(name)
         if source_has(package_parent, source, skeleton) is not None:
-            present[fact] = True
+            printed[fact] = True
         else:
-            present.setdefault(fact, False)
+            printed.setdefault(fact, False)
             gone.setdefault(fact, f"{source}: {skeleton[:90]!r} is gone")
-    unread: dict[str, str] = {}
+    unread: dict[str, tuple[str, str]] = {}
     for line in PRINTS.get(engine, []):
+        fact = _fact_key(line.fact)
         if source_has(package_parent, line.source, line.skeleton) is None:
             continue
-        if any(p.search(_found(line.skeleton, line.sample)) for p in _patterns(engine)):
-            present[_fact_key(line.fact)] = True
+        if any(p.search(line.skeleton.format(*line.sample)) for p in _patterns(engine)):
+            printed[fact] = True
         else:
-            unread.setdefault(_fact_key(line.fact), f"{line.source}: {line.skeleton[:90]!r} is not read")
+            unread.setdefault(fact, (f"{line.source}: {line.skeleton[:90]!r} is not read", line.consequence))
     out = {}
     for fact in sorted(set(gone) | set(unread)):
-        if present.get(fact):
-            continue
-        out[fact] = {"what": fact, "detail": unread.get(fact) or gone[fact]}
+        if fact in unread:
+            out[fact] = {"detail": unread[fact][0], "consequence": unread[fact][1]}
+        elif not printed.get(fact):
+            out[fact] = {"detail": gone[fact], "consequence": ""}
     return out
 
 
@@ -125,7 +138,7 @@ def gaps(engine: str, version: str | None, package_dir: str | None) -> list[dict
         known = READS.get(fact, Fact(f"{fact} line", "the boot gate may miss what that line says"))
         out.append({"what": fact, "kind": "boot line",
                     "message": f"pytest-glmf {__version__} does not read {release}'s {known.what} yet: "
-                               f"{known.consequence}", "detail": gap["detail"]})
+                               f"{gap['consequence'] or known.consequence}", "detail": gap["detail"]})
     metrics = metric_names(engine)
     stems = {m: m[: -len("_total")] if m.endswith("_total") else m for m in metrics}
     seen = source_mentions(parent, engine, sorted({*metrics, *stems.values()}))

@@ -181,16 +181,70 @@ def vllm_values(ns: Any, env: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _vllm_cuda_cache() -> Any:
+    """`CacheConfig()` settled the way the release settles it on a CUDA GPU without a KV connector: its
+    own resolver (`VllmConfig._resolve_extensible_kv_cache`, 0.34) with the platform answering as CUDA;
+    the plain `CacheConfig()` where the release has no resolver; None where it cannot be built here."""
+    cache, vllm_config, platforms = _module("vllm.config.cache"), _module("vllm.config.vllm"), _module("vllm.platforms")
+    try:
+        settled = cache.CacheConfig()
+    except Exception:  # noqa: BLE001 - a release whose CacheConfig needs arguments: nothing resolved here
+        return None
+    resolver = getattr(getattr(vllm_config, "VllmConfig", None), "_resolve_extensible_kv_cache", None)
+    if resolver is None or platforms is None:
+        return settled
+    cuda = type("CudaAsSeen", (), {"is_cuda_alike": lambda self: True, "is_cuda": lambda self: True,
+                                   "is_rocm": lambda self: False})()
+    holder = type("Settling", (), {})()
+    holder.cache_config, holder.kv_transfer_config = settled, None
+    holder.parallel_config = type("Parallel", (), {"enable_elastic_ep": False})()
+    before = platforms.__dict__.get("current_platform")
+    platforms.current_platform = cuda
+    try:
+        resolver(holder)
+    except Exception:  # noqa: BLE001 - the resolver wants more of a config than this: say nothing
+        return None
+    finally:
+        if before is None:
+            del platforms.current_platform
+        else:
+            platforms.current_platform = before
+    return settled
+
+
 def vllm_resolved(parser: Any) -> dict[str, Any]:
-    """dest -> the default a config class settles on behind the flag (`DEFAULT_<FIELD>` constants)."""
-    classes = _vllm_config_classes().values()
+    """dest -> the default the engine's config settles on behind the flag: the cache config as settled on a
+    CUDA GPU (block size, the extensible KV cache, `resolved_gpu_memory_utilization`), else a config
+    class's `DEFAULT_<FIELD>` constant; for a flag whose default is a config object, its fields."""
+    dests = {a.dest: a for a in parser._actions}
     out: dict[str, Any] = {}
-    for action in parser._actions:
-        for cls in classes:
-            constant = getattr(cls, f"DEFAULT_{action.dest.upper()}", None)
-            if constant is not None and action.dest in {f.name for f in dataclasses.fields(cls)}:
-                out[action.dest] = constant if isinstance(constant, (int, float, str, bool)) else str(constant)
-                break
+    settled = _vllm_cuda_cache()
+    if settled is not None:
+        for f in dataclasses.fields(settled):
+            if f.name in dests and f.init:
+                value = getattr(settled, f"resolved_{f.name}", getattr(settled, f.name))
+                if value != dests[f.name].default:
+                    out[f.name] = _plain(value)
+    for cls in _vllm_config_classes().values():
+        names = {f.name for f in dataclasses.fields(cls)}
+        for dest in names & set(dests) - set(out):
+            constant = getattr(cls, f"DEFAULT_{dest.upper()}", None)
+            if constant is not None and dests[dest].default is None:
+                out[dest] = _plain(constant)
+    for dest, action in dests.items():
+        default = action.default
+        if dataclasses.is_dataclass(default) and not isinstance(default, type):
+            out[dest] = {"fields": {f.name: _plain(getattr(default, f.name)) for f in dataclasses.fields(default)}}
+        elif isinstance(default, dict) and default:
+            out[dest] = {"fields": {str(k): _plain(v) for k, v in default.items()}}
     return out
 
 
