@@ -2,20 +2,23 @@
 engine version changes for your lanes, before a GPU boots.
 
 SPEC is an image (`lmsysorg/sglang:v0.5.23`: the preflight probe runs in a throwaway container, as
-preflight does; `--from` defaults to the lane's own image or interpreter) or a pinned pip
-requirement (`vllm==0.33.0`, `sglang==0.5.23`: the wheel is downloaded without dependencies into
+preflight does; `--from` defaults to the lane's own image or interpreter), a pinned pip requirement
+(`vllm==0.34.0`, `sglang==0.5.23`: the wheel is downloaded without dependencies into
 ~/.cache/pytest-glmf/upgrade (GLMF_UPGRADE_CACHE, else XDG_CACHE_HOME/pytest-glmf/upgrade) and its
 pure-Python files imported ahead of `--python PY`, an interpreter with a CPU torch and the engine's
 dependencies, or without `--python` of a CPU base venv the command sets up there once and caches
-(upgrade/base.py; upgrade/overlay.py).
+(upgrade/base.py; upgrade/overlay.py), or `NAME==latest` (the newest release pip finds; upgrade/latest.py).
 
 Per lane, from both versions' own parsers (launch/preflight/probe.py `--describe`): flags the lane
 passes that are removed, renamed (same destination, new spelling), ambiguous, deprecated, or whose
-choices or default changed, and every problem the new parser has with the lane's command line.
-From the new release's source (pip specs: its files are here; images: not read): boot-log formats
-the boot gate reads that vanished or moved, `/metrics` names the gates read that vanished,
-endpoints the gates call that vanished. Exit 1 when a lane would break (a parse problem, a removed
-or deprecated flag, a vanished boot format, metric or endpoint), 0 when not, 2 on bad input.
+choices changed, every problem the new parser has with the lane's command line, and the defaults
+that changed behind flags the lane does not pass (a lane that sets a flag keeps its value: nothing to
+say), argparse's and the ones the engine's config settles on. Where the release runs here (a pip
+requirement, an interpreter), its own code judges the values argparse does not check
+(upgrade/values.py: JSON flags against its config classes, quantization methods and parsers against
+its registries, the env vars it reads). From the new release's source (pip specs), what this
+pytest-glmf reads of it (upgrade/coverage.py): boot lines, `/metrics` names, endpoints; a gap there is
+the plugin's, reported apart from the lanes with its own exit code (EXIT_CODES).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -278,13 +282,23 @@ def render(report: list[dict[str, Any]], plugin: list[dict[str, Any]]) -> str:
         rows += [(lane["lane"], c["flag"], c["change"] + (" (breaks)" if breaks(c) else ""), c["detail"])
                  for c in lane["changes"]]
     widths = [min(max(len(str(r[i])) for r in rows), 40) for i in range(3)]
-    text = "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r[:3], widths, strict=True)) + "  " + str(r[3])
-                     for r in rows)
+    indent = sum(widths) + 2 * len(widths)
+    lines = []
+    for r in rows:
+        head = "  ".join(str(v).ljust(w) for v, w in zip(r[:3], widths, strict=True)) + "  "
+        detail = textwrap.wrap(str(r[3]), max(WIDTH - indent, 40)) or [""]
+        lines.append(head + detail[0])
+        lines += [" " * indent + more for more in detail[1:]]
     gaps = [g for side in plugin for g in side["gaps"]]
     if gaps:
-        text += "\n\nthe plugin, not the lanes (pytest-glmf needs an update; the lanes boot):\n"
-        text += "\n".join(f"  {g['message']} ({g['detail']})" for g in gaps)
-    return text
+        lines += ["", "the plugin, not the lanes (pytest-glmf needs an update; the lanes boot):"]
+        for g in gaps:
+            lines += textwrap.wrap(f"{g['message']} ({g['detail']})", WIDTH, initial_indent="  ",
+                                   subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+WIDTH = 120     # tables fit 120 columns: a long detail wraps under its column
 
 
 EXIT_CODES = """exit codes:

@@ -170,5 +170,6 @@ def test_the_plugins_gaps_on_0_34_are_reported_apart(upgraded: dict[str, Any]) -
         assert gaps["active_seqs_override"].endswith("does not read vLLM 0.34.0's override line yet: seats may be "
                                                      "wrong for speculative lanes")
     out = upgraded["out"]
+    assert max(len(line) for line in out.splitlines()) <= 120
     lanes_part, plugin_part = out.split("the plugin, not the lanes")
     assert "VLLM_USE_V2_MODEL_RUNNER" in lanes_part and "pytest-glmf" in plugin_part
