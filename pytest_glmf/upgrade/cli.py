@@ -240,7 +240,7 @@ def relied_defaults(lane_flags: list[str], old: dict[str, Any], new: dict[str, A
                 how.append(f"{before!r} -> {after!r} (the engine's config)")
         if how:
             out.append({"flag": now["flags"][0], "change": "default changed",
-                        "detail": f"the lane relies on it (does not pass {now['flags'][0]}): {'; '.join(how)}"})
+                        "detail": f"the lane does not pass it: {'; '.join(how)}"})
     for now in new.get("actions") or []:
         dest = now["dest"]
         if dest in was_by_dest or dest not in new_resolved or isinstance(new_resolved[dest], dict) \
@@ -286,7 +286,7 @@ def render(report: list[dict[str, Any]], plugin: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         head = "  ".join(str(v).ljust(w) for v, w in zip(r[:3], widths, strict=True)) + "  "
-        detail = textwrap.wrap(str(r[3]), max(WIDTH - indent, 40)) or [""]
+        detail = textwrap.wrap(str(r[3]), max(WIDTH - indent, 40), break_on_hyphens=False) or [""]
         lines.append(head + detail[0])
         lines += [" " * indent + more for more in detail[1:]]
     gaps = [g for side in plugin for g in side["gaps"]]
@@ -294,7 +294,7 @@ def render(report: list[dict[str, Any]], plugin: list[dict[str, Any]]) -> str:
         lines += ["", "the plugin, not the lanes (pytest-glmf needs an update; the lanes boot):"]
         for g in gaps:
             lines += textwrap.wrap(f"{g['message']} ({g['detail']})", WIDTH, initial_indent="  ",
-                                   subsequent_indent="    ")
+                                   subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines)
 
 

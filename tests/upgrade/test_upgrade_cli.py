@@ -37,6 +37,8 @@ def make_arg_parser(parser):
     return parser
 '''
 NEW = '''
+import json
+
 def make_arg_parser(parser):
     parser.add_argument("--model"); parser.add_argument("--host"); parser.add_argument("--port", type=int)
     parser.add_argument("--max-model-len", type=int)
@@ -45,8 +47,32 @@ def make_arg_parser(parser):
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--mamba-cache-mode", choices=["align", "none"],
                         help="--mamba-cache-mode is deprecated and will be removed. It has no effect.")
+    parser.add_argument("--speculative-config", type=json.loads)
+    parser.add_argument("--quantization")
+    parser.add_argument("--tool-call-parser")
     return parser
 '''
+# what the new release's own code looks values up in (upgrade/values.py reads each the way vLLM's are read)
+NEW_LOOKUPS = {
+    "vllm/config/__init__.py": '''
+import dataclasses
+
+@dataclasses.dataclass
+class SpeculativeConfig:
+    __pydantic_config__ = {"extra": "forbid"}      # as vLLM's @config classes: unknown keys refused
+    method: str | None = None
+    num_speculative_tokens: int | None = None
+''',
+    "vllm/envs.py": "environment_variables = {'VLLM_KEPT': lambda: None}\n",
+    "vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+    "vllm/model_executor/layers/quantization/__init__.py": "QUANTIZATION_METHODS = ['fp8', 'awq']\n",
+    "vllm/tool_parsers/__init__.py": '''
+class ToolParserManager:
+    @classmethod
+    def list_registered(cls):
+        return ["hermes", "qwen3_coder"]
+''',
+}
 
 
 def surface() -> str:
@@ -62,7 +88,7 @@ def surface() -> str:
 
 
 def package(where: str, args: str, printed: bool = True) -> dict[str, str]:
-    return {**({"vllm/printed.py": surface()} if printed else {}), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
+    return {**({"vllm/printed.py": surface()} if printed else {}), **(NEW_LOOKUPS if args == NEW else {}), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
             f"vllm/entrypoints/{where}/__init__.py": "", f"vllm/entrypoints/{where}/cli_args.py": args,
             "vllm/entrypoints/cli/serve.py": SERVE.format(where=where)}
 
@@ -134,9 +160,37 @@ def test_a_changed_default_is_the_lanes_that_rely_on_it_only(releases: Path,
     changes = {r["lane"]: r["changes"] for r in json.loads(out_json.read_text())["lanes"]}
     assert changes["sets"] == []
     assert changes["relies"] == [{"flag": "--gpu-memory-utilization", "change": "default changed", "detail":
-                                  "the lane relies on it (does not pass --gpu-memory-utilization): 0.92 -> None "
-                                  "(argparse)"}]
-    assert "relies  --gpu-memory-utilization  default changed  the lane relies on it" in capsys.readouterr().out
+                                  "the lane does not pass it: 0.92 -> None (argparse)"}]
+    assert "relies  --gpu-memory-utilization  default changed  the lane does not pass it: 0.92 -> None (argparse)" \
+        in capsys.readouterr().out
+
+
+def test_values_argparse_does_not_check_are_judged_by_the_new_releases_own_lookups(
+        releases: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSON flag's removed key, a quantization method and a tool parser the release does not register, an
+    env var it does not read: each a break naming it; what it still knows says nothing."""
+    lanes = releases / "values.yaml"
+    lanes.write_text("lanes:\n  real:\n    engine: vllm\n    launcher: process\n    model: /m\n    ctx: 2048\n"
+                     f"    executable: {sys.executable}\n"
+                     f"    env: {{PYTHONPATH: '{releases / 'old'}', VLLM_KEPT: '1', VLLM_USE_V2_MODEL_RUNNER: '1'}}\n"
+                     "    extra: [--speculative-config, '{\"method\": \"ngram\", \"disable_padded_drafter_batch\": true}',"
+                     " --quantization, fp_quant, --tool-call-parser, musespark1x]\n")
+    out_json = releases / "up.json"
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable,
+                 "--json", str(out_json)]) == 1
+    changes = json.loads(out_json.read_text())["lanes"][0]["changes"]
+    breaking = {(c["flag"], c["change"]): c["detail"] for c in changes if c.get("breaks")}
+    assert breaking == {
+        ("--speculative-config", "unknown key"): "'disable_padded_drafter_batch': SpeculativeConfig has no such field "
+                                                 "and refuses unknown keys (the server does not start)",
+        ("--quantization", "unknown method"): "'fp_quant' is not a quantization method of this release (its "
+                                              "QUANTIZATION_METHODS)",
+        ("--tool-call-parser", "unknown parser"): "'musespark1x' is not registered in this release (known: hermes, "
+                                                  "qwen3_coder)",
+        ("VLLM_USE_V2_MODEL_RUNNER", "env var not read"): "vllm.envs does not read it"}
+    out = capsys.readouterr().out
+    assert any(line.split()[:5] == ["real", "VLLM_USE_V2_MODEL_RUNNER", "env", "var", "not"] for line in out.splitlines())
+    assert out.strip().endswith("1 of 1 lane(s) would break: real")
 
 
 def test_a_lane_whose_interpreter_does_not_exist_is_one_line_and_exit_2(
