@@ -135,6 +135,8 @@ def run_side(side: Side, engine: str, lanes: list[Any], argvs: list[list[str]]) 
                                probe_module.__file__, payload], capture_output=True, text=True, env=env, timeout=600)
     except OSError as exc:
         raise ConfigError(f"{side.spec}: {python} could not run: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"{side.spec}: the {engine} parser took over 600 s to build in {python}") from None
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(values.MARK)), None)
     if line is None:
         raise ConfigError(f"{side.spec}: the {engine} parser could not be built (exit {proc.returncode}): "
