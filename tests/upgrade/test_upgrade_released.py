@@ -1,7 +1,7 @@
 """`glmf upgrade --from vllm==0.33.0 --to vllm==0.34.0` on the released wheels, on four lanes like issue 39's:
 one that sets every flag whose default changed (nothing to say), one that relies on the defaults (the changed
-ones, the engine's own resolved defaults included), one with a speculative key, a quantization method and an
-env var 0.34 dropped (a refusal naming each), a DFlash lane that boots on both (the plugin's gaps on 0.34,
+ones, the engine's own resolved defaults included), one with a speculative key, a quantization method, an
+env var and a parser name 0.34 dropped (a refusal naming each), a DFlash lane that boots on both (the plugin's gaps on 0.34,
 reported apart from the lanes).
 
 The releases are the contract stage's overlays (tests/contract/setup-vllm: each wheel's pure-Python files
@@ -82,7 +82,8 @@ LANES = {
     "relies": ["--max-num-seqs", "64"],
     "refused": ["--gpu-memory-utilization", "0.9", "--quantization", "fp_quant", "--speculative-config",
                 '{"method": "dflash", "model": "/models/d", "num_speculative_tokens": 8, '
-                '"disable_padded_drafter_batch": true}'],
+                '"disable_padded_drafter_batch": true}', "--enable-auto-tool-choice",
+                "--tool-call-parser", "musespark1x", "--reasoning-parser", "musespark1x"],   # renamed musespark
     "dflash": ["--gpu-memory-utilization", "0.9", "--speculative-config",
                '{"method": "dflash", "model": "/models/d", "num_speculative_tokens": 8}'],
 }
@@ -146,7 +147,10 @@ def test_a_lane_relying_on_the_defaults_gets_the_changed_ones_with_the_engines_r
 def test_a_lane_with_what_0_34_dropped_is_refused_naming_each(upgraded: dict[str, Any]) -> None:
     breaking = {(c["flag"], c["change"]): c["detail"] for c in upgraded["changes"]["refused"] if c.get("breaks")}
     assert set(breaking) == {("--speculative-config", "unknown key"), ("--quantization", "unknown method"),
-                             ("VLLM_USE_V2_MODEL_RUNNER", "env var not read")}, breaking
+                             ("VLLM_USE_V2_MODEL_RUNNER", "env var not read"), ("--tool-call-parser", "unknown parser"),
+                             ("--reasoning-parser", "unknown parser")}, breaking
+    assert "'musespark1x' is not registered in this release (known: " in breaking[("--tool-call-parser",
+                                                                                  "unknown parser")]
     assert breaking[("--speculative-config", "unknown key")].startswith("'disable_padded_drafter_batch': "
                                                                          "SpeculativeConfig has no such field")
     assert breaking[("--quantization", "unknown method")].startswith("'fp_quant' is not a quantization method")
