@@ -101,9 +101,16 @@ def _check_config(flag: str, cls: type, value: dict[str, Any]) -> list[dict[str,
                                     "unknown keys (the server does not start)", True))
             else:
                 out.append(_finding(flag, "ignored key", f"{raw_key!r}: {cls.__name__} has no such field", False))
-        elif key in hints and (refused := _refused(hints[key], item)):
+        elif key in hints and (refused := _refused(_constrained(cls, key, hints[key]), item)):
             out.append(_finding(flag, "value refused", f"{key}={item!r}: {refused} ({cls.__name__}.{key})", True))
     return out
+
+
+def _constrained(cls: type, key: str, hint: Any) -> Any:
+    """The field's type with its pydantic constraints (`Field(ge=1)`), as the config class validates it."""
+    info = (getattr(cls, "__pydantic_fields__", None) or {}).get(key)
+    metadata = list(getattr(info, "metadata", None) or [])
+    return typing.Annotated[(hint, *metadata)] if metadata else hint
 
 
 def _refused(hint: Any, item: Any) -> str | None:

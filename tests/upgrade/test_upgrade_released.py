@@ -177,3 +177,35 @@ def test_the_plugins_gaps_on_0_34_are_reported_apart(upgraded: dict[str, Any]) -
     assert max(len(line) for line in out.splitlines()) <= 120
     lanes_part, plugin_part = out.split("the plugin, not the lanes")
     assert "VLLM_USE_V2_MODEL_RUNNER" in lanes_part and "pytest-glmf" in plugin_part
+
+
+def test_a_json_flags_values_are_judged_by_the_config_class_with_its_constraints() -> None:
+    """upgrade/values.py with the engine's own pydantic (the real-engine venv's): a key the class does not have,
+    a value outside its Literal, one below its `Field(ge=1)`: each refused, naming the field."""
+    import subprocess
+
+    from pytest_glmf.upgrade import values
+
+    if not REAL_ENGINE.exists():
+        unavailable(f"the real-engine venv is missing at {REAL_ENGINE}; run tests/real_engine/setup")
+    script = f"""
+import sys, json
+sys.path.insert(0, {str(Path(values.__file__).parent)!r})
+import values
+from typing import Literal
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
+
+@dataclass(config=ConfigDict(extra="forbid"))
+class SpeculativeConfig:
+    method: Literal["ngram", "dflash"] | None = None
+    prompt_lookup_min: int | None = Field(default=None, ge=1)
+
+print(json.dumps(values._check_config("--speculative-config", SpeculativeConfig,
+                                      {{"method": "custom_class", "prompt_lookup_min": 0, "gone": 1}})))
+"""
+    proc = subprocess.run([str(REAL_ENGINE), "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = {(f["change"], f["detail"].split(":")[0]) for f in json.loads(proc.stdout)}
+    assert found == {("value refused", "method='custom_class'"), ("value refused", "prompt_lookup_min=0"),
+                     ("unknown key", "'gone'")}, found
