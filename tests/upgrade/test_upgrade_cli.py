@@ -28,7 +28,8 @@ def cmd_init():
 OLD = '''
 def make_arg_parser(parser):
     parser.add_argument("--model"); parser.add_argument("--host"); parser.add_argument("--port", type=int)
-    parser.add_argument("--max-model-len", type=int); parser.add_argument("--gpu-memory-utilization", type=float)
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     parser.add_argument("--kv-cache-dtype", choices=["auto", "fp8"], default="auto")
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--mamba-cache-mode", choices=["align", "none", "all"])
@@ -36,15 +37,42 @@ def make_arg_parser(parser):
     return parser
 '''
 NEW = '''
+import json
+
 def make_arg_parser(parser):
     parser.add_argument("--model"); parser.add_argument("--host"); parser.add_argument("--port", type=int)
-    parser.add_argument("--max-model-len", type=int); parser.add_argument("--gpu-memory-utilization", type=float)
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None)
     parser.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3"], default="auto")
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--mamba-cache-mode", choices=["align", "none"],
                         help="--mamba-cache-mode is deprecated and will be removed. It has no effect.")
+    parser.add_argument("--speculative-config", type=json.loads)
+    parser.add_argument("--quantization")
+    parser.add_argument("--tool-call-parser")
     return parser
 '''
+# what the new release's own code looks values up in (upgrade/values.py reads each the way vLLM's are read)
+NEW_LOOKUPS = {
+    "vllm/config/__init__.py": '''
+import dataclasses
+
+@dataclasses.dataclass
+class SpeculativeConfig:
+    __pydantic_config__ = {"extra": "forbid"}      # as vLLM's @config classes: unknown keys refused
+    method: str | None = None
+    num_speculative_tokens: int | None = None
+''',
+    "vllm/envs.py": "environment_variables = {'VLLM_KEPT': lambda: None}\n",
+    "vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+    "vllm/model_executor/layers/quantization/__init__.py": "QUANTIZATION_METHODS = ['fp8', 'awq']\n",
+    "vllm/tool_parsers/__init__.py": '''
+class ToolParserManager:
+    @classmethod
+    def list_registered(cls):
+        return ["hermes", "qwen3_coder"]
+''',
+}
 
 
 def surface() -> str:
@@ -60,7 +88,7 @@ def surface() -> str:
 
 
 def package(where: str, args: str, printed: bool = True) -> dict[str, str]:
-    return {**({"vllm/printed.py": surface()} if printed else {}), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
+    return {**({"vllm/printed.py": surface()} if printed else {}), **(NEW_LOOKUPS if args == NEW else {}), "vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/cli/__init__.py": "",
             f"vllm/entrypoints/{where}/__init__.py": "", f"vllm/entrypoints/{where}/cli_args.py": args,
             "vllm/entrypoints/cli/serve.py": SERVE.format(where=where)}
 
@@ -112,9 +140,103 @@ def test_a_removed_and_a_deprecated_flag_break_the_lane(releases: Path, capsys: 
 
 
 def test_a_lane_that_survives_exits_0(releases: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    lanes = lanes_file(releases, "--max-num-seqs, '8'")
+    lanes = lanes_file(releases, "--max-num-seqs, '8', --gpu-memory-utilization, '0.9'")
     assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable]) == 0
     assert capsys.readouterr().out.strip().endswith("0 of 1 lane(s) would break")
+
+
+def test_a_changed_default_is_the_lanes_that_rely_on_it_only(releases: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpu-memory-utilization's default goes 0.92 -> None: news for a lane without the flag, none for a lane
+    that sets it (it keeps its own value)."""
+    lanes = releases / "two.yaml"
+    lane = ("    engine: vllm\n    launcher: process\n    model: /m\n    ctx: 2048\n"
+            f"    executable: {sys.executable}\n    env: {{PYTHONPATH: '{releases / 'old'}'}}\n")
+    lanes.write_text(f"lanes:\n  sets:\n{lane}    extra: [--gpu-memory-utilization, '0.9']\n"
+                     f"  relies:\n{lane}    extra: [--max-num-seqs, '8']\n")
+    out_json = releases / "up.json"
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable,
+                 "--json", str(out_json)]) == 0
+    changes = {r["lane"]: r["changes"] for r in json.loads(out_json.read_text())["lanes"]}
+    assert changes["sets"] == []
+    assert changes["relies"] == [{"flag": "--gpu-memory-utilization", "change": "default changed", "detail":
+                                  "the lane does not pass it: 0.92 -> None (argparse)"}]
+    assert "relies  --gpu-memory-utilization  default changed  the lane does not pass it: 0.92 -> None (argparse)" \
+        in capsys.readouterr().out
+
+
+def test_values_argparse_does_not_check_are_judged_by_the_new_releases_own_lookups(
+        releases: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSON flag's removed key, a quantization method and a tool parser the release does not register, an
+    env var it does not read: each a break naming it; what it still knows says nothing."""
+    lanes = releases / "values.yaml"
+    lanes.write_text("lanes:\n  real:\n    engine: vllm\n    launcher: process\n    model: /m\n    ctx: 2048\n"
+                     f"    executable: {sys.executable}\n"
+                     f"    env: {{PYTHONPATH: '{releases / 'old'}', VLLM_KEPT: '1', VLLM_USE_V2_MODEL_RUNNER: '1'}}\n"
+                     "    extra: [--speculative-config, '{\"method\": \"ngram\", \"disable_padded_drafter_batch\": true}',"
+                     " --quantization, fp_quant, --tool-call-parser, musespark1x]\n")
+    out_json = releases / "up.json"
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable,
+                 "--json", str(out_json)]) == 1
+    changes = json.loads(out_json.read_text())["lanes"][0]["changes"]
+    breaking = {(c["flag"], c["change"]): c["detail"] for c in changes if c.get("breaks")}
+    assert breaking == {
+        ("--speculative-config", "unknown key"): "'disable_padded_drafter_batch': SpeculativeConfig has no such field "
+                                                 "and refuses unknown keys (the server does not start)",
+        ("--quantization", "unknown method"): "'fp_quant' is not a quantization method of this release (its "
+                                              "QUANTIZATION_METHODS)",
+        ("--tool-call-parser", "unknown parser"): "'musespark1x' is not registered in this release (known: hermes, "
+                                                  "qwen3_coder)",
+        ("VLLM_USE_V2_MODEL_RUNNER", "env var not read"): "vllm.envs does not read it"}
+    out = capsys.readouterr().out
+    assert any(line.split()[:5] == ["real", "VLLM_USE_V2_MODEL_RUNNER", "env", "var", "not"] for line in out.splitlines())
+    assert out.strip().endswith("1 of 1 lane(s) would break: real")
+
+
+def test_a_lane_whose_interpreter_does_not_exist_is_one_line_and_exit_2(
+        releases: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lanes = releases / "gone.yaml"
+    lanes.write_text("lanes:\n  gone:\n    engine: vllm\n    launcher: process\n    model: /m\n    ctx: 2048\n"
+                     "    executable: /opt/nowhere/bin/python\n")
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"glmf upgrade: {lanes}: lane 'gone': its interpreter /opt/nowhere/bin/python does "
+                                 "not exist; fix `executable:` or give --from vllm==VERSION / sglang==VERSION\n")
+
+
+def test_latest_is_the_newest_release_pip_finds(releases: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--to vllm==latest` asks pip's own client (here a find-links folder as the index: 9.9.0 beside an
+    older 9.1.0 and a pre-release, which pip leaves out)."""
+    wheels = releases / "cache" / "wheels"
+    for version in ("9.1.0", "10.0.0rc1"):
+        with zipfile.ZipFile(wheels / f"vllm-{version}-py3-none-any.whl", "w") as z:
+            z.writestr(f"vllm-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    lanes = lanes_file(releases, "--max-num-seqs, '8', --swap-space, '4'")
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable]) == 1
+    capsys.readouterr()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")                    # from here on only the folder answers
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    out_json = releases / "up.json"
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==latest", "--python", sys.executable,
+                 "--json", str(out_json)]) == 1
+    assert json.loads(out_json.read_text())["lanes"][0]["to"] == "9.9.0 (vllm==9.9.0)"
+    assert "1 of 1 lane(s) would break: real" in capsys.readouterr().out
+
+
+def test_latest_offline_is_one_line_and_exit_2(releases: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/x",
+                        "PIP_FIND_LINKS": str(releases / "old"), "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PIP_NO_INDEX", raising=False)
+    lanes = lanes_file(releases, "--max-num-seqs, '8'")
+    assert main(["upgrade", "--lanes", str(lanes), "--to", "sglang==latest"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("glmf upgrade: sglang==latest: the newest sglang could not be looked up on the package "
+                          "index (pip index versions sglang: "), err
+    assert err.endswith("); offline? give a pinned version (sglang==X.Y.Z)"), err
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -138,20 +260,32 @@ def test_an_unknown_flag_of_the_command_is_argparses_error(releases: Path, capsy
 
 
 @pytest.mark.parametrize("printed", [False])
-def test_boot_lines_metrics_and_routes_gone_from_the_release_break_the_lane(releases: Path,
-                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_boot_lines_metrics_and_routes_gone_from_the_release_are_the_plugins_gap_not_the_lanes(
+        releases: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What pytest-glmf reads of a release is its own verdict: the lane boots (exit 3, not 1), and each gap
+    says what the plugin then reads wrong."""
+    from pytest_glmf import __version__
+    from pytest_glmf.upgrade.coverage import READS
     from pytest_glmf.upgrade.surface import vllm_boot_formats
 
-    lanes = lanes_file(releases, "--max-num-seqs, '8'")
+    lanes = lanes_file(releases, "--max-num-seqs, '8', --gpu-memory-utilization, '0.9'")
     out_json = releases / "up.json"
     assert main(["upgrade", "--lanes", str(lanes), "--to", "vllm==9.9.0", "--python", sys.executable,
-                 "--json", str(out_json)]) == 1
-    changes = json.loads(out_json.read_text())["lanes"][0]["changes"]
-    kinds = {(c["flag"], c["change"]) for c in changes}
-    assert ("active_seqs_override", "boot format vanished") in kinds
-    assert {f.name for f in vllm_boot_formats()} == {c["flag"] for c in changes if c["change"] == "boot format vanished"}
-    assert ("vllm:num_requests_running", "metric vanished") in kinds and ("/tokenize", "endpoint vanished") in kinds
-    assert "1 of 1 lane(s) would break: real" in capsys.readouterr().out
+                 "--json", str(out_json)]) == 3
+    report = json.loads(out_json.read_text())
+    assert report["lanes"][0]["changes"] == [] and report["lanes"][0]["breaks"] is False
+    gaps = report["plugin"][0]["gaps"]
+    kinds = {(g["what"], g["kind"]) for g in gaps}
+    assert ("active_seqs_override", "boot line") in kinds
+    assert {f.name for f in vllm_boot_formats()} - {"context_config"} == {g["what"] for g in gaps if g["kind"] == "boot line"}
+    assert ("vllm:num_requests_running", "metric") in kinds and ("/tokenize", "endpoint") in kinds
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120        # a long line wraps under its column
+    words = " ".join(out.split())
+    assert f" pytest-glmf {__version__} does not read vLLM 9.9.0's override line yet: seats may be wrong for " \
+           "speculative lanes (vllm/config/vllm.py: " in words
+    assert "real  -     no change" in out and READS["context"].consequence in words
+    assert out.strip().endswith(f"0 of 1 lane(s) would break; pytest-glmf has {len(gaps)} gap(s) on vllm==9.9.0")
 
 
 def test_an_image_spec_runs_where_preflight_runs_and_says_so_in_one_line(
