@@ -46,9 +46,8 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
         result = gate.once((repr(classes), *sorted((k, repr(v)) for k, v in args.items())), lambda: measure_acceptance(
             gate.url, classes, engine=server.engine, timeouts=gate.timeouts, **args), source)
         # one row per class (and the mean), as the report renders them; the raw requests beside them
-        for row in [*result.classes, result.mean]:
-            gate.record(f"{key}{row.name}", row.to_record(f"{result.source}; {result.prompt_format}"))
-        gate.record(f"{key}requests", result.records)
+        for entry_key, entry in result.entries(key).items():
+            gate.record(entry_key, entry)
         return result
 
     return measure
