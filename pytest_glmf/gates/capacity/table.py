@@ -155,10 +155,12 @@ def recorded_report(entries: Mapping[str, Any]) -> str:
 
 def search_from_dict(d: Mapping[str, Any]) -> SearchResult:
     """A search as `SearchResult.to_dict` wrote it (its probes without their samples)."""
-    probes = [probe_from_dict(p) for p in d.get("probes") or [] if isinstance(p, Mapping)]
+    probes = [probe_from_dict(p) for p in d.get("probes") or [] if isinstance(p, Mapping) and "x" in p]
 
     def among(p: Mapping[str, Any] | None) -> Probe | None:     # the same object as in probes (the table's roles)
-        return None if p is None else next((q for q in probes if q.x == p.get("x")), probe_from_dict(p))
+        if not isinstance(p, Mapping) or "x" not in p:
+            return None
+        return next((q for q in probes if q.x == p["x"]), None) or probe_from_dict(p)
 
     bound = d.get("bound") or {}
     return SearchResult(value=d.get("value"), last_pass=among(d.get("last_pass")), first_fail=among(d.get("first_fail")),
@@ -174,6 +176,7 @@ def search_from_dict(d: Mapping[str, Any]) -> SearchResult:
 def probe_from_dict(d: Mapping[str, Any]) -> Probe:
     """A probe as `Probe.to_dict` wrote it."""
     known = {k: v for k, v in d.items() if k in Probe.__dataclass_fields__ and k not in ("misses", "samples")}
+    known.setdefault("passed", False)
     return Probe(**known, misses=[Miss(**m) for m in d.get("misses") or [] if isinstance(m, Mapping)])
 
 
