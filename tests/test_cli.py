@@ -37,7 +37,7 @@ def test_console_script_dispatches_to_the_owning_module(tmp_path: Path) -> None:
     glmf = Path(sys.executable).with_name("glmf")
     proc = subprocess.run([str(glmf), "bootlog", str(log), "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["ready"] is True
+    assert json.loads(proc.stdout)["gates"]["boot"]["facts"]["ready"] is True
 
 
 def test_every_subcommand_module_is_named_like_the_contract() -> None:
