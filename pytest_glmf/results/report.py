@@ -64,7 +64,7 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
             note = shared_prefix_note(entries or {}) if gate == "curve" else None
             parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
         if gate == "capacity" and (said := recorded_report(entries or {})):   # what `glmf capacity` printed
-            parts.append(said)
+            parts.append("\n".join(map(wrap, said.splitlines())))
     if baseline is not None:
         parts.extend(_baseline_section(doc, baseline))
     return "\n\n".join(parts)

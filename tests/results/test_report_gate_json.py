@@ -97,7 +97,7 @@ def test_the_reports_of_curve_template_boot_and_capacity_show_what_the_commands_
     assert "engine_version 0.32.0" in glmf("report", str(outputs["boot"].parent / "vllm-boot.json"))[1]
 
 
-def test_glmf_report_of_capacity_shows_the_answer_boundary_interval_and_probes(tmp_path: Path) -> None:
+def test_glmf_report_of_capacity_shows_the_answer_boundary_interval_and_probes(tmp_path: Path, unfold) -> None:
     """Issue 40 item 2: `glmf report cap.json` showed users, stopped_by and a probe count; now the
     sentence and the probes' tables `glmf capacity` printed, from the document alone."""
     out = tmp_path / "cap.json"
@@ -106,8 +106,9 @@ def test_glmf_report_of_capacity_shows_the_answer_boundary_interval_and_probes(t
     assert code == 0, printed
     code, text = glmf("report", str(out))
     assert code == 0 and "\nCapacity under the service level\n" in text and "users@file+60 |" in text
-    assert printed.strip() in text, (printed, text)         # every line the command printed, in order
-    assert "; the boundary (a fit of the probes' margins) at " in text and "| pass (last pass)" in text
+    assert printed.strip() in unfold(text), (printed, text)     # every line the command printed, in order
+    assert max(map(len, text.splitlines())) <= 120              # the sentence folded as the report's lines are
+    assert "; the boundary (a fit of the probes' margins) at " in unfold(text) and "| pass (last pass)" in text
 
 
 def test_two_curve_outputs_compare_like_two_lanes(outputs, tmp_path: Path) -> None:
