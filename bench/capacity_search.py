@@ -36,6 +36,7 @@ from pytest_glmf.gates.capacity.interval import capacity_interval
 from pytest_glmf.gates.capacity.search import Bound, search, users_step
 from pytest_glmf.gates.capacity.slo import judge
 from pytest_glmf.gates.capacity.spec import SLO
+from pytest_glmf.gates.capacity.table import interval_text
 from pytest_glmf.gates.curve.records import RequestRecord, per_user_tok_s, percentile
 from pytest_glmf.testing.capacity_model import CURVES, ModelServer
 
@@ -70,7 +71,8 @@ class Tally:
         self.within += truth - STEP(truth) <= answer <= truth
         self.high += answer > truth
         if with_ci:
-            self.covered = (self.covered or 0) + bool(ci and ci[0] <= truth <= ci[1])
+            # the boundary (fractional) of an integer truth T lies in [T, T + 1): covered when the interval meets it
+            self.covered = (self.covered or 0) + bool(ci and ci[0] < truth + 1 and ci[1] >= truth)
 
     def row(self, name: str, who: str, n: int) -> str:
         abs_err = [abs(e) for e in self.errors]
@@ -167,7 +169,7 @@ def truth_server_rows(peer: Peer | None) -> list[str]:
     with TruthServer(ttft_ms=20, itl_ms=20, itl_per_running_ms=0.8) as ts, _Session(ts.url, settings, slo) as session:
         t0 = time.perf_counter()
         r = session.capacity(settings)
-        ci = "-" if not r.boundary_ci95 else f"{int(r.boundary_ci95[0])}-{int(r.boundary_ci95[1])}"
+        ci = interval_text(r.boundary_ci95)
         rows.append(f"| truth server (truth 22) | glmf guided | {abs(r.users - 22)} / {r.users - 22:+d} | - | - | "
                     f"{ci} | {len(r.probes)} | {r.search.requests:,} (wall {time.perf_counter() - t0:.0f} s) |")
         if peer:

@@ -1,6 +1,8 @@
 """The `glmf` dispatcher and the core's own subcommands (lanes, thresholds)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -68,7 +70,7 @@ def test_console_script_dispatches_to_the_owning_module(tmp_path: Path) -> None:
     glmf = Path(sys.executable).with_name("glmf")
     proc = subprocess.run([str(glmf), "bootlog", str(log), "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["ready"] is True
+    assert json.loads(proc.stdout)["gates"]["boot"]["facts"]["ready"] is True
 
 
 def test_every_subcommand_module_is_named_like_the_contract() -> None:
@@ -172,7 +174,15 @@ def test_ctrl_c_on_glmf_curve_is_one_line_and_keeps_the_finished_rows(sim_url: s
     assert printed.splitlines()[0].startswith("users | aggregate tok/s")    # the finished rows' table
     doc = json.loads(out.read_text())
     assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"]
-    assert [row["users"] for row in doc["rows"]] == [1] and doc["rows"][0]["per_run"][0]["records"]
+    assert list(doc["gates"]["curve"]) == ["users=1"]                # the row as the result file keeps it
+    rows = doc["command_output"]["rows"]
+    assert [row["users"] for row in rows] == [1] and rows[0]["per_run"][0]["records"]
+    # issue 40: the partial file reads as partial wherever it goes, first of all in glmf report
+    report = subprocess.run([str(Path(sys.executable).parent / "glmf"), "report", str(out)], text=True,
+                            capture_output=True)
+    assert report.returncode == 1, report.stderr
+    assert report.stdout.splitlines()[0] == "INCOMPLETE: interrupted (Ctrl-C / SIGINT) before the end"
+    assert "\n1     | " in report.stdout                                 # its finished row, still shown
 
 
 def test_ctrl_c_on_glmf_capacity_is_one_line_and_keeps_the_probes(sim_url: str, tmp_path: Path) -> None:
@@ -187,8 +197,8 @@ def test_ctrl_c_on_glmf_capacity_is_one_line_and_keeps_the_probes(sim_url: str, 
     assert err.splitlines()[-1] == (f"glmf capacity: interrupted (Ctrl-C / SIGINT) before the end; no finished "
                                     f"search; 1 probe(s) written to {out}, marked incomplete")
     doc = json.loads(out.read_text())
-    assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"] and doc["slo"]
-    assert any(line.startswith("capacity users=2: meets the service level") for line in doc["progress"])
+    assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"] and doc["command_output"]["slo"]
+    assert any(line.startswith("capacity users=2: meets the service level") for line in doc["command_output"]["progress"])
 
 
 # -- Ctrl-C on the other measuring commands: what finished goes to --json, marked as curve/capacity mark it
@@ -227,6 +237,10 @@ def interrupted_doc(code: int, err: str, out: Path, finished: str, command: str)
                                     f"written to {out}, marked incomplete")
     doc = json.loads(out.read_text())
     assert doc["incomplete"] == ["interrupted (Ctrl-C / SIGINT) before the end"]
+    # glmf report says so first, and exits 1 (issue 40)
+    with contextlib.redirect_stdout(io.StringIO()) as report:
+        assert main(["report", str(out)]) == 1
+    assert report.getvalue().startswith("INCOMPLETE: interrupted (Ctrl-C / SIGINT) before the end\n")
     return doc
 
 
@@ -238,7 +252,8 @@ def test_ctrl_c_on_glmf_tools_keeps_the_finished_turns(daily_sim: str, tmp_path:
     code = main(["tools", "--url", daily_sim, "--no-stream-check", "--json", str(out)])
     printed, err = capsys.readouterr()
     doc = interrupted_doc(code, err, out, "2 turn(s)", "tools")
-    assert doc["turns"] == 2 and len(doc["results"]) == 2 and doc["parsed"] == 2, doc
+    (entry,) = doc["gates"]["tools"].values()
+    assert entry["turns"] == 2 and len(entry["results"]) == 2 and entry["parsed"] == 2, doc
     assert printed.startswith("tool turns parsed 2/2 at concurrency 1")      # the finished turns' summary
     # without --json the line says how to keep them
     monkeypatch.undo()
@@ -256,8 +271,10 @@ def test_ctrl_c_on_glmf_accept_keeps_the_finished_requests(daily_sim: str, tmp_p
     code = main(["accept", "--url", daily_sim, "--prompts-per-class", "1", "--max-tokens-scale", "0.1",
                  "--json", str(out)])
     doc = interrupted_doc(code, capsys.readouterr().err, out, "2 request(s)", "accept")
-    assert len(doc["records"]) == 2 and not any(r["error"] for r in doc["records"])
-    assert [c["class"] for c in doc["classes"]] == [r["class_name"] for r in doc["records"]]
+    output = doc["command_output"]
+    assert len(output["records"]) == 2 and not any(r["error"] for r in output["records"])
+    assert [c["class"] for c in output["classes"]] == [r["class_name"] for r in output["records"]]
+    assert len(doc["gates"]["acceptance"]["requests"]) == 2
 
 
 def test_ctrl_c_on_glmf_template_check_keeps_the_finished_conversations(daily_sim: str, tmp_path: Path, monkeypatch,
@@ -270,7 +287,7 @@ def test_ctrl_c_on_glmf_template_check_keeps_the_finished_conversations(daily_si
     out = tmp_path / "template.json"
     code = main(["template", "check", "--url", daily_sim, "--reference", str(ref), "--json", str(out)])
     doc = interrupted_doc(code, capsys.readouterr().err, out, "1 conversation(s)", "template check")
-    assert doc["conversations"] == 1 and doc["matched"] == 1
+    assert doc["gates"]["template"]["check"]["conversations"] == 1 and doc["gates"]["template"]["check"]["matched"] == 1
 
 
 def test_ctrl_c_on_glmf_agents_keeps_the_finished_turns(daily_sim: str, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -290,10 +307,10 @@ def test_ctrl_c_on_glmf_agents_keeps_the_finished_turns(daily_sim: str, tmp_path
     code = main(["agents", "--url", daily_sim, "--sessions", "2", "--turns", "3", "--max-tokens", "8",
                  "--think-time", "0.5", "--no-warmup", "--time-scale", "0.1", "--json", str(out)])
     err = capsys.readouterr().err
-    turns = json.loads(out.read_text())["agents"]["turn_records"] if out.exists() else []
+    turns = json.loads(out.read_text())["command_output"]["agents"]["turn_records"] if out.exists() else []
     assert 1 <= len(turns) <= 2, err
     doc = interrupted_doc(code, err, out, f"{len(turns)} turn(s)", "agents")
-    assert all(t["turn"] == 0 for t in turns) and doc["bounds"] == {}
+    assert all(t["turn"] == 0 for t in turns) and doc["command_output"]["bounds"] == {}
 
 
 def test_ctrl_c_on_glmf_agents_replay_keeps_the_finished_windows(daily_sim: str, tmp_path: Path) -> None:
@@ -301,7 +318,7 @@ def test_ctrl_c_on_glmf_agents_replay_keeps_the_finished_windows(daily_sim: str,
     code, _, err = ctrl_c_after(["agents", "replay", "--url", daily_sim, "--seconds", "60", "--time-scale", "0.1",
                                  "--no-warmup", "--json", str(out)], "replay: trace [", tmp_path)
     doc = interrupted_doc(code, err, out, "1 window(s)", "agents replay")
-    assert [line for line in doc["replay"]["progress"] if line.startswith("replay: trace [")] == \
+    assert [line for line in doc["command_output"]["replay"]["progress"] if line.startswith("replay: trace [")] == \
         [line for line in err.splitlines() if line.startswith("replay: trace [")]
 
 
@@ -328,4 +345,4 @@ def test_curve_sends_the_servers_first_model_as_capacity_does(tmp_path: Path, ca
     with TruthServer(ttft_ms=5, itl_ms=2) as truth:
         main(["curve", "--url", truth.url, "--users", "1", "--runs", "1", "--no-warmup", "--max-tokens", "8",
               "--json", str(out)])
-    assert json.loads(out.read_text())["workload"]["model"] == "truth"
+    assert json.loads(out.read_text())["command_output"]["workload"]["model"] == "truth"

@@ -12,15 +12,17 @@ than the margin of the two rows' run-to-run spreads (compare/judge.py).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_glmf.compare.judge import FLOOR_PCT, Crossover, judge
-from pytest_glmf.compare.lanecurve import as_lane_curve
+from pytest_glmf.compare.lanecurve import LaneCurve, from_document, from_rows
 from pytest_glmf.gates.bounds import caller_source
 from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt
+from pytest_glmf.results.gatejson import read_result
 
 
 def crossover(a: Any, b: Any, metric: str = "per_user_tok_s", *, users: Sequence[int] | None = None,
@@ -80,3 +82,22 @@ def assert_lane_beats(a: Any, b: Any, metric: str = "per_user_tok_s", *, users: 
 
 def excluded_lines(c: Crossover) -> str:
     return "\n".join(f"excluded: {lane} @ {u} users: {why}" for lane, u, why in c.excluded)
+
+
+def as_lane_curve(x: Any, name: str | None = None) -> LaneCurve:
+    """A LaneCurve from a LaneCurve, a result document (dict), a result file path (a session's, or
+    what a `glmf <gate> --json` wrote: results/gatejson.py), or a CurveResult (`measure_curve`'s,
+    or the `glmf_curve` fixture's)."""
+    if isinstance(x, LaneCurve):
+        return x if name is None else LaneCurve(name, x.rows, x.doc)
+    if isinstance(x, (str, Path)):
+        return from_document(read_result(x), name)
+    if isinstance(x, Mapping):
+        return from_document(x, name)
+    if hasattr(x, "rows") and all(hasattr(r, "to_record") for r in x.rows):
+        lane = name or getattr(x, "lane", None)
+        if lane is None:
+            raise ValueError("a CurveResult without a lane name: pass name=... (e.g. as_lane_curve(curve, 'daily'))")
+        return from_rows(lane, [r.to_record() for r in x.rows])
+    raise TypeError(f"cannot read a lane's curve from {type(x).__name__}: give a result file, its JSON "
+                    "document, a CurveResult or a LaneCurve")

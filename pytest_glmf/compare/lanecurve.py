@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -109,32 +108,3 @@ def from_document(doc: Mapping[str, Any], name: str | None = None) -> LaneCurve:
 
 def from_rows(name: str, rows: Sequence[Mapping[str, Any]]) -> LaneCurve:
     return from_document({"lane": {"name": name}, "gates": {"curve": {str(i): r for i, r in enumerate(rows)}}})
-
-
-def as_lane_curve(x: Any, name: str | None = None) -> LaneCurve:
-    """A LaneCurve from a LaneCurve, a result document (dict), a result file path, or a CurveResult
-    (`measure_curve`'s, or the `glmf_curve` fixture's)."""
-    if isinstance(x, LaneCurve):
-        return x if name is None else LaneCurve(name, x.rows, x.doc)
-    if isinstance(x, (str, Path)):
-        return from_document(read_result(x), name)
-    if isinstance(x, Mapping):
-        return from_document(x, name)
-    if hasattr(x, "rows") and all(hasattr(r, "to_record") for r in x.rows):
-        lane = name or getattr(x, "lane", None)
-        if lane is None:
-            raise ValueError("a CurveResult without a lane name: pass name=... (e.g. as_lane_curve(curve, 'daily'))")
-        return from_rows(lane, [r.to_record() for r in x.rows])
-    raise TypeError(f"cannot read a lane's curve from {type(x).__name__}: give a result file, its JSON "
-                    "document, a CurveResult or a LaneCurve")
-
-
-def read_result(path: str | Path) -> dict[str, Any]:
-    """A result file's document; ValueError naming the file when it cannot be read as one."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the result file: {exc}") from None
-    if not isinstance(doc, dict) or "gates" not in doc:
-        raise ValueError(f"{path}: not a pytest-glmf result file (no 'gates' section)")
-    return doc

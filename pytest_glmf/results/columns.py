@@ -20,8 +20,8 @@ COLUMNS: dict[str, list[str]] = {
     "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "accept_pos1", "accept_pos2", "accept_pos3",
                    "requests", "source"],
     "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
-    "capacity": ["users", "rate_per_s", "boundary_ci95", "stopped_by", "undecided", "kv_bound_users", "seats",
-                 "kv_tokens_per_user", "probes", "requests", "wall_s"],
+    "capacity": ["users", "rate_per_s", "boundary_users", "boundary_per_s", "boundary_ci95", "stopped_by",
+                 "undecided", "kv_bound_users", "seats", "kv_tokens_per_user", "probes", "requests", "wall_s"],
 }
 
 

@@ -1,15 +1,26 @@
-"""What `glmf <gate> --json` wrote, read as a result document (`{"lane", "provenance", "gates"}`), so
-`glmf report` and `glmf compare` take a shell command's output as they take a session's result file.
+"""One document per measurement: what `glmf <gate> --json` writes is a result document, the shape a
+pytest session's result file has (`{"schema", "session_id", "lane", "provenance", "gates", ...}`),
+so `glmf report`, `glmf compare` and `glmf history import` take a shell command's output as they
+take a session's.
 
-Each gate's command writes its own shape: `glmf curve` its rows with per-request records, `glmf
-capacity` the answer, frontier and rate, `glmf accept` its classes, `glmf bootlog --json` the boot
-facts, the others (tools, template, agents, drift compare) one summary whose keys are the gate's
-metrics. The document names the lane after the file (`curve.json` -> lane `curve`) and says which
-command wrote it (`provenance.written_by`).
+    gates           the gate's entries, keyed and shaped as the suite's fixture records them (the
+                    same `to_record()`): the document names its gate(s) by these keys
+    provenance      `written_by` (the command), `url`, `started_at`; `glmf bootlog` its engine and version
+    exitstatus      the command's exit code (0: every check passed; 1: one missed)
+    incomplete      the reasons the command stopped before the end (Ctrl-C), as a session's file says them
+    command_output  what only the command has (`glmf curve` its rows with per-request records,
+                    `glmf capacity` its searches' full output, `glmf agents` its --min/--max and
+                    what missed), as the command wrote it before this shape
+
+A command's document names no lane: the reader names it after the file (`curve.json` -> lane
+`curve`). Files written by older versions (the command's own shape at top level) are still read:
+their gate is then guessed from their keys (`legacy_document`), the only place a guess is left.
 """
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,27 +29,50 @@ from pytest_glmf.gates.curve.api import row_record
 from pytest_glmf.gates.registry import GATES
 
 RESULT_SCHEMA = 1
+COMMAND_OUTPUT = "command_output"
 
 
 class NotAGateOutput(ValueError):
     """The JSON is neither a result file nor any gate command's output."""
 
 
+def command_document(command: str, gates: Mapping[str, Mapping[str, Any]], *, url: Any = None,
+                     exitstatus: int | None = None, output: Mapping[str, Any] | None = None,
+                     provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The result document of one `glmf <command>` run (module docstring): `gates` as the suite
+    records them, `output` what only the command has."""
+    now = time.gmtime()
+    prov: dict[str, Any] = {"written_by": f"glmf {command}",
+                            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", now)}
+    if url is not None:
+        prov["url"] = url
+    prov.update(provenance or {})
+    doc: dict[str, Any] = {"schema": RESULT_SCHEMA,
+                           "session_id": time.strftime("%Y%m%d-%H%M%S", now) + "-" + secrets.token_hex(2),
+                           "lane": {}, "provenance": prov, "gates": {g: dict(e) for g, e in gates.items()}}
+    if exitstatus is not None:
+        doc["exitstatus"] = exitstatus
+    if output is not None:
+        doc[COMMAND_OUTPUT] = dict(output)
+    return doc
+
+
+def write_document(path: str | Path, doc: Mapping[str, Any]) -> None:
+    Path(path).write_text(json.dumps(doc, indent=1, default=str, ensure_ascii=False))
+
+
 def as_result_document(data: Any, source: str | Path) -> dict[str, Any]:
-    """A result document from a result file's JSON or a gate command's; NotAGateOutput naming the
-    file and what is read otherwise."""
-    if isinstance(data, dict) and "gates" in data:
-        return data
+    """A result document from a result file's JSON or a gate command's (this version's or an older
+    one's); NotAGateOutput naming the file and what is read otherwise."""
+    if isinstance(data, dict) and isinstance(data.get("gates"), Mapping):
+        lane: Mapping[str, Any] = data["lane"] if isinstance(data.get("lane"), Mapping) else {}
+        if lane.get("name") or (data.get("provenance") or {}).get("lane"):
+            return data
+        return {**data, "lane": {**lane, "name": Path(source).stem}, "session_id": data.get("session_id")
+                or Path(source).stem}
     if not isinstance(data, dict):
         raise NotAGateOutput(_refusal(source))
-    gate, entries = _read_gate(data)
-    if not entries:
-        raise NotAGateOutput(_refusal(source))
-    prov = {"written_by": f"glmf {'bootlog' if gate == 'boot' else 'accept' if gate == 'acceptance' else gate}"}
-    if isinstance(data.get("url"), str):
-        prov["url"] = data["url"]
-    return {"schema": RESULT_SCHEMA, "session_id": Path(source).stem, "lane": {"name": Path(source).stem},
-            "provenance": prov, "gates": {gate: entries}}
+    return legacy_document(data, source)
 
 
 def read_result(path: str | Path) -> dict[str, Any]:
@@ -53,6 +87,28 @@ def read_result(path: str | Path) -> dict[str, Any]:
 def _refusal(source: str | Path) -> str:
     return (f"{source}: neither a pytest-glmf result file (no 'gates' section) nor the --json output of a glmf "
             f"gate command ({', '.join(GATES)})")
+
+
+# ---------------------------------------------------------------------------- older files
+
+COMMANDS = {"boot": "bootlog", "acceptance": "accept"}    # a gate's command, where its name differs
+
+
+def legacy_document(data: Mapping[str, Any], source: str | Path) -> dict[str, Any]:
+    """What a `glmf <gate> --json` of an older version wrote (the command's own shape), as a result
+    document: its gate guessed from its keys, its `incomplete` kept."""
+    gate, entries = _read_gate(data)
+    incomplete = [str(x) for x in data.get("incomplete") or []]
+    if not entries and not incomplete:
+        raise NotAGateOutput(_refusal(source))
+    prov = {"written_by": f"glmf {COMMANDS.get(gate, gate)}"}
+    if isinstance(data.get("url"), str):
+        prov["url"] = data["url"]
+    doc = {"schema": RESULT_SCHEMA, "session_id": Path(source).stem, "lane": {"name": Path(source).stem},
+           "provenance": prov, "gates": {gate: entries}}
+    if incomplete:
+        doc["incomplete"] = incomplete
+    return doc
 
 
 def _read_gate(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -100,25 +156,27 @@ def _curve(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _capacity(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The suite's keys: `users@PROMPT+OUTPUT`, `frontier@CONTEXT` per frontier point, `rate`."""
     out: dict[str, Any] = {}
-    points = [data["capacity"]] if isinstance(data.get("capacity"), Mapping) else []
-    points += [p for p in ((data.get("frontier") or {}).get("points") or []) if isinstance(p, Mapping)]
-    for p in points:
-        w = p.get("workload") or {}
-        key = (f"frontier@{w['context_tokens']}" if w.get("context_tokens") and p is not data.get("capacity")
-               else f"users@{w.get('prompt_tokens') or 'file'}+{w.get('max_tokens')}")
-        out[key] = _capacity_entry(p)
+    if isinstance(data.get("capacity"), Mapping):
+        w = data["capacity"].get("workload") or {}
+        out[f"users@{w.get('prompt_tokens') or 'file'}+{w.get('max_tokens')}"] = _capacity_entry(data["capacity"])
+    for p in (data.get("frontier") or {}).get("points") or []:
+        if isinstance(p, Mapping):
+            out[f"frontier@{(p.get('workload') or {}).get('prompt_tokens')}"] = _capacity_entry(p)
     if isinstance(data.get("rate"), Mapping):
         out["rate"] = _capacity_entry(data["rate"])
     return out
 
 
 def _capacity_entry(p: Mapping[str, Any]) -> dict[str, Any]:
+    """A search's output (`CapacityResult.to_dict`) with the entry's counts (`to_record`)."""
     search = p.get("search") or {}
-    entry = {k: p.get(k) for k in ("users", "rate_per_s", "ci95", "stopped_by", "time_scale") if k in p}
+    entry = {k: v for k, v in p.items() if k != "schema"}
     if isinstance(search.get("probes"), list):
         entry["probes"] = len(search["probes"])
+    cost = {**(search.get("cost") or {}), **search}
     for k in ("requests", "wall_s"):
-        if k in search:
-            entry[k] = search[k]
+        if k in cost:
+            entry[k] = cost[k]
     return entry

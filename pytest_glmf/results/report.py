@@ -17,6 +17,7 @@ from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
+from pytest_glmf.gates.capacity.table import recorded_report
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fit_table, fmt, render_table, wrap
 from pytest_glmf.results.baseline import (
@@ -45,12 +46,16 @@ DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if s
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
-    parts = ["\n".join(map(wrap, _headline(doc).splitlines()))]
+    """The tables of a result document; an incomplete one says so first, with why."""
+    lead = incomplete_line(doc)
+    parts = ["\n".join(map(wrap, ((lead + "\n" if lead else "") + _headline(doc, incomplete=False)).splitlines()))]
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
             note = shared_prefix_note(entries or {}) if gate == "curve" else None
             parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
+        if gate == "capacity" and (said := recorded_report(entries or {})):   # what `glmf capacity` printed
+            parts.append("\n".join(map(wrap, said.splitlines())))
     if lines := cost_lines(doc.get("cost")):
         parts.append("\n".join(map(wrap, lines)))
     if baseline is not None:
@@ -58,15 +63,20 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     return "\n\n".join(parts)
 
 
-def _headline(doc: Mapping[str, Any]) -> str:
+def incomplete_line(doc: Mapping[str, Any]) -> str:
+    """'INCOMPLETE: why' when the session or command stopped before the end (its `incomplete`), else ''."""
+    why = doc.get("incomplete") or []
+    return ("INCOMPLETE: " + "; ".join(map(str, why))) if why else ""
+
+
+def _headline(doc: Mapping[str, Any], incomplete: bool = True) -> str:
     prov = doc.get("provenance") or {}
     lane = (doc.get("lane") or {}).get("name") or prov.get("lane") or "?"
     bits = [f"lane {lane}"]
     for k in ("launcher", "image", "image_digest", "engine", "engine_version", "model_revision", "gpu_name"):
         if prov.get(k):
             bits.append(f"{k} {prov[k]}")
-    why = doc.get("incomplete") or []
-    state = ("\nINCOMPLETE: " + "; ".join(map(str, why))) if why else ""
+    state = ("\n" + incomplete_line(doc)) if incomplete and doc.get("incomplete") else ""
     says = ""
     if isinstance(prov.get("server_config"), Mapping):   # engine/serverconfig.py, read at launch
 
@@ -177,7 +187,9 @@ def plot_curve(doc: Mapping[str, Any], out: str | Path, baseline: Mapping[str, A
 
 
 def cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="glmf report", description="Render a pytest-glmf result file.")
+    ap = argparse.ArgumentParser(prog="glmf report", description="Render a pytest-glmf result file.", epilog=(
+        "Exit status: 0 when the file was rendered; 1 when it was rendered but is INCOMPLETE (the session or "
+        "command stopped before the end: the first line says why); 2 when it cannot be read."))
     ap.add_argument("result", help="result JSON written by a pytest-glmf session, or by a glmf gate command's --json")
     ap.add_argument("--baseline", help="an earlier result file to compare against")
     ap.add_argument("--markdown", metavar="OUT", help="write a Markdown report (for a PR comment)")
@@ -228,7 +240,7 @@ def cli(argv: list[str]) -> int:
             print(f"glmf report: {exc}", file=sys.stderr)
             return 2
         print(f"HTML written to {args.html}")
-    return 0
+    return 1 if doc.get("incomplete") else 0
 
 
 def _curve_bounds(doc: Mapping[str, Any], thresholds: str | None) -> dict[int, Any] | None:

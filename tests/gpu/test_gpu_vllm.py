@@ -26,7 +26,7 @@ def load() -> str:
 
 def curve(url: str, users: list[int], out: Path, *extra: str) -> dict:
     rc = curve_cli(["--url", url, "--users", ",".join(map(str, users)), "--json", str(out), *extra])
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text())["command_output"]    # the runner's rows with their records
     data["rc"] = rc
     return data
 
@@ -112,7 +112,7 @@ def test_curve_beside_vllm_bench_interleaved(gpu_url, gpu_out, record):
 def test_burst_against_bench_refilled_concurrency(gpu_url, gpu_out, record):
     """The recipe's burst (all users start together, one request each) against bench's refilled
     concurrency (4 x users requests, a new one as each ends) at 32 and 128 users."""
-    pt = json.loads((gpu_out / "curve.json").read_text())["rows"][0]["prompt_tokens_p50"] if (
+    pt = json.loads((gpu_out / "curve.json").read_text())["command_output"]["rows"][0]["prompt_tokens_p50"] if (
         gpu_out / "curve.json").exists() else 2169
     rows = []
     for users in (32, 128):

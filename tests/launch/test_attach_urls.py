@@ -57,7 +57,7 @@ def test_glmf_curve_takes_a_base_url_ending_in_v1(tmp_path, capsys) -> None:
         main(["curve", "--url", f"{ts.url}/v1", "--users", "1", "--runs", "1", "--no-warmup", "--max-tokens", "8",
               "--client-retries", "0", "--json", str(out)])   # (exit 1 when a loaded box marks the run client-bound)
     assert "404" not in capsys.readouterr().err
-    (row,) = json.loads(out.read_text())["rows"]
+    (row,) = json.loads(out.read_text())["command_output"]["rows"]
     records = row["per_run"][0]["records"]
     assert records and all(r["error"] is None and r["status"] == 200 and r["completion_tokens"] == 8 for r in records), records
 

@@ -189,7 +189,7 @@ def test_glmf_curve_from_a_shell_takes_the_servers_word(oracle: Any, tmp_path: P
     assert curve_cli(["--url", oracle.base_url, "--users", "2", "--max-tokens", "4", "--runs", "1", "--no-warmup",
                       "--lag-p99-max-ms", "1000", "--json", str(out)]) == 0
     assert "glmf curve: the server says: speculative_algorithm null, tool_call_parser hermes" in capsys.readouterr().err
-    row = json.loads(out.read_text())["rows"][0]
+    row = json.loads(out.read_text())["command_output"]["rows"][0]
     assert (row["seats"], row["memory"]["kv_tokens"]) == (oracle.config.max_running_requests, KV_TOKENS), row["seat"]
     assert row["seat"]["gauge_stale"] and not [n for n in row["seat"]["notes"] if n.startswith("/metrics:")]
 

@@ -119,6 +119,15 @@ class AcceptanceResult:
         """The recipe's table: class | tok/s | accept rate | accept length | recipe rate | requests."""
         return render_result(self._raw())
 
+    def entries(self, key: str = "", draft: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The result file's entries: one per class (and the mean), as the report renders them, with
+        the drafter's settings (`draft`, a change against the baseline names them), and the raw
+        requests beside them (`glmf_acceptance` and `glmf accept --json` record these)."""
+        out: dict[str, Any] = {f"{key}{row.name}": row.to_record(f"{self.source}; {self.prompt_format}", draft)
+                               for row in [*self.classes, self.mean]}
+        out[f"{key}requests"] = list(self.records)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """Everything measured, per class and per request (`glmf accept --json`)."""
         return {"engine": self.engine, **self._raw(), "records": list(self.records)}

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.engine.introspect import EngineUnknown
@@ -11,6 +11,7 @@ from pytest_glmf.gates.acceptance.api import AcceptanceResult, measure_acceptanc
 from pytest_glmf.gates.acceptance.probe import LoadNeedsPerRequest, load_prompt_classes
 from pytest_glmf.gates.acceptance.spec import AcceptanceSettings
 from pytest_glmf.gates.flags import SettingFlags
+from pytest_glmf.results.gatejson import command_document, write_document
 
 # The acceptance settings (spec.py) as flags of their names (gates/flags.py).
 FLAGS = SettingFlags(AcceptanceSettings)
@@ -46,14 +47,20 @@ def cli(argv: list[str] | None = None) -> int:
         if so_far:
             print(so_far[-1].table())
         return interrupted("accept", Path(args.json_out) if args.json_out else None,
-                           so_far[-1].to_json() if so_far else {},
+                           document(args.url, so_far[-1] if so_far else None),
                            f"{len(so_far[-1].records) if so_far else 0} request(s)")
     print(result.table())
+    code = 1 if any(c.errors for c in result.classes) else 0
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result.to_json(), indent=2))
-    if any(c.errors for c in result.classes):
-        return 1
-    return 0
+        write_document(args.json_out, document(args.url, result, code))
+    return code
+
+
+def document(url: str, result: AcceptanceResult | None, code: int | None = None) -> dict[str, Any]:
+    """The result document (results/gatejson.py): the classes as the suite records them, everything
+    measured (per class and per request) as the command's own output."""
+    return command_document("accept", {"acceptance": result.entries() if result else {}}, url=url, exitstatus=code,
+                            output=result.to_json() if result else {})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -57,9 +57,8 @@ def glmf_acceptance(_glmf_gates: LaneGates) -> Callable[..., "AcceptanceResult"]
         # (a change against the baseline names them); the raw requests beside them
         draft = draft_settings(server.provenance.get("argv"), server.config.speculative_algorithm,
                                server.config.speculative_num_draft_tokens)
-        for row in [*result.classes, result.mean]:
-            gate.record(f"{key}{row.name}", row.to_record(f"{result.source}; {result.prompt_format}", draft))
-        gate.record(f"{key}requests", result.records)
+        for entry_key, entry in result.entries(key, draft).items():
+            gate.record(entry_key, entry)
         return result
 
     return measure

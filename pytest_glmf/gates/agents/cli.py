@@ -14,7 +14,6 @@ every check passed, 1 when one missed, 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from pytest_glmf.gates.agents.spec import REPLAY, SPEC, AgentsSettings, ReplaySe
 from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.verdict import fold
+from pytest_glmf.results.gatejson import command_document, write_document
 
 # The settings (spec.py) as flags of their names (gates/flags.py); the shorter names the CLI
 # had first stay as aliases.
@@ -111,16 +111,34 @@ def checked_time_scale(p: argparse.ArgumentParser, a: argparse.Namespace) -> flo
     return float(a.time_scale)
 
 
-def verdict(failed: list[Any], title: str, details: str, record: dict[str, Any], json_out: Path | None) -> int:
+def verdict(failed: list[Any], title: str, details: str, key: str, entry: dict[str, Any], bounds: dict[str, Any],
+            json_out: Path | None, url: str) -> int:
+    """Exit 1 when a check missed (each said on stderr); --json: the result document."""
     from pytest_glmf.gates.verdict import failure_message
 
     if failed:
         print(failure_message(failed, title, details), file=sys.stderr)
+    code = 1 if failed else 0
     if json_out:
-        record = {**record, "missed": [{"metric": c.metric, "measured": c.value, "expected": c.expected(),
-                                        "source": c.source} for c in failed]}
-        json_out.write_text(json.dumps(record, indent=1, default=str))
-    return 1 if failed else 0
+        missed = [{"metric": c.metric, "measured": c.value, "expected": c.expected(), "source": c.source}
+                  for c in failed]
+        write_document(json_out, document(url, key, entry, bounds, code=code, missed=missed))
+    return code
+
+
+def document(url: str, key: str, entry: dict[str, Any] | None, bounds: dict[str, Any], *, code: int | None = None,
+             missed: list[dict[str, Any]] | None = None, partial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The result document (results/gatejson.py): the run as the suite records it under `key`
+    (`agents` or `replay`: its to_record()); the --min/--max bounds, what missed them, and what a
+    Ctrl-C kept of an unfinished run are the command's own."""
+    output: dict[str, Any] = {"bounds": bounds}
+    if missed is not None:
+        output["missed"] = missed
+    if partial is not None:
+        output[key] = partial
+    return command_document("agents replay" if key == "replay" else "agents",
+                            {"agents": {key: entry} if entry is not None else {}}, url=url, exitstatus=code,
+                            output=output)
 
 
 def measured(call: Callable[[], Any], prog: str) -> Any:
@@ -169,13 +187,13 @@ def run_sessions(a: argparse.Namespace, settings: Any, bounds: dict[str, Any], t
         result = measured(lambda: measure_agents(a.url, settings=settings, time_scale=time_scale,
                                                  on_turn=finished.append), "glmf agents")
     except KeyboardInterrupt:
-        return interrupted("agents", a.json, {"agents": {"turn_records": [t.to_dict() for t in finished]},
-                                              "bounds": bounds}, f"{len(finished)} turn(s)")
+        return interrupted("agents", a.json, document(a.url, "agents", None, bounds, partial={
+            "turn_records": [t.to_dict() for t in finished]}), f"{len(finished)} turn(s)")
     if result is None:
         return 2
     print(result.table())
     failed = failed_checks(agents_checks(result, bounds, "--min/--max"))
-    return verdict(failed, "agents", "", {"agents": result.to_record(), "bounds": bounds}, a.json)
+    return verdict(failed, "agents", "", "agents", result.to_record(), bounds, a.json, a.url)
 
 
 # ---------------------------------------------------------------------------- replay
@@ -223,10 +241,10 @@ def run_replay(a: argparse.Namespace, trace: Any, settings: Any, bounds: dict[st
                                                  progress=progress), "glmf agents replay")
     except KeyboardInterrupt:   # what finished: the connection windows' lines (each once its requests ended)
         windows = sum(1 for line in said if line.startswith("replay: trace ["))
-        return interrupted("agents replay", a.json, {"replay": {"progress": said}, "bounds": bounds},
+        return interrupted("agents replay", a.json, document(a.url, "replay", None, bounds, partial={"progress": said}),
                            f"{windows} window(s)")
     if result is None:
         return 2
     print(result.table())
     failed = failed_checks(replay_checks(result, bounds, "--min/--max"))
-    return verdict(failed, "trace replay", "", {"replay": result.to_record(), "bounds": bounds}, a.json)
+    return verdict(failed, "trace replay", "", "replay", result.to_record(), bounds, a.json, a.url)

@@ -16,7 +16,6 @@ undecided: a probe the client could not measure), 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -105,7 +104,14 @@ def cli(argv: list[str] | None = None) -> int:
 def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: list[int],
         facts: dict[str, Any] | None) -> int:
     from pytest_glmf.gates.capacity.measure import measure_capacity, measure_frontier, measure_rate_capacity
-    from pytest_glmf.gates.capacity.table import capacity_report, frontier_table, rate_report
+    from pytest_glmf.gates.capacity.table import (
+        capacity_report,
+        frontier_entries,
+        frontier_table,
+        rate_report,
+        users_key,
+    )
+    from pytest_glmf.results.gatejson import command_document, write_document
 
     said: list[str] = []   # the probes' verdicts so far: what a Ctrl-C keeps of an unfinished search
 
@@ -119,6 +125,7 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
 
     kw: dict[str, Any] = {"facts": facts, "time_scale": a.time_scale, "progress": progress}
     out: dict[str, Any] = {"slo": slo.to_dict()}
+    entries: dict[str, Any] = {}     # as the suite's glmf_capacity records them (fixture.py)
     ok = True
     users = None
     try:
@@ -128,6 +135,7 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
                 print(capacity_report(point) + "\n")
             print(f"frontier: {slo.describe()}\n{frontier_table(frontier, facts)}")
             out["frontier"] = frontier.to_dict()
+            entries.update(frontier_entries(frontier, facts))
             ok = all(pt.users is not None for pt in frontier.points)
             users = next((pt for pt in frontier.points if pt.workload["prompt_tokens"] == settings.prompt_tokens), None)
             if a.plot:
@@ -142,11 +150,13 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
             users = measure_capacity(a.url, slo, settings, **kw)
             print(capacity_report(users))
             out["capacity"] = users.to_dict()
+            entries[users_key(users.workload)] = users.to_record()
             ok = users.users is not None
         if a.rate:
             rate = measure_rate_capacity(a.url, slo, replace(settings), users_capacity=users, **kw)
             print("\n" + rate_report(rate))
             out["rate"] = rate.to_dict()
+            entries["rate"] = rate.to_record()
             ok = ok and rate.rate_per_s is not None
     except ValueError as exc:      # e.g. no /tokenize for prompt_tokens
         say(f"glmf capacity: {exc}")
@@ -156,8 +166,11 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
 
         probes = [line for line in said if line.startswith(("capacity users=", "capacity rate="))
                   and (": meets " in line or ": misses " in line)]   # judged probes, not warm passes
-        return interrupted("capacity", a.json, {**out, "progress": said},
+        return interrupted("capacity", a.json, command_document("capacity", {"capacity": entries}, url=a.url,
+                                                                output={**out, "progress": said}),
                            f"{', '.join(k for k in out if k != 'slo') or 'no finished search'}; {len(probes)} probe(s)")
+    code = 0 if ok else 1
     if a.json:
-        a.json.write_text(json.dumps(out, indent=1, default=str))
-    return 0 if ok else 1
+        write_document(a.json, command_document("capacity", {"capacity": entries}, url=a.url, exitstatus=code,
+                                                output=out))
+    return code

@@ -74,6 +74,7 @@ class LaneCapacity:
         """The most concurrent users meeting the service level (capacity.settings with `overrides`),
         recorded under `key` (default `users@PROMPT+OUTPUT`)."""
         from pytest_glmf.gates.capacity.measure import measure_capacity
+        from pytest_glmf.gates.capacity.table import users_key
 
         __tracebackhide__ = True
         settings = self._settings(overrides, "measure")
@@ -82,13 +83,13 @@ class LaneCapacity:
         if done not in self._done:
             self._done[done] = measure_capacity(self.base_url, slo, settings, **self._kw())
         result = self._done[done]
-        self._record(key or f"users@{settings.prompt_tokens or 'file'}+{settings.max_tokens}", result.to_record())
+        self._record(key or users_key(result.workload), result.to_record())
         return result
 
     def frontier(self, slo: "SLO | None" = None, contexts: list[int] | None = None, **overrides: Any) -> "FrontierResult":
         """Capacity at each context length (settings.frontier.contexts unless given)."""
         from pytest_glmf.gates.capacity.measure import frontier_settings, measure_frontier
-        from pytest_glmf.gates.capacity.table import frontier_rows
+        from pytest_glmf.gates.capacity.table import frontier_entries
 
         __tracebackhide__ = True
         settings = self._settings(overrides, "frontier")
@@ -108,9 +109,8 @@ class LaneCapacity:
                              max_tokens=point.workload["max_tokens"], runs=point.workload["runs"])
                 self._done.setdefault(f"users {slo!r} {cs!r}", point)
         frontier = self._done[key]
-        for point, row in zip(frontier.points, frontier_rows(frontier, self.facts)):
-            self._record(f"frontier@{row['context_tokens']}",
-                         {**point.to_record(), **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")}})
+        for entry_key, entry in frontier_entries(frontier, self.facts).items():
+            self._record(entry_key, entry)
         return frontier
 
     def rate(self, slo: "SLO | None" = None, **overrides: Any) -> "RateResult":

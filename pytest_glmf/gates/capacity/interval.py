@@ -13,16 +13,19 @@ the first failure, the service level stops holding. Both are reported, each name
                 from the resampled requests (slo.sample_numbers, slo.margin: the judge's own rule)
     boundary:   the model's zero of the resampled margins (model.fit_boundary, trusted or not),
                 held between the outermost near probes (past them the line is a guess, not a
-                measurement), for users the largest whole number at or below it
-    interval:   the 2.5th and 97.5th percentiles over RESAMPLES resamples (the lower and the upper
-                observed value, so users stay whole)
+                measurement): the same quantity as the estimate (boundary_estimate: the zero of
+                the measured margins), fractional like it, for users as for rates
+    interval:   the 2.5th and 97.5th percentiles over RESAMPLES resamples, widened to the estimate
+                when every resample but a few fell on one side of it (a percentile of few requests
+                moves in steps): an interval always holds its estimate
 
 Across a cliff (SearchResult.boundary) a line says nothing about where the step lies between the
-last pass L and the first failure F: the interval is then [L, F - 1] (rates: [L, F]), all the
-probes can say. None when the search did not stop on the service level (a bound or the floor is exact, not
+last pass L and the first failure F: the interval is then [L, F], all the probes can say (there is
+no estimate). None when the search did not stop on the service level (a bound or the floor is exact, not
 estimated) or no probe near the boundary holds records. The interval speaks of the probes' noise
 at the probed values; the model's line between them is taken as exact (on a smooth curve its error
 is a fraction of the gap between the neighbours, and the search ends with them one step apart).
+Issue 40: the interval was of the boundary rounded down to whole users (5.61 beside "95 % CI 5-5").
 """
 from __future__ import annotations
 
@@ -70,8 +73,8 @@ def boundary_estimate(result: SearchResult) -> float | None:
     return None if root is None else min(max(root, min(xs)), max(xs))
 
 
-def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, resamples: int = RESAMPLES,
-                      seed: int = SEED, level: float = LEVEL) -> list[float] | None:
+def capacity_interval(result: SearchResult, slo: SLO, *, resamples: int = RESAMPLES, seed: int = SEED,
+                      level: float = LEVEL) -> list[float] | None:
     """[low, high] of the boundary at `level` (module docstring), or None."""
     if result.stopped_by != "slo":
         return None
@@ -80,7 +83,7 @@ def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, r
     if value is None or not probes or all(p.x <= value for p in probes):
         return None
     if result.boundary == "cliff" and result.first_fail is not None:
-        return [float(value), float(result.first_fail.x - 1 if integer else result.first_fail.x)]
+        return [float(value), float(result.first_fail.x)]
     xs = [p.x for p in probes]
     rng = random.Random(seed)
     values = []
@@ -88,12 +91,14 @@ def capacity_interval(result: SearchResult, slo: SLO, *, integer: bool = True, r
         points = [(p.x, m) for p in probes if (m := resampled_margin(p, slo, rng)) is not None]
         root = fit_boundary(points).root
         if root is not None:
-            root = min(max(root, min(xs)), max(xs))
-            values.append(float(math.floor(root)) if integer else root)
+            values.append(min(max(root, min(xs)), max(xs)))
     if not values:
         return None
     values.sort()
     alpha = (1.0 - level) / 2.0
     low = values[math.floor(alpha * (len(values) - 1))]
     high = values[math.ceil((1.0 - alpha) * (len(values) - 1))]
+    estimate = boundary_estimate(result)
+    if estimate is not None:
+        low, high = min(low, estimate), max(high, estimate)
     return [low, high]

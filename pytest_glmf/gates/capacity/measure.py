@@ -168,6 +168,7 @@ class RateResult(SearchAnswer):
     def to_record(self) -> dict[str, Any]:
         spread = self.spread_pct()
         return {"rate_per_s": self.rate_per_s, "stopped_by": self.stopped_by, "undecided": self.undecided,
+                "workload": self.workload, "slo": self.slo.to_dict(), "time_scale": self.time_scale,
                 "probes": len(self.search.probes), "requests": self.search.requests,
                 "wall_s": round(self.search.wall_s, 1),
                 "spread_by_metric_pct": {"rate_per_s": spread} if spread is not None else {},
@@ -340,7 +341,7 @@ class _Session:
         result = search(lambda x: self.probe_rate(x, settings), start=first, floor=min(first, 0.01), bound=bound,
                         step=rate_step(settings.resolution_pct), integer=False, guided=settings.guided)
         result.boundary_x = boundary_estimate(result)
-        result.boundary_ci95 = capacity_interval(result, self.slo, integer=False)
+        result.boundary_ci95 = capacity_interval(result, self.slo)
         result.undecided += self._undecided_hint(result)
         return RateResult(rate_per_s=result.value, slo=self.slo, workload=_workload_dict(settings), search=result,
                           time_scale=self.time_scale)

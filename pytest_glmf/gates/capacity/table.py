@@ -5,8 +5,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult, kv_bound_users, workload_text
-from pytest_glmf.gates.capacity.search import SearchResult
-from pytest_glmf.gates.capacity.slo import Probe
+from pytest_glmf.gates.capacity.search import Bound, SearchResult
+from pytest_glmf.gates.capacity.slo import Miss, Probe
 from pytest_glmf.gates.capacity.spec import SLO
 from pytest_glmf.gates.verdict import fit_table, fmt, render_table
 
@@ -44,15 +44,22 @@ def search_sentence(search: SearchResult, *, what: str, unit: str, rate: bool = 
 
 
 def boundary_text(search: SearchResult, rate: bool = False) -> str:
-    """'; the boundary (a fit of the probes' margins) at 46.3, 95 % CI 46-48' (nothing when the
+    """'; the boundary (a fit of the probes' margins) at 46.3, 95 % CI 45.8-46.9' (nothing when the
     answer is a bound, or there is no interval). The boundary's, named as such: the answer is the
-    last pass, below it by up to a resolution step."""
+    last pass, below it by up to a resolution step. The estimate and its interval in one unit and
+    one precision (interval.py: the interval holds the estimate)."""
     ci = search.boundary_ci95
     if not ci:
         return ""
     at = "" if search.boundary_x is None else f" at {search.boundary_x:.3g}" + ("/s" if rate else "")
-    span = f"{ci[0]:.3g}-{ci[1]:.3g}/s" if rate else f"{int(ci[0])}-{int(ci[1])}"
-    return f"; the boundary (a fit of the probes' margins){at}, 95 % CI {span}"
+    return f"; the boundary (a fit of the probes' margins){at}, 95 % CI {interval_text(ci, rate)}"
+
+
+def interval_text(ci: Sequence[float] | None, rate: bool = False) -> str:
+    """'45.8-46.9' ('-/s' for rates; '-' without an interval): the precision of the boundary beside it."""
+    if not ci:
+        return "-"
+    return f"{ci[0]:.3g}-{ci[1]:.3g}" + ("/s" if rate else "")
 
 
 def cost_text(search: SearchResult) -> str:
@@ -62,13 +69,18 @@ def cost_text(search: SearchResult) -> str:
 
 
 def capacity_sentence(result: CapacityResult) -> str:
-    what = f"capacity at {result.slo.describe()} ({workload_text(result.workload)})"
-    return search_sentence(result.search, what=what, unit="users")
+    return search_sentence(result.search, what=_what(result.slo, result.workload), unit="users")
 
 
 def rate_sentence(result: RateResult) -> str:
-    what = f"open-loop capacity at {result.slo.describe()} ({workload_text(result.workload)}, Poisson arrivals)"
-    return search_sentence(result.search, what=what, unit="requests/s", rate=True)
+    return search_sentence(result.search, what=_what(result.slo, result.workload, rate=True), unit="requests/s",
+                           rate=True)
+
+
+def _what(slo: SLO, workload: Mapping[str, Any], rate: bool = False) -> str:
+    if rate:
+        return f"open-loop capacity at {slo.describe()} ({workload_text(workload)}, Poisson arrivals)"
+    return f"capacity at {slo.describe()} ({workload_text(workload)})"
 
 
 def probes_table(probes: Sequence[Probe], search: SearchResult | None = None, *, rate: bool = False,
@@ -123,6 +135,64 @@ def frontier_rows(frontier: FrontierResult, facts: Mapping[str, Any] | None = No
     return out
 
 
+def recorded_report(entries: Mapping[str, Any]) -> str:
+    """What `glmf capacity` printed, from a result document's `gates.capacity` entries (a session's
+    or the command's own --json): per search its answer, boundary and interval, and its probes.
+    Entries without their search (files of older versions) say nothing here."""
+    parts = []
+    for key, entry in entries.items():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("search"), Mapping):
+            continue
+        search = search_from_dict(entry["search"])
+        slo = SLO(**{k: v for k, v in (entry.get("slo") or {}).items() if k in SLO.__dataclass_fields__})
+        rate = key == "rate" or "rate_per_s" in entry
+        workload = entry.get("workload") or {"prompt_tokens": None, "max_tokens": "?"}
+        unit = "requests/s" if rate else "users"
+        parts.append(search_sentence(search, what=_what(slo, workload, rate), unit=unit, rate=rate) + "\n"
+                     + probes_table(search.probes, search, rate=rate, slo=slo))
+    return "\n\n".join(parts)
+
+
+def search_from_dict(d: Mapping[str, Any]) -> SearchResult:
+    """A search as `SearchResult.to_dict` wrote it (its probes without their samples)."""
+    probes = [probe_from_dict(p) for p in d.get("probes") or [] if isinstance(p, Mapping) and "x" in p]
+
+    def among(p: Mapping[str, Any] | None) -> Probe | None:     # the same object as in probes (the table's roles)
+        if not isinstance(p, Mapping) or "x" not in p:
+            return None
+        return next((q for q in probes if q.x == p["x"]), None) or probe_from_dict(p)
+
+    bound = d.get("bound") or {}
+    return SearchResult(value=d.get("value"), last_pass=among(d.get("last_pass")), first_fail=among(d.get("first_fail")),
+                        stopped_by=str(d.get("stopped_by") or ""),
+                        bound=Bound(bound.get("value", 0), bound.get("kind", ""), bound.get("detail", ""),
+                                    bound.get("hint", "")),
+                        step=float(d.get("step") or 0), probes=probes, wall_s=float(d.get("wall_s") or 0),
+                        model_probes=int((d.get("cost") or {}).get("model_probes") or 0), boundary=d.get("boundary"),
+                        slope=d.get("slope"), boundary_x=d.get("boundary_x"), boundary_ci95=d.get("boundary_ci95"),
+                        undecided=str(d.get("undecided") or ""))
+
+
+def probe_from_dict(d: Mapping[str, Any]) -> Probe:
+    """A probe as `Probe.to_dict` wrote it."""
+    known = {k: v for k, v in d.items() if k in Probe.__dataclass_fields__ and k not in ("misses", "samples")}
+    known.setdefault("passed", False)
+    return Probe(**known, misses=[Miss(**m) for m in d.get("misses") or [] if isinstance(m, Mapping)])
+
+
+def users_key(workload: Mapping[str, Any]) -> str:
+    """The result file's key of a users search: `users@PROMPT+OUTPUT` (PROMPT `file`: the prompt file as it is)."""
+    return f"users@{workload.get('prompt_tokens') or 'file'}+{workload.get('max_tokens')}"
+
+
+def frontier_entries(frontier: FrontierResult, facts: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The result file's entries of a frontier: `frontier@CONTEXT`, each search's record with the
+    bounds beside it (the suite's glmf_capacity and `glmf capacity --json` record the same)."""
+    return {f"frontier@{row['context_tokens']}": {**point.to_record(),
+                                                   **{k: row[k] for k in ("kv_bound_users", "seats", "kv_tokens_per_user")}}
+            for point, row in zip(frontier.points, frontier_rows(frontier, facts))}
+
+
 def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = None) -> str:
     """The recipe's "many short sessions or few long ones", measured: capacity per context length."""
     body = []
@@ -130,8 +200,8 @@ def frontier_table(frontier: FrontierResult, facts: Mapping[str, Any] | None = N
         why = STOPPED.get(r["stopped_by"], r["stopped_by"])
         if r["stopped_by"] == "slo" and r["missed_at"] is not None:
             why = f"{r['missed']} at {r['missed_at']}"
-        ci = "-" if not r["boundary_ci95"] else f"{int(r['boundary_ci95'][0])}-{int(r['boundary_ci95'][1])}"
-        body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]), ci, why,
+        body.append([f"{r['context_tokens']:,}", "-" if r["users"] is None else str(r["users"]),
+                     interval_text(r["boundary_ci95"]), why,
                      "-" if r["kv_bound_users"] is None else str(r["kv_bound_users"]),
                      "-" if r["seats"] is None else str(r["seats"]),
                      "-" if r["kv_tokens_per_user"] is None else f"{r['kv_tokens_per_user']:,}",

@@ -7,13 +7,13 @@ names users knew stay as aliases (`--rate`, `--spread-max`, `--client-error-max`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.curve.api import measure_curve
+from pytest_glmf.gates.curve.api import measure_curve, row_record
 from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
 from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, summary, workload_for
 from pytest_glmf.gates.curve.spec import CurveRowSettings
@@ -21,6 +21,7 @@ from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
 from pytest_glmf.gates.verdict import fold
+from pytest_glmf.results.gatejson import command_document, write_document
 
 # The client's settings, named alike by the curve and capacity (the names `glmf curve` and
 # `glmf capacity` had before their flags came from the specs stay as aliases).
@@ -87,11 +88,19 @@ def cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if finished:
             print(curve_table(finished))
-        doc = summary(curve_result(url, finished, workload_for(settings, prompts), run_settings_for(settings, users)),
-                      records=True)
-        return interrupted("curve", a.json, doc, f"{len(finished)} of {len(users)} rows")
+        run = curve_result(url, finished, workload_for(settings, prompts), run_settings_for(settings, users))
+        return interrupted("curve", a.json, curve_document(url, finished, run), f"{len(finished)} of {len(users)} rows")
     print(curve_table(result.run["rows"]))
     print(knee_sentence(result.knee))
+    code = 0 if all(r.valid for r in result.rows) else 1
     if a.json:
-        a.json.write_text(json.dumps(summary(result.run, records=True), indent=1, default=str))
-    return 0 if all(r.valid for r in result.rows) else 1
+        write_document(a.json, curve_document(url, result.run["rows"], result.run, code))
+    return code
+
+
+def curve_document(url: str | list[str], rows: list[dict[str, Any]], run: dict[str, Any],
+                   code: int | None = None) -> dict[str, Any]:
+    """The result document (results/gatejson.py): each row as the suite records it (`users=N`),
+    the runner's answer with its per-request records as the command's own output."""
+    return command_document("curve", {"curve": {f"users={r['users']}": row_record(dict(r)) for r in rows}},
+                            url=url, exitstatus=code, output=summary(run, records=True))

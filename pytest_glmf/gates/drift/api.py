@@ -200,7 +200,13 @@ def result_of(ref: Mapping[str, Any], cand: Mapping[str, Any], *, self_check: st
               agreement_tokens: int = DEFAULTS.agreement_tokens) -> DriftResult:
     """A DriftResult from a reference and a candidate scored against it (files of `glmf drift`)."""
     res = compare(dict(ref), [dict(cand)], agreement_tokens=agreement_tokens)
-    label = next(iter(res["candidates"]))
+    return result_from(ref, cand, res, next(iter(res["candidates"])), self_check=self_check)
+
+
+def result_from(ref: Mapping[str, Any], cand: Mapping[str, Any], res: dict[str, Any], label: str, *,
+                self_check: str = DEFAULTS.self_check) -> DriftResult:
+    """The DriftResult of candidate `label` of a comparison `res` (`compare`'s output, which holds
+    `cand`), judged in the `self_check` mode (`glmf drift compare --json` records each so)."""
     stats = res["candidates"][label]
     sc_oracle, sc_cand = ref.get("self_check") or {}, cand.get("self_check") or {}
     stats["self_abs_dlogp"] = max(sc_oracle.get("self_abs_dlogp", 0.0), sc_cand.get("self_abs_dlogp", 0.0))

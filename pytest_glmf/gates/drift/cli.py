@@ -38,6 +38,21 @@ def _write(path: str, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
 
 
+def compare_document(ref: dict[str, Any], cands: list[dict[str, Any]], res: dict[str, Any],
+                     self_check: str) -> dict[str, Any]:
+    """`glmf drift compare --json`: a result document (results/gatejson.py), each candidate as the
+    suite records it (DriftResult.to_record, keyed by its label) and the pair as test_drift_not_worse_than
+    does (`B vs A`); the statistics as compare printed them under `command_output`."""
+    from pytest_glmf.gates.drift.api import result_from
+    from pytest_glmf.results.gatejson import command_document
+
+    entries: dict[str, Any] = {label: result_from(ref, cand, res, label, self_check=self_check).to_record()
+                               for label, cand in zip(res["candidates"], cands)}
+    if isinstance(res.get("pair"), dict):
+        entries[f"{res['pair']['b']} vs {res['pair']['a']}"] = dict(res["pair"])
+    return command_document("drift compare", {"drift": entries}, exitstatus=0, output=res)
+
+
 def _kv(items: list[str]) -> dict[str, str]:
     out = {}
     for it in items:
@@ -155,9 +170,11 @@ def cli(argv: list[str] | None = None) -> int:
                 ap.error("compare takes one or two candidate files")
             ref = _read(a.reference)
             check_reference(ref, source=a.reference)
-            res = compare(ref, [_read(x) for x in a.candidates], sources=a.candidates,
-                          n_resamples=a.resamples, seed=a.seed, agreement_tokens=settings.agreement_tokens)
-            print(json.dumps(res, indent=1) if a.json else render_table(res))
+            cands = [_read(x) for x in a.candidates]
+            res = compare(ref, cands, sources=a.candidates, n_resamples=a.resamples, seed=a.seed,
+                          agreement_tokens=settings.agreement_tokens)
+            doc = compare_document(ref, cands, res, settings.self_check) if a.json else None
+            print(json.dumps(doc, indent=1, default=str) if doc else render_table(res))
     except (DriftFileError, ScoringError, ValueError) as exc:
         print(f"glmf drift {a.cmd}: {exc}", file=sys.stderr)
         return 2

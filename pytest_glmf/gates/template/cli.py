@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.template.spec import TemplateSettings
 from pytest_glmf.gates.template.special import skip_special_default
+from pytest_glmf.results.gatejson import command_document, write_document
 
 # The template settings (spec.py) each subcommand takes, as flags of their names (gates/flags.py).
 REFERENCE_FLAGS = SettingFlags(TemplateSettings, only=("python", "served_ids", "conversations"),
@@ -89,12 +89,19 @@ def _check(args: argparse.Namespace, settings: TemplateSettings) -> int:
         if so_far:
             print(so_far[-1].table())
         return interrupted("template check", Path(args.json_out) if args.json_out else None,
-                           so_far[-1].summary() if so_far else {},
+                           _document(args, so_far[-1] if so_far else None),
                            f"{so_far[-1].conversations if so_far else 0} conversation(s)")
     print(result.table())
+    code = 0 if result.matched == result.conversations and not result.default_changes else 1
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))
-    return 0 if result.matched == result.conversations and not result.default_changes else 1
+        write_document(args.json_out, _document(args, result, code))
+    return code
+
+
+def _document(args: argparse.Namespace, result: Any, code: int | None = None) -> dict[str, Any]:
+    """The result document (results/gatejson.py): the summary as the suite records it, keyed `check`."""
+    return command_document("template check", {"template": {"check": result.summary()} if result else {}},
+                            url=args.url, exitstatus=code, provenance={"reference": str(args.reference)})
 
 
 def _default(directory: str | None) -> dict[str, Any] | None:

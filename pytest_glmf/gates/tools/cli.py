@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.tools.api import ToolsResult, measure_tools
 from pytest_glmf.gates.tools.spec import ToolsSettings
+from pytest_glmf.results.gatejson import command_document, write_document
 
 # The tool gate's settings (spec.py) as flags of their names (gates/flags.py).
 FLAGS = SettingFlags(ToolsSettings, help={"concurrency": "turns in flight at once (default here: 1; the suite's: "
@@ -34,11 +35,20 @@ def cli(argv: list[str] | None = None) -> int:
         if so_far:
             print(so_far[-1].table())
         return interrupted("tools", Path(args.json_out) if args.json_out else None,
-                           so_far[-1].summary() if so_far else {}, f"{so_far[-1].turns if so_far else 0} turn(s)")
+                           document(args.url, so_far[-1] if so_far else None),
+                           f"{so_far[-1].turns if so_far else 0} turn(s)")
     print(result.table())
+    code = 0 if result.parsed == result.turns and result.turns else 1
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False))
-    return 0 if result.parsed == result.turns and result.turns else 1
+        write_document(args.json_out, document(args.url, result, code))
+    return code
+
+
+def document(url: str, result: ToolsResult | None, code: int | None = None) -> dict[str, Any]:
+    """The result document (results/gatejson.py): the summary as the suite records it, keyed
+    `users=CONCURRENCY` as the suite's key ends."""
+    entries = {f"users={result.concurrency}": result.summary()} if result else {}
+    return command_document("tools", {"tools": entries}, url=url, exitstatus=code)
 
 
 if __name__ == "__main__":  # pragma: no cover

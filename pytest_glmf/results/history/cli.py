@@ -19,6 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
 from pytest_glmf.results.history import queries
 from pytest_glmf.results.history.connect import open_store
 from pytest_glmf.results.history.schema import NotAResultFile
@@ -157,10 +158,10 @@ def _import(store: SqlStore, paths: list[Path]) -> int:
     skipped = []
     for f in files:
         try:
-            doc = json.loads(f.read_text())
+            doc = as_result_document(json.loads(f.read_text()), f)   # a glmf <gate> --json too
             row = store.add_run(doc, source=str(f.resolve()))
-        except (OSError, json.JSONDecodeError, NotAResultFile) as exc:
-            skipped.append(f"{f}: {exc}")
+        except (OSError, json.JSONDecodeError, NotAResultFile, NotAGateOutput) as exc:
+            skipped.append(f"{f}: {str(exc).removeprefix(f'{f}: ')}")
             continue
         sessions[row["session_id"]] = row["verdict"]
     for line in skipped:

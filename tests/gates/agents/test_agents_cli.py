@@ -41,8 +41,9 @@ def test_sessions_print_the_per_turn_table_and_write_the_verdict(sim, tmp_path, 
     assert "turn | turns | TTFT p50 s | TTFT p95 s" in captured.out
     assert "sessions: 3/3 completed (100.0 %), 6 turns answered" in captured.out
     doc = json.loads(out.read_text())
-    assert doc["missed"] == [] and doc["agents"]["turns_completed"] == 6
-    assert doc["bounds"] == {"ttft_p95_s": {"max": 60.0}, "sessions_completed_pct": {"min": 100.0},
+    assert doc["gates"]["agents"]["agents"]["turns_completed"] == 6 and doc["exitstatus"] == 0
+    assert doc["command_output"]["missed"] == []
+    assert doc["command_output"]["bounds"] == {"ttft_p95_s": {"max": 60.0}, "sessions_completed_pct": {"min": 100.0},
                              "returning_cache_hit_pct": {"min": 10.0}}
 
 
@@ -62,8 +63,9 @@ def test_replay_prints_its_table_and_progress(sim, tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0, captured.err
     doc = json.loads(out.read_text())
-    n = doc["replay"]["requests"]
-    assert n > 20 and doc["replay"]["failed_requests"] == 0 and doc["missed"] == []
+    replay = doc["gates"]["agents"]["replay"]
+    n = replay["requests"]
+    assert n > 20 and replay["failed_requests"] == 0 and doc["command_output"]["missed"] == []
     err = captured.err.splitlines()
     assert err[0] == (f"glmf agents replay: {n} requests of azure_llm_conv_2023_5min.csv [0, 20) s at x1 "
                       f"against {sim.url}")

@@ -365,10 +365,17 @@ def test_cli_table(tmp_path, capsys):
 
 
 def test_cli_json_gives_the_contract_keys(capsys):
+    """A result document (issue 41): the facts where a session's file keeps them, and the engine
+    version the table prints (issue 41: the JSON lacked it) in its provenance."""
     assert cli([str(LOGS / "vllm_cpu_smollm2_boot.log"), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert list(data) == CONTRACT_KEYS
+    doc = json.loads(capsys.readouterr().out)
+    data = doc["gates"]["boot"]["facts"]
+    assert list(data) == CONTRACT_KEYS and list(doc["gates"]["boot"]) == ["facts"]
     assert data == EXPECTED["vllm_cpu_smollm2_boot.log"]
+    assert doc["provenance"]["engine_version"] == "0.32.0" and doc["provenance"]["engine"] == "vllm"
+    assert doc["provenance"]["written_by"] == "glmf bootlog"
+    assert cli([str(LOGS / "vllm_cpu_smollm2_boot.log")]) == 0
+    assert "\nengine_version                 | 0.32.0\n" in capsys.readouterr().out
 
 
 def _glmf(*args: str) -> subprocess.CompletedProcess:
@@ -388,7 +395,7 @@ def test_glmf_bootlog_missing_file_exits_2_naming_it(tmp_path):
 def test_glmf_bootlog_json_subprocess():
     proc = _glmf(str(LOGS / "vllm_cpu_smollm2_boot.log"), "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == EXPECTED["vllm_cpu_smollm2_boot.log"]
+    assert json.loads(proc.stdout)["gates"]["boot"]["facts"] == EXPECTED["vllm_cpu_smollm2_boot.log"]
 
 
 def test_cli_problems_rows(capsys):

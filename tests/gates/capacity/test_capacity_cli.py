@@ -29,15 +29,18 @@ def test_capacity_from_a_shell(truth, tmp_path, capsys, unfold):
     err = unfold(printed.err)        # progress folds at 120 columns
     assert code == 0
     doc = json.loads(out.read_text())
-    cap = doc["capacity"]
+    cap = doc["command_output"]["capacity"]
+    low, high = cap["boundary_ci95"]
     # one quantity per name: the answer (the last pass), then the boundary and ITS interval, which
-    # holds the answer (issue 33: "44 users, 95 % CI 46-48" is gone)
+    # holds the answer (issue 33: "44 users, 95 % CI 46-48" is gone) and the boundary itself, on
+    # its scale (issue 40: "at 5.61, 95 % CI 5-5")
     assert printed.out.splitlines()[0] == (
         "capacity at >= 17.9 tok/s for 95 % of users, TTFT p95 <= 1 s, no queueing past the seats and KV pool "
         "(the prompt file's prompt + 40 output tokens): 5 users (the last probe that passed: the service level held "
         "at 5, 6 missed per-user tok/s: 0 % of users >= 17.9 (p5 "
         f"{printed.out.split('(p5 ')[1].split(')')[0]}), needs 95 %; resolution 1); the boundary (a fit of the "
-        f"probes' margins) at {cap['boundary_users']:.3g}, 95 % CI 5-5; 2 probe(s) (1 chosen by the model), "
+        f"probes' margins) at {cap['boundary_users']:.3g}, 95 % CI {low:.3g}-{high:.3g}; 2 probe(s) (1 chosen by "
+        "the model), "
         f"22 requests, {printed.out.split('22 requests, ')[1].split(' s')[0]} s")
     assert "capacity users=5: warm pass (discarded)" in err        # progress on stderr
     # the header names the workload as the verdict does, and the first value it really probes
@@ -46,7 +49,10 @@ def test_capacity_from_a_shell(truth, tmp_path, capsys, unfold):
     assert "; first probe 5" in err
     assert max(map(len, printed.err.splitlines())) <= 120
     assert cap["users"] == 5 and cap["search"]["first_fail"]["x"] == 6 and cap["undecided"] == ""
-    assert cap["boundary_ci95"] == [5, 5] == cap["search"]["boundary_ci95"] and 5 <= cap["boundary_users"] < 6
+    assert cap["boundary_ci95"] == cap["search"]["boundary_ci95"] and 5 <= low <= cap["boundary_users"] <= high <= 6
+    # the result file's entry, as the suite records it, says the same
+    entry = doc["gates"]["capacity"]["users@file+40"]
+    assert (entry["users"], entry["boundary_users"], entry["boundary_ci95"]) == (5, cap["boundary_users"], [low, high])
     assert "ci95" not in cap      # no unnamed interval left to misread as the answer's
     assert cap["cost"] == {"probes": 2, "model_probes": 1, "requests": 2 * 5 + 2 * 6,
                            "wall_s": cap["search"]["wall_s"]}
@@ -96,7 +102,7 @@ def test_bisect_turns_the_model_off(truth, tmp_path, capsys):
                  "--max-tokens", "40", "--runs", "1", "--resolution-users", "1", "--start", "2", "--bisect",
                  "--json", str(out)])
     assert code == 0
-    search = json.loads(out.read_text())["capacity"]["search"]
+    search = json.loads(out.read_text())["gates"]["capacity"]["users@file+40"]["search"]
     # bracket 2, 3, 5, 9 (the step doubles), bisect 7, 6: no probe chosen by the model
     assert [p["x"] for p in search["probes"]] == [2, 3, 5, 9, 7, 6] and search["cost"]["model_probes"] == 0
     assert "(1 chosen by the model)" not in capsys.readouterr().out

@@ -72,9 +72,10 @@ def test_speed_bound_capacity_is_the_truth_on_a_busy_machine():
     # the model: 5 passes (load 0.93: proportional to users, the boundary at 5.4), so 6 (one past it)
     # fails; each value once
     assert [p.users for p in r.probes] == [5, 6] and r.search.model_probes == 1
-    # the boundary sits between them (the line between their margins: ~5.5), and its interval
-    # cannot leave [5, 6): the answer 5 is inside it
-    assert 5 <= r.boundary_x < 6 and r.boundary_ci95 == [5, 5] and r.search.boundary == "smooth"
+    # the boundary sits between them (the line between their margins: ~5.5), and its interval, of
+    # the same fractional quantity, holds it and cannot leave [5, 6] (issue 40: it was [5, 5])
+    low, high = r.boundary_ci95
+    assert 5 <= low <= r.boundary_x <= high <= 6 and r.search.boundary == "smooth"
     # each probe: a warm pass of warm_tokens (discarded) and `runs` measured runs of max_tokens (and a
     # run for each one the client's self-check threw out)
     assert sorted({j["max_tokens"] for j in truth}) == [16, 40]

@@ -254,7 +254,7 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
     assert rc == 0
     import json
 
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text())["command_output"]
     for row in data["rows"]:
         assert {"users", "seats", "aggregate_tok_s", "per_user_tok_s", "ttft_p50_s", "ttft_p95_s",
                 "spread_pct", "runs"} <= set(row)
@@ -320,6 +320,6 @@ def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp
                     "--lag-p99-max-ms", "1000", "--client-error-max", "inf", "--client-retries", "2", "--json", str(out)])
     import json
 
-    row = json.loads(out.read_text())["rows"][0]
+    row = json.loads(out.read_text())["command_output"]["rows"][0]
     assert rc == 0 and len(calls) == 2 and row["replaced_runs"] == 1 and row["replaced_why"] == ["run 1: a stall"]
     assert "1 client-bound run(s) measured again (run 1: a stall)" in unfold(capsys.readouterr().out)

@@ -123,7 +123,7 @@ def test_glmf_curve_with_two_urls_their_boot_logs_and_two_workers(two_sims, tmp_
     assert curve_cli(argv) == 0
     text = capsys.readouterr()
     assert "client workers: 2 (set)" in text.err
-    row = json.loads(out.read_text())["rows"][0]
+    row = json.loads(out.read_text())["command_output"]["rows"][0]
     assert row["seats"] == 17 and row["workers"] == 2
     records = row["per_run"][0]["records"]
     assert sorted((r["worker"], r["endpoint"]) for r in records) == sorted((u % 2, u % 2) for u in range(12))
@@ -145,7 +145,7 @@ def test_glmf_curve_on_one_url_without_a_boot_log_takes_the_servers_word(two_sim
     assert curve_cli(argv) == 0
     err = capsys.readouterr().err
     assert "glmf curve: the server says: speculative_algorithm null, " in err and "max_running_requests 7" in err
-    row = json.loads(out.read_text())["rows"][0]
+    row = json.loads(out.read_text())["command_output"]["rows"][0]
     notes = row["seat"]["notes"]
     assert row["seats"] == 7 and row["seat"]["shared"] and notes[0] == "8 clients sharing 7 seats", row["seat"]
     assert row["seat"]["gauge_stale"] and not any("/metrics: at most" in n for n in notes), row["seat"]

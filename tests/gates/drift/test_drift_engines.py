@@ -297,7 +297,9 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     assert drift_cli(["score", "--url", cand_b.url, "--reference", str(ref), "--out", str(b), "--label", "B"]) == 0
     capsys.readouterr()
     assert drift_cli(["compare", str(ref), str(a), str(b), "--json", "--resamples", "500"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)      # a result document: each candidate as the suite records it
+    assert doc["gates"]["drift"]["A"]["candidate"] == "A" and "B vs A" in doc["gates"]["drift"]
+    res = doc["command_output"]                    # the statistics as compare printed them
     for label in ("A", "B"):
         s = res["candidates"][label]
         for key in ("mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch", "ci95"):
@@ -313,7 +315,7 @@ def test_two_phases_end_to_end_through_the_cli(toy, tmp_path, capsys):
     assert drift_cli(["score", "--url", oracle.url, "--reference", str(ref), "--out", str(same)]) == 0
     capsys.readouterr()
     assert drift_cli(["compare", str(ref), str(same), "--json", "--resamples", "200"]) == 0
-    s = next(iter(json.loads(capsys.readouterr().out)["candidates"].values()))
+    s = next(iter(json.loads(capsys.readouterr().out)["command_output"]["candidates"].values()))
     assert s["mean_abs_dlogp"] == 0.0 and s["max_abs_dlogp"] == 0.0 and s["argmax_mismatch"] == 0.0
     assert drift_cli(["compare", str(ref), str(a), str(b)]) == 0
     table = capsys.readouterr().out

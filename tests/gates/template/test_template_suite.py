@@ -120,7 +120,7 @@ def test_cli_check_exit_codes_and_json(tmp_path, daily_sim, capsys):
     out = tmp_path / "check.json"
     assert glmf_main(["template", "check", "--url", daily_sim.base_url, "--reference", str(ref),
                       "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["matched"] == 7
+    assert json.loads(out.read_text())["gates"]["template"]["check"]["matched"] == 7
     assert glmf_main(["template", "check", "--url", daily_sim.base_url, "--reference", str(tmp_path / "no.json")]) == 2
     assert "no.json: template reference not found" in capsys.readouterr().out
 

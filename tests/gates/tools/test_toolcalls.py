@@ -388,7 +388,7 @@ def test_cli_exit_code_and_json(tool_stub, tmp_path, capsys):
     out = tmp_path / "tools.json"
     assert tools_cli(["--url", tool_stub("good").url, "--json", str(out)]) == 0
     assert "tool turns parsed 12/12 at concurrency 1" in capsys.readouterr().out
-    assert json.loads(out.read_text())["leaks"] == 0
+    assert json.loads(out.read_text())["gates"]["tools"]["users=1"]["leaks"] == 0
     assert tools_cli(["--url", tool_stub("leak").url, "--concurrency", "4"]) == 1
     printed = capsys.readouterr().out
     assert "parsed 9/12" in printed and "leaks 3" in printed and "turn" in printed and "came back" in printed

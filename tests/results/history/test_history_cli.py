@@ -94,8 +94,9 @@ def test_import_a_results_directory_is_idempotent_and_skips_what_is_not_a_result
     assert out == f"imported 4 run(s) into {store} (1 incomplete, 3 passed); 2 file(s) skipped (not pytest-glmf result files)\n"
     assert err.splitlines() == [f"skipped {results / 'broken.json'}: Expecting property name enclosed in double quotes: "
                                 "line 1 column 2 (char 1)",
-                                f"skipped {results / 'thresholds.json'}: not a pytest-glmf result file (needs "
-                                "'session_id' and 'gates')"]
+                                f"skipped {results / 'thresholds.json'}: neither a pytest-glmf result file (no 'gates' "
+                                "section) nor the --json output of a glmf gate command (boot, curve, drift, "
+                                "acceptance, tools, capacity, template, agents)"]
     run(capsys, "history", "import", str(results), "--store", store)
     with open_store(parse_location(store, tmp_path, tmp_path)) as s:
         assert len(s.runs()) == 4
