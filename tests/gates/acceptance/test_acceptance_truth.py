@@ -200,7 +200,7 @@ def test_cli_measures_under_load_or_names_the_flag(truth_server, tmp_path, capsy
     server = truth_server(per_request=True, hold_s=0.05)
     out = tmp_path / "a.json"
     assert accept_cli(["--url", server.url, "--users", "4", "--prompts-per-class", "2", "--json", str(out)]) == 0
-    doc = json.loads(out.read_text())
+    doc = json.loads(out.read_text())["command_output"]   # what only the command has (results/gatejson.py)
     assert doc["users"] == 4 and server.max_in_flight >= 3
     assert {r["class"]: r["accept_length"] for r in doc["classes"]} == pytest.approx(
         {c.name: server.class_truth(c.name)["accept_length"] for c in CLASSES})
