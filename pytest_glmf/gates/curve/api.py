@@ -74,7 +74,9 @@ class CurveRow:
     def to_record(self) -> dict[str, Any]:
         """What the result file keeps for this row (the per-request records left out)."""
         out = strip_records(self.detail)
-        out.update({"tokens_per_user": self.tokens_per_user, "flags": "; ".join(self.flags) or "ok",
+        # the flags with the client's settings under this row's lane (set by the fixture after measuring)
+        flags = describe_flags(self.detail, lane=self.lane) if self.lane else self.flags
+        out.update({"tokens_per_user": self.tokens_per_user, "flags": "; ".join(flags) or "ok",
                     "time_scale": self.time_scale, "measured": dict(self.measured)})
         return out
 

@@ -7,7 +7,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.curve.records import (
@@ -193,11 +193,17 @@ def setting_text(name: str, value: float, names: str = "settings", lane: str | N
     return f"{name}: {value:g}{where}"
 
 
-def advice_text(advice: Mapping[str, Any] | None, names: str = "settings", lane: str | None = None) -> str:
+def advice_text(advice: Mapping[str, Any] | None, names: str = "settings", lane: str | None = None,
+                need_pct: float | None | Literal["all"] = "all") -> str:
     """The advice (client_advice) in words that fit the machine: a starved client is told so,
-    with the load and cores, never to add processes."""
+    with the load and cores, never to add processes. `need_pct`: the largest bound (%) of the
+    numbers the reader asks about (one whose bound failed a threshold, those the table shows),
+    the allowed error that would have passed them (default: every number the client did not
+    measure; None: no % would)."""
     if not advice:
         return ""
+    accept = advice.get("client_error_max_pct") if need_pct == "all" else (
+        None if need_pct is None or math.isinf(need_pct) else math.ceil(need_pct * 10) / 10)
     if advice.get("starved"):
         more = "--workers" if names == "flags" else "workers"
         text = (f"load {advice['load']:.1f} on {advice['machine_cores']} cores: the client was starved of CPU; "
@@ -206,9 +212,8 @@ def advice_text(advice: Mapping[str, Any] | None, names: str = "settings", lane:
         text = f"give the client more processes: {setting_text('workers', advice['workers'], names, lane)}"
     else:
         text = "the client already has a process per core: measure from a quieter machine"
-    if advice.get("client_error_max_pct") is not None:
-        text += (", or accept the error: "
-                 f"{setting_text('client_error_max_pct', advice['client_error_max_pct'], names, lane)} would have passed")
+    if accept is not None:
+        text += f", or accept the error: {setting_text('client_error_max_pct', accept, names, lane)} would have passed"
     return text
 
 
@@ -382,7 +387,6 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     hints = {"spread_pct": "noisy runs: check other load on the server, or raise runs",
              "ttft_p95_s": "queueing or prefill: compare with seats and ttft_p50_s"}
     unmeasured = row.get("unmeasured") or {}
-    advice = advice_text(row.get("client_advice"), "settings", name)
     checks = []
     for c in checks_from_bounds("curve", row, bounds, where=where, source=source, hints=hints):
         b = (row.get("client_error") or {}).get(c.metric)
@@ -393,9 +397,10 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
         if ends[0] == ends[1]:      # the interval decides the bound: its verdict is the truth's
             hint = f"the client's error interval [{fmt(b['lo'])}, {fmt(b['hi'])}] is on one side of the bound"
             checks.append(dataclasses.replace(c, value=b["value"], hint="; ".join(x for x in (c.hint, hint) if x)))
-        else:
+        else:     # "not measured" (Check.change), the reason, what would measure it
+            advice = advice_text(row.get("client_advice"), "settings", name, need_pct=b["bound_pct"])
             checks.append(dataclasses.replace(c, value=None, cause="client-bound",
-                                              hint=f"not measured: {unmeasured[c.metric]}" + (f"; {advice}" if advice else "")))
+                                              hint=unmeasured[c.metric] + (f"; {advice}" if advice else "")))
     allow_queueing = bool(bounds.get("allow_queueing"))
     seat = row.get("seat") or {}
     if not allow_queueing and seat.get("seats") is not None:
@@ -437,11 +442,13 @@ def describe_flags(row: Mapping[str, Any], names: str = "settings", lane: Any = 
     reader sets them: `names="flags"` in a shell (glmf curve), else their thresholds names
     (under the lane's curve settings when `lane` is given)."""
     flags = list((row.get("seat") or {}).get("notes", [])) + list((row.get("memory") or {}).get("notes", []))
-    advice = advice_text(row.get("client_advice"), names, lane_name(lane))
     # a number a gate can bound that the client did not measure: shown as "-", said why here
     unmeasured = {m: why for m, why in (row.get("unmeasured") or {}).items() if m in SPEC.metrics}
     if unmeasured:
         worst = max(unmeasured, key=lambda m: bound_size((row.get("client_error") or {}).get(m) or {}))
+        pcts = [(row.get("client_error") or {}).get(m, {}).get("bound_pct") for m in unmeasured]
+        advice = advice_text(row.get("client_advice"), names, lane_name(lane),
+                             need_pct=None if None in pcts else max(pcts))
         labels = ", ".join(LABELS[m] for m in unmeasured)
         flags.append(f"{labels} not measured ({unmeasured[worst]}" + (f"; {advice})" if advice else ")"))
     runs = row.get("per_run", [])

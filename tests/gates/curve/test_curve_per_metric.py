@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 
 import pytest
 
@@ -155,7 +156,7 @@ def test_a_row_stays_valid_for_the_numbers_measured_right(monkeypatch):
     # thresholds name (no CLI flag inside pytest)
     (failed,) = [c for c in row_gate_checks(row, {"itl_p95_s": {"max": 0.01}}, lane="batch") if not c.ok]
     assert failed.value is None and failed.cause == "client-bound" and failed.change() == "not measured"
-    assert failed.hint.startswith("not measured: client timestamps can be off by up to 20.00 ms on ITL p95")
+    assert failed.hint.startswith("client timestamps can be off by up to 20.00 ms on ITL p95")
     assert failed.hint.endswith("give the client more processes: workers: 2 (thresholds.yaml: "
                                 "lanes.batch.curve.settings), or accept the error: client_error_max_pct: 100 "
                                 "(thresholds.yaml: lanes.batch.curve.settings) would have passed")
@@ -216,3 +217,40 @@ def test_a_flag_over_several_workers_names_the_worst_worker():
     assert check["unmeasured"]["itl_p50_s"].startswith("client timestamps can be off by up to 10.00 ms on ITL p50")
     assert "; worker 2 of 2 (pid 4242, 2 streams): ITL p50 is 0.00 ms as stamped" in check["unmeasured"]["itl_p50_s"]
     assert math.isclose(check["error"]["per_user_tok_s"]["bound"], 0.0, abs_tol=1e-9)
+
+
+OWN_TEST = '''
+from pytest_glmf.gates.curve import assert_curve
+
+
+def test_speed(glmf_curve):
+    curve = glmf_curve(2, max_tokens=12, runs=1, warmup=False)
+    row = curve[2]
+    # a bound inside the interval of a number the client did not measure: it cannot be told
+    name = next(m for m in ("itl_p95_s", "per_user_tok_s", "ttft_p95_s") if m in row.unmeasured)
+    b = row.detail["client_error"][name]
+    assert getattr(row, name) is None and b["lo"] < b["hi"]
+    assert_curve(curve, **{name: {"max": (b["lo"] + min(b["hi"], 2 * b["value"] + 1)) / 2}})
+'''
+
+
+def test_inside_pytest_the_advice_names_the_settings_by_their_thresholds_names(pytester):
+    """A user's own curve test, its client allowed 0.001 % (thresholds.yaml), a server that writes
+    every other event with the next: the failure says the number was not measured and why, and
+    names the client's settings as the thresholds file spells them, under the lane; no CLI flag."""
+    from pytest_glmf.testing.truth_server import TruthServer
+
+    th = pytester.makefile(".yaml", th="schema: 1\nlanes:\n  truth:\n    curve:\n      settings: "
+                                       "{client_error_max_pct: 0.001, client_retries: 0}\n")
+    pytester.makepyfile(test_own=OWN_TEST)
+    with TruthServer(ttft_ms=5, itl_ms=2, pair_every=2) as ts:
+        lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}'}}\n")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
+                                               "truth", "--glmf-thresholds", str(th), "test_own.py")
+    result.assert_outcomes(failed=1)
+    out = " ".join(line.strip() for line in result.stdout.lines)      # the notes fold at 120 columns
+    assert "[1] not measured; client timestamps can be off by up to" in out
+    assert re.search(r"client_error_max_pct: [0-9.]+ \(thresholds.yaml: lanes.truth.curve.settings\) would have passed",
+                     out)
+    assert "(curve setting)" not in out          # the results table's flags too name the lane
+    assert "--client-error-max" not in out and "--workers" not in out
