@@ -111,9 +111,9 @@ DEFINITIONS = (
     "seats: the server's effective max_running_requests from its boot log, else its own word "
     "(/server_info); users > seats means queueing.",
     "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; "
-    "client error: how far late or shared socket reads can move a run's TTFT, per-user tok/s and ITL; a "
-    "run is client-bound (invalid) when that bound exceeds client_error_max_pct % (default spread_max_pct) "
-    "of its number.",
+    "client error: how far late or shared socket reads can move each of a row's TTFT, per-user tok/s and ITL; "
+    "a number whose bound exceeds client_error_max_pct % (default spread_max_pct) of it, or that is a zero "
+    "with a bound, is not measured (-, with the reason) and fails only a bound set on it; the others stand.",
 )
 
 
