@@ -254,3 +254,24 @@ def test_inside_pytest_the_advice_names_the_settings_by_their_thresholds_names(p
                      out)
     assert "(curve setting)" not in out          # the results table's flags too name the lane
     assert "--client-error-max" not in out and "--workers" not in out
+
+
+def test_glmf_curve_names_its_flags_and_fails_a_row_without_speed_or_ttft(tmp_path, capsys, unfold):
+    """In a shell the advice names the flags (the CLI keeps them); the exit status is 1 when a
+    row's per-user tok/s or TTFT was not measured (what a shell's curve is for), 0 when only ITL was."""
+    import json
+
+    from pytest_glmf.gates.curve.cli import cli as curve_cli
+    from pytest_glmf.testing.truth_server import TruthServer
+
+    out = tmp_path / "curve.json"
+    with TruthServer(ttft_ms=5, itl_ms=2, pair_every=2) as ts:
+        rc = curve_cli(["--url", ts.url, "--users", "2", "--max-tokens", "12", "--runs", "1", "--no-warmup",
+                        "--client-error-max", "0.001", "--client-retries", "0", "--json", str(out)])
+    row = json.loads(out.read_text())["rows"][0]
+    printed = unfold(capsys.readouterr().out)
+    assert row["unmeasured"] and "not measured (" in printed
+    assert re.search(r"--client-error-max [0-9.]+ would have passed", printed) and "thresholds.yaml" not in printed
+    assert rc == (1 if row["client_bound"] else 0)
+    assert row["client_bound"] == any(m in row["unmeasured"] for m in ("per_user_tok_s", "per_user_tok_s_p5",
+                                                                       "ttft_p50_s", "ttft_p95_s"))
