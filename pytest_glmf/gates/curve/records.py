@@ -281,7 +281,7 @@ def run_metrics(records: Sequence[RequestRecord]) -> dict[str, Any]:
 # -- how far the client's timestamps can be off ----------------------------------------------------------
 
 # the row's numbers a late timestamp can move; the self-check bounds each, and judges each by its own
-# bound (checks.judge_metrics)
+# bound (selfcheck.client_check)
 ERROR_METRICS = ("per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s",
                  "itl_p95_s", "itl_p99_s")
 

@@ -6,7 +6,7 @@ requests arrive open loop instead, at that total rate (`arrival`: uniform spacin
 Poisson process). A row's streams go round-robin to its server URLs (endpoints.py) and, past what
 one client core reads with the self-check green, are read by several worker processes
 (`workers`; workers.py), merged into one run's records. Each run returns plain data; the metrics
-are pure functions in records.py, the verdicts in checks.py.
+are pure functions in records.py, the client's self-check in selfcheck.py, the verdicts in checks.py.
 """
 from __future__ import annotations
 
@@ -20,18 +20,7 @@ from typing import Any
 
 from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import (
-    GATED_ERROR_METRICS,
-    LABELS,
-    SPEED_TTFT,
-    bound_size,
-    bound_text,
-    machine_load,
-    memory_check,
-    row_client,
-    seat_check,
-    workers_check,
-)
+from pytest_glmf.gates.curve.checks import memory_check, seat_check
 from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
     CURVE_METRICS,
     GEN_TOKENS,
@@ -50,6 +39,16 @@ from pytest_glmf.gates.curve.records import (
     merge_records,
     run_metrics,
     token_count_check,
+)
+from pytest_glmf.gates.curve.selfcheck import (
+    GATED_ERROR_METRICS,
+    LABELS,
+    SPEED_TTFT,
+    bound_size,
+    bound_text,
+    machine_load,
+    row_client,
+    workers_check,
 )
 from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
@@ -144,7 +143,7 @@ class CurveSettings:
 
     @property
     def error_max_pct(self) -> float:
-        """How far (%) the client's timestamps may move a run's numbers (checks.client_check)."""
+        """How far (%) the client's timestamps may move a run's numbers (selfcheck.client_check)."""
         return self.spread_max_pct if self.client_error_max_pct is None else self.client_error_max_pct
 
     def __post_init__(self) -> None:

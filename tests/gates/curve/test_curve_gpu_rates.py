@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.engine import introspect
-from pytest_glmf.gates.curve.checks import advice_text, describe_flags
+from pytest_glmf.gates.curve.checks import describe_flags
 from pytest_glmf.gates.curve.records import RequestRecord, median, percentile
 from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
+from pytest_glmf.gates.curve.selfcheck import advice_text
 from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 

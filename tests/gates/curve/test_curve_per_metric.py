@@ -14,17 +14,11 @@ import re
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import (
-    advice_text,
-    client_advice,
-    client_check,
-    describe_flags,
-    row_gate_checks,
-    workers_check,
-)
+from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.records import RequestRecord, error_bounds, interval
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_row
+from pytest_glmf.gates.curve.selfcheck import advice_text, client_advice, client_check, workers_check
 from pytest_glmf.gates.curve.streams import ShardResult
 from pytest_glmf.gates.curve.table import curve_table
 

@@ -15,7 +15,7 @@ import time
 import pytest
 from scipy import stats
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks, workers_check
+from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.records import (
     RequestRecord,
@@ -26,6 +26,7 @@ from pytest_glmf.gates.curve.records import (
     ttft_s,
 )
 from pytest_glmf.gates.curve.runner import ClientCost, CurveSettings, Workload, event_loop_factory, measure_run, run_row
+from pytest_glmf.gates.curve.selfcheck import workers_check
 from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.curve.streams import ShardResult
 from pytest_glmf.gates.curve.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
