@@ -41,7 +41,8 @@ GATED_ERROR_METRICS = tuple(m for m in ERROR_METRICS if m in SPEC.metrics)
 # The numbers a service level speaks of (speed and TTFT): a row that could not measure one of them is
 # `client_bound` (the capacity search then has no verdict for it).
 SPEED_TTFT = ("per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s")
-# The client's settings the advice names: by their thresholds names inside pytest, by their flags in a shell
+# The client's settings the advice names: by their thresholds names inside pytest, by the flags `glmf curve`
+# and `glmf capacity` keep for them in a shell (cli.CLIENT_ALIASES; a test holds them equal)
 FLAG_OF = {"workers": "--workers", "client_error_max_pct": "--client-error-max"}
 
 

@@ -269,3 +269,16 @@ def test_glmf_curve_names_its_flags_and_fails_a_row_without_speed_or_ttft(tmp_pa
     assert rc == (1 if row["client_bound"] else 0)
     assert row["client_bound"] == any(m in row["unmeasured"] for m in ("per_user_tok_s", "per_user_tok_s_p5",
                                                                        "ttft_p50_s", "ttft_p95_s"))
+
+
+def test_the_flags_the_advice_names_are_glmf_curves():
+    import argparse
+
+    from pytest_glmf.gates.curve.cli import FLAGS
+    from pytest_glmf.gates.curve.selfcheck import FLAG_OF
+
+    parser = argparse.ArgumentParser()
+    FLAGS.add(parser, "settings")
+    for setting, flag in FLAG_OF.items():
+        action = parser._option_string_actions[flag]
+        assert action.dest.endswith(f"_settings_{setting}"), (flag, action.dest)   # the flag sets that setting
