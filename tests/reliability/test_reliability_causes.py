@@ -202,18 +202,18 @@ def test_the_tool_gate_hint_names_the_cause_of_the_unparsed_turns() -> None:
 
 
 THRESHOLDS = ("lanes:\n  truth:\n    curve:\n      settings: {{max_tokens: 8, runs: 1, warmup: false, "
-              "client_retries: 0, client_error_max_pct: {err}}}\n      rows:\n        - {{users: 1{bound}}}\n")
+              "client_retries: 0, {client}}}\n      rows:\n        - {{users: 1{bound}}}\n")
 
 
-@pytest.mark.parametrize("err, bound, cause", [
-    # every other chunk written with the next (pair_every 2): timestamps that can be off at all mark the run
-    ("0.000001", "", "client-bound"),
-    ("1.0e+9", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane's numbers missed the bar
+@pytest.mark.parametrize("client, bound, cause", [
+    # open loop, a request sent later than allowed (1 ns after its time): the run is not the load asked for
+    ("client_error_max_pct: 1.0e+9, rate_per_s: 1000, lag_p99_max_s: 1.0e-9", "", "client-bound"),
+    ("client_error_max_pct: 1.0e+9", ", per_user_tok_s: {min: 1000000}", "configuration"),   # the lane missed the bar
 ], ids=["client-bound", "missed-bound"])
-def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, err, bound, cause) -> None:
+def test_a_failed_curve_row_goes_to_the_ledger_with_its_measured_cause(pytester, client, bound, cause) -> None:
     results = pytester.path / "r"
     log = pytester.makefile(".log", boot=BOOT_LOG)
-    th = pytester.makefile(".yaml", th=THRESHOLDS.format(err=err, bound=bound))
+    th = pytester.makefile(".yaml", th=THRESHOLDS.format(client=client, bound=bound))
     with TruthServer(ttft_ms=5, itl_ms=2, seats=8, pair_every=2) as ts:
         lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}', "
                                                  f"boot_log: {log.name}}}\n")

@@ -38,9 +38,11 @@ from pytest_glmf.gates.verdict import failed_checks, failure_message
 class CurveRow:
     """One users value, measured: the medians over `runs` measured runs (after a discarded warm
     pass), in recipe units when the simulator ran at a time scale (`measured` keeps the raw ones).
-    Definitions: `pytest_glmf/gates/curve/records.py`. `valid` is False when a run was
-    client-bound, token counts disagreed or requests failed: then the numbers are not the
-    server's, and `assert_curve` fails whatever the bounds."""
+    Definitions: `pytest_glmf/gates/curve/records.py`. `valid` is False when a run's open-loop
+    sends were late, token counts disagreed or requests failed: then the numbers are not the
+    server's, and `assert_curve` fails whatever the bounds. Each number is judged by its own
+    error bound: one the client did not measure within `client_error_max_pct` is None, with the
+    reason in `unmeasured` (it fails only a bound set on it); the row's others stand."""
 
     users: int
     seats: int | None                 # the server's effective max_running_requests (boot log)
@@ -56,22 +58,25 @@ class CurveRow:
     runs: int
     errors: int                       # failed requests over the measured runs
     valid: bool
-    flags: list[str]                  # seats shared, KV pool overflow, client-bound runs, ...
+    flags: list[str]                  # seats shared, KV pool overflow, numbers not measured, ...
     tokens_per_user: int | None       # the KV pool divided among the users (boot log)
     time_scale: float = 1.0
     measured: dict[str, Any] = field(default_factory=dict)   # the metrics in measured units
     lane: str | None = None           # set by the glmf_curve fixture (named in failures)
     detail: dict[str, Any] = field(default_factory=dict, repr=False)   # the runner's row: per-run numbers,
     # seat, memory and client checks, per-request records
+    unmeasured: dict[str, str] = field(default_factory=dict)   # metric -> why the client did not measure it
 
     def table(self) -> str:
         """The recipe's table, this row only."""
-        return curve_table([self.detail])
+        return curve_table([self.detail], lane=self.lane)
 
     def to_record(self) -> dict[str, Any]:
         """What the result file keeps for this row (the per-request records left out)."""
         out = strip_records(self.detail)
-        out.update({"tokens_per_user": self.tokens_per_user, "flags": "; ".join(self.flags) or "ok",
+        # the flags with the client's settings under this row's lane (set by the fixture after measuring)
+        flags = describe_flags(self.detail, lane=self.lane) if self.lane else self.flags
+        out.update({"tokens_per_user": self.tokens_per_user, "flags": "; ".join(flags) or "ok",
                     "time_scale": self.time_scale, "measured": dict(self.measured)})
         return out
 
@@ -101,7 +106,7 @@ class CurveResult:
         return knee([r.detail for r in self.rows])
 
     def table(self) -> str:
-        return curve_table([r.detail for r in sorted(self.rows, key=lambda r: r.users)])
+        return curve_table([r.detail for r in sorted(self.rows, key=lambda r: r.users)], lane=self.lane)
 
     def knee_sentence(self) -> str:
         return knee_sentence(self.knee)
@@ -120,11 +125,16 @@ def to_recipe_units(row: Mapping[str, Any], time_scale: float) -> dict[str, Any]
     out = dict(row)
     if time_scale == 1.0:
         return out
+
+    def scaled(key: str, value: Any) -> Any:
+        return value if value is None else value * time_scale if "tok_s" in key else value / time_scale
+
     for key in SPEC.metrics:
-        value = row.get(key)
-        if value is None or key == "spread_pct":
-            continue
-        out[key] = value * time_scale if "tok_s" in key else value / time_scale
+        if key != "spread_pct":
+            out[key] = scaled(key, row.get(key))
+    # the client's error intervals (what decides a bound on a number it did not measure), likewise
+    out["client_error"] = {k: {**b, **{e: scaled(k, b.get(e)) for e in ("value", "lo", "hi", "bound")}}
+                           if isinstance(b, dict) else b for k, b in (row.get("client_error") or {}).items()}
     return out
 
 
@@ -140,7 +150,7 @@ def _row(raw: dict[str, Any], time_scale: float) -> CurveRow:
         itl_p50_s=gated.get("itl_p50_s"), itl_p95_s=gated.get("itl_p95_s"), spread_pct=gated.get("spread_pct"),
         runs=int(raw.get("runs", 0)), errors=errors, valid=bool(raw.get("valid")), flags=describe_flags(raw),
         tokens_per_user=(raw.get("memory") or {}).get("tokens_per_user"), time_scale=time_scale,
-        measured={k: raw.get(k) for k in SPEC.metrics}, detail=gated)
+        measured={k: raw.get(k) for k in SPEC.metrics}, detail=gated, unmeasured=dict(raw.get("unmeasured") or {}))
 
 
 def row_record(raw: dict[str, Any], time_scale: float = 1.0) -> dict[str, Any]:

@@ -1,18 +1,17 @@
-"""Checks around a curve row: seats (the recipe's wrong verdict), KV memory, the client's own health,
-and the row's gate rows. Pure functions over plain data (boot facts as a dict, measured rows).
+"""Checks around a curve row: seats (the recipe's wrong verdict), KV memory, and the row's gate rows
+and flags (the client's self-check, number by number: selfcheck.py). Pure functions over plain data
+(boot facts as a dict, measured rows).
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.curve.records import ERROR_METRICS, error_bounds, merged_events, percentile, send_lateness_s
-from pytest_glmf.gates.curve.spec import DEFAULTS
-from pytest_glmf.gates.verdict import Check, checks_from_bounds
-
-MERGED_MAX_FRAC = 0.01      # info only: share of token events that shared a socket read with a later one
+from pytest_glmf.gates.curve.selfcheck import LABELS, advice_text, bound_size
+from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.gates.verdict import Check, checks_from_bounds, fmt
 
 
 def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None,
@@ -82,178 +81,41 @@ def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None,
             "fits": fits, "notes": notes}
 
 
-def late_max_s(lags_s: Sequence[float], stall_max_s: float | None, probe_s: float) -> float:
-    """How late the loop can have been to make a read: the longest measured loop lag or process
-    stall, plus the probe interval (a stall shorter than it can fall between two probes)."""
-    return max(max(lags_s, default=0.0), stall_max_s or 0.0) + probe_s
-
-
-LABELS = {"per_user_tok_s": "per-user tok/s", "per_user_tok_s_p5": "p5 tok/s", "ttft_p50_s": "TTFT p50",
-          "ttft_p95_s": "TTFT p95", "itl_p50_s": "ITL p50", "itl_p95_s": "ITL p95"}
-
-
-def bound_text(error: Mapping[str, Any] | None, names: Sequence[str] = ERROR_METRICS) -> str:
-    """The bounds in one line, e.g. "per-user tok/s ±0.2 %, TTFT p50 ±0.0 %, ..."."""
-    parts = []
-    for name in names:
-        b = (error or {}).get(name)
-        if b and b.get("bound_pct") is not None:
-            parts.append(f"{LABELS[name]} ±{_pct(b['bound_pct'])}")
-    return ", ".join(parts) or "-"
-
-
-def _pct(x: float) -> str:
-    return "inf %" if math.isinf(x) else f"{x:.1f} %" if x < 10 else f"{x:.0f} %"
-
-
-def _amount(name: str, x: float) -> str:
-    if math.isinf(x):
-        return "unbounded"
-    return f"{x * 1e3:.2f} ms" if name.startswith(("ttft", "itl")) else f"{x:,.1f} tok/s"
-
-
-def error_over(error: Mapping[str, Any] | None, max_pct: float) -> list[str]:
-    """The metrics whose bound exceeds `max_pct` % of their value."""
-    return [m for m in ERROR_METRICS if (error or {}).get(m) and error[m]["bound_pct"] is not None  # type: ignore[index]
-            and error[m]["bound_pct"] > max_pct]  # type: ignore[index]
-
-
-def error_note(error: Mapping[str, Any], over: Sequence[str], max_pct: float, *, workers: int = 1,
-               cores: int | None = None, why: str = "") -> str:
-    """The flag of a run whose timestamps can be off by more than the row allows: the metric, its
-    bound, what caused it, the settings to change and the value of client_error_max_pct that would
-    have passed."""
-    worst = max(over, key=lambda m: error[m]["bound_pct"])
-    b = error[worst]
-    need = max(error[m]["bound_pct"] for m in over)
-    shared, events = error.get("shared_events", 0), error.get("token_events", 0)
-    cause = (f"{shared} of {events} token events shared a socket read with a later one" if shared
-             else "reads stamped in user space, as late as the event loop ran")
-    remedies = []
-    if cores is None or workers < cores:
-        remedies.append(f"give the client more processes: --workers {min(cores or 2 * workers, max(2, 2 * workers))} "
-                        "(curve setting workers)")
-    else:
-        remedies.append("the client already has a process per core: run it on a quieter machine")
-    if not math.isinf(need):
-        remedies.append(f"accept the error: --client-error-max {math.ceil(need * 10) / 10:g} (curve setting "
-                        "client_error_max_pct) would have passed")
-    value = "-" if math.isinf(b["value"]) else _amount(worst, b["value"])
-    return (f"client timestamps can be off by up to {_amount(worst, b['bound'])} on {LABELS[worst]} "
-            f"({_pct(b['bound_pct'])} of {value}) > {max_pct:g} % allowed (client_error_max_pct, default spread_max_pct){why}: {cause}; "
-            + ", or ".join(remedies))
-
-
-def client_check(lags_s: Sequence[float], cpu_frac: float | None, *, lag_p99_max_s: float = DEFAULTS.lag_p99_max_s,
-                 cpu_max_frac: float = DEFAULTS.cpu_max_frac, stall_max_s: float | None = None, stamps: str = "user",
-                 merged_events: int = 0, token_events: int = 0, error: Mapping[str, Any] | None = None,
-                 error_max_pct: float = DEFAULTS.spread_max_pct, workers: int = 1,
-                 cores: int | None = None) -> dict[str, Any]:
-    """Could the client's own lateness have moved this run's numbers by more than the row allows?
-
-    The verdict is the error, not the suspicion: `error` (records.error_bounds) bounds how far
-    each of the run's numbers (TTFT p50/p95, per-user tok/s and its p5, ITL p50/p95) can be from
-    the times the events really arrived, from the reads that were late or carried several events;
-    the run is marked only when a bound exceeds `error_max_pct` % of its number (the spread the
-    row accepts, spread_max_pct). The bounds are kept either way. The suspicions (event-loop lag
-    p99 over `lag_p99_max_s`, CPU over `cpu_max_frac` of a core, events sharing reads) are kept
-    as `info`: they explain a bound, they decide nothing."""
-    lag_p99 = percentile(lags_s, 99)
-    merged_frac = merged_events / token_events if token_events else 0.0
-    info = []
-    why = ""
-    if lag_p99 is not None and lag_p99 > lag_p99_max_s:
-        if stall_max_s is not None and stall_max_s > lag_p99_max_s and cpu_frac is not None and cpu_frac < 0.5:
-            why = (f" (event-loop lag p99 {lag_p99 * 1e3:.1f} ms; process stalled up to {stall_max_s * 1e3:.0f} ms "
-                   f"at {cpu_frac * 100:.0f} % CPU: other load on this machine)")
-        else:
-            why = f" (event-loop lag p99 {lag_p99 * 1e3:.1f} ms)"
-        info.append(f"client event-loop lag p99 {lag_p99 * 1e3:.1f} ms > {lag_p99_max_s * 1e3:g} ms")
-    if merged_frac > MERGED_MAX_FRAC:
-        info.append(f"{merged_frac * 100:.1f} % of token events shared a socket read with a later one")
-    if cpu_frac is not None and cpu_frac > cpu_max_frac:
-        info.append(f"client CPU {cpu_frac * 100:.0f} % of a core > {cpu_max_frac * 100:.0f} %")
-    over = error_over(error, error_max_pct)
-    notes = [error_note(error, over, error_max_pct, workers=workers, cores=cores, why=why)] if over else []  # type: ignore[arg-type]
-    return {"stamps": stamps, "lag_p50_s": percentile(lags_s, 50), "lag_p99_s": lag_p99,
-            "lag_max_s": max(lags_s, default=None), "stall_max_s": stall_max_s,
-            "merged_events": merged_events, "token_events": token_events,
-            "cpu_frac": cpu_frac, "error": dict(error or {}), "error_max_pct": error_max_pct, "error_over": over,
-            "info": info, "client_bound": bool(notes), "notes": notes}
-
-
-def workers_check(shards: Sequence[Any], *, lag_p99_max_s: float = DEFAULTS.lag_p99_max_s,
-                  cpu_max_frac: float = DEFAULTS.cpu_max_frac, cores: int | None = None,
-                  error_max_pct: float = DEFAULTS.spread_max_pct) -> dict[str, Any]:
-    """The self-check of a run over its workers (streams.ShardResult each). The run's error bounds
-    come from all its records (each read bounded by its own worker's stamps and lag), and decide;
-    every worker's own bounds, lag and CPU are kept in `per_worker`, and a worker whose own
-    records are off by more than the row allows is named. Open loop: requests sent later than
-    the arrival process said mark the run too (a different error: the load was not the one
-    asked for). With one worker the result is that worker's check."""
-    n = len(shards)
-    lates = {s.worker: late_max_s(s.lags_s, s.stall_max_s, getattr(s, "lag_probe_s", 0.005)) for s in shards}
-    kernel = {s.worker: s.stamps == "kernel" for s in shards}
-    per = []
-    for s in shards:
-        c = client_check(s.lags_s, s.cpu_frac, lag_p99_max_s=lag_p99_max_s, cpu_max_frac=cpu_max_frac,
-                         stall_max_s=s.stall_max_s, stamps=s.stamps,
-                         merged_events=sum(merged_events(r) for r in s.records),
-                         token_events=sum(len(r.chunk_times_s) for r in s.records),
-                         error=error_bounds(s.records, lates[s.worker], kernel[s.worker]), error_max_pct=error_max_pct,
-                         workers=n, cores=cores)
-        late_p99 = percentile(send_lateness_s(s.records), 99)
-        if late_p99 is not None and late_p99 > lag_p99_max_s:
-            c["notes"].append(f"open-loop arrivals sent late: p99 {late_p99 * 1e3:.1f} ms after their scheduled "
-                              f"times > {lag_p99_max_s * 1e3:g} ms (the arrival process was not kept): "
-                              f"give the client more processes (--workers {min(cores or 2 * n, max(2, 2 * n))})")
-        c.update(worker=s.worker + 1, pid=s.pid, streams=len(s.records), cpu_s=s.cpu_s, wall_s=s.wall_s,
-                 send_late_p99_s=late_p99, client_bound=bool(c["notes"]))
-        per.append(c)
-    if n == 1:
-        whole = {k: v for k, v in per[0].items() if k not in ("worker", "pid", "streams", "cpu_s", "wall_s")}
-        whole["notes"] = list(whole["notes"])
-    else:
-        stamps = "kernel" if all(s.stamps == "kernel" for s in shards) else "user"
-        records = [r for s in shards for r in s.records]
-        whole = client_check([x for s in shards for x in s.lags_s], None, lag_p99_max_s=lag_p99_max_s,
-                             cpu_max_frac=cpu_max_frac, stall_max_s=max(s.stall_max_s for s in shards),
-                             stamps=stamps, merged_events=sum(c["merged_events"] for c in per),
-                             token_events=sum(c["token_events"] for c in per),
-                             error=error_bounds(records, lates, kernel), error_max_pct=error_max_pct, workers=n, cores=cores)
-        worst_first = sorted(per, key=lambda c: -max([c["error"][m]["bound_pct"] for m in c["error_over"]] or [0.0]))
-        named = [f"worker {c['worker']} of {n} (pid {c['pid']}, {c['streams']} streams): {note}"
-                 for c in worst_first for note in c["notes"]]
-        whole["notes"] = (whole["notes"] + named) if (whole["notes"] or any("open-loop" in x for x in named)) else []
-        whole["cpu_frac"] = max(c["cpu_frac"] for c in per)     # the busiest worker's core
-        wall = max(s.wall_s for s in shards)
-        cores = min(n, cores or n)
-        cpu_cores = sum(s.cpu_s for s in shards) / max(wall, 1e-9)
-        whole["cpu_cores"] = cpu_cores
-        if cpu_cores > cpu_max_frac * cores:
-            whole["info"].append(f"client CPU {cpu_cores:.2f} cores of the {cores} its {n} workers run on "
-                                 f"> {cpu_max_frac * 100:.0f} %")
-        whole["send_late_p99_s"] = percentile([x for s in shards for x in send_lateness_s(s.records)], 99)
-        starts = [min((r.t_send_s for r in s.records if r.t_due_s is None), default=None) for s in shards]
-        firsts = [f for f in starts if f is not None and not math.isnan(f)]
-        whole["start_skew_s"] = max(firsts) - min(firsts) if len(firsts) == n else None
-    whole["client_bound"] = bool(whole["notes"])
-    whole["workers"] = n
-    whole["per_worker"] = per
-    return whole
+def lane_name(lane: Any) -> str | None:
+    """A lane's name, from its config or the name itself (None: no lane)."""
+    return lane if isinstance(lane, str) or lane is None else getattr(lane, "name", None)
 
 
 def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "",
                     lane: Any = None) -> list[Check]:
     """Every verdict of one curve row: the metric bounds from thresholds.yaml, then the row's own
-    validity (seats, KV fit, client health, token counts, spread), which fail the gate even when
-    the numbers look fine, because then the numbers are not the server's at that many users.
-    `lane`: the seat hint leaves out advice its engine flags already follow (boot/hints.py)."""
+    validity (seats, KV fit, open-loop sends, token counts, failed requests), which fail the gate
+    even when the numbers look fine, because then the numbers are not the server's at that many
+    users. A number the client did not measure (row["unmeasured"]) fails only a bound set on it,
+    and only when its error interval does not decide that bound: where both ends of the interval
+    the true value lies in give the same verdict, that verdict stands (`client_check`).
+    `lane`: the seat hint leaves out advice its engine flags already follow (boot/hints.py), and
+    the client's advice names its settings in the thresholds file under the lane's name."""
     users = row["users"]
     where = f"@ {users} users"
+    name = lane_name(lane)
     hints = {"spread_pct": "noisy runs: check other load on the server, or raise runs",
              "ttft_p95_s": "queueing or prefill: compare with seats and ttft_p50_s"}
-    checks = checks_from_bounds("curve", row, bounds, where=where, source=source, hints=hints)
+    unmeasured = row.get("unmeasured") or {}
+    checks = []
+    for c in checks_from_bounds("curve", row, bounds, where=where, source=source, hints=hints):
+        b = (row.get("client_error") or {}).get(c.metric)
+        if c.metric not in unmeasured or not b:
+            checks.append(c)
+            continue
+        ends = [Check(c.metric, b["lo"], c.bound).ok, Check(c.metric, b["hi"], c.bound).ok]
+        if ends[0] == ends[1]:      # the interval decides the bound: its verdict is the truth's
+            hint = f"the client's error interval [{fmt(b['lo'])}, {fmt(b['hi'])}] is on one side of the bound"
+            checks.append(dataclasses.replace(c, value=b["value"], hint="; ".join(x for x in (c.hint, hint) if x)))
+        else:     # "not measured" (Check.change), the reason, what would measure it
+            advice = advice_text(row.get("client_advice"), "settings", name, need_pct=b["bound_pct"])
+            checks.append(dataclasses.replace(c, value=None, cause="client-bound",
+                                              hint=unmeasured[c.metric] + (f"; {advice}" if advice else "")))
     allow_queueing = bool(bounds.get("allow_queueing"))
     seat = row.get("seat") or {}
     if not allow_queueing and seat.get("seats") is not None:
@@ -269,12 +131,13 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
         checks.append(Check("kv tokens per user", mem["tokens_per_user"], {"min": mem["need_per_user"]},
                             where=where, source="boot log kv_tokens",
                             hint="shorten the workload, lower users, or give the KV pool more memory"))
-    bad_client = [i + 1 for i, r in enumerate(row.get("per_run", []))
-                  if r["client"]["client_bound"] and not excused(r["client"], bounds)]
+    bad_client = [i + 1 for i, r in enumerate(row.get("per_run", [])) if r["client"]["client_bound"]]
     if bad_client:
         notes = "; ".join(row["per_run"][bad_client[0] - 1]["client"]["notes"])
+        late_advice = advice_text(row["per_run"][bad_client[0] - 1]["client"].get("advice"), "settings", name)
         checks.append(Check("client-bound runs", len(bad_client), {"max": 0}, where=where,
-                            source=f"runs {bad_client}", hint=f"run invalid, not the server's speed: {notes}",
+                            source=f"runs {bad_client}",
+                            hint=f"run invalid, not the server's load: {notes}" + (f"; {late_advice}" if late_advice else ""),
                             cause="client-bound"))
     bad_count = [i + 1 for i, r in enumerate(row.get("per_run", [])) if not r["token_count"]["ok"]]
     if bad_count:
@@ -289,35 +152,29 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
     return checks
 
 
-def excused(client: Mapping[str, Any], bounds: Mapping[str, Any]) -> bool:
-    """A run marked only for its error bounds is excused when, for every metric over the allowed
-    error, the row's threshold on that metric gives the same verdict at both ends of the interval
-    the true value lies in (the bound is smaller than the threshold's margin)."""
-    over = client.get("error_over") or []
-    if not over or len(client.get("notes") or []) > 1:
-        return False
-    for name in over:
-        bound, b = bounds.get(name), client["error"][name]
-        if not isinstance(bound, Mapping) or not ({"min", "max"} & set(bound)):
-            return False
-        ends = (b["lo"], b["hi"])
-        if "min" in bound and not all(x >= bound["min"] for x in ends):
-            return False
-        if "max" in bound and not all(x <= bound["max"] for x in ends):
-            return False
-    return True
-
-
-def describe_flags(row: Mapping[str, Any]) -> list[str]:
-    """Human flags for the table's last column."""
+def describe_flags(row: Mapping[str, Any], names: str = "settings", lane: Any = None) -> list[str]:
+    """Human flags for the table's last column. The client's advice names its settings as the
+    reader sets them: `names="flags"` in a shell (glmf curve), else their thresholds names
+    (under the lane's curve settings when `lane` is given)."""
     flags = list((row.get("seat") or {}).get("notes", [])) + list((row.get("memory") or {}).get("notes", []))
+    # a number a gate can bound that the client did not measure: shown as "-", said why here
+    unmeasured = {m: why for m, why in (row.get("unmeasured") or {}).items() if m in SPEC.metrics}
+    if unmeasured:
+        worst = max(unmeasured, key=lambda m: bound_size((row.get("client_error") or {}).get(m) or {}))
+        pcts = [(row.get("client_error") or {}).get(m, {}).get("bound_pct") for m in unmeasured]
+        advice = advice_text(row.get("client_advice"), names, lane_name(lane),
+                             need_pct=None if None in pcts else max(pcts))
+        labels = ", ".join(LABELS[m] for m in unmeasured)
+        flags.append(f"{labels} not measured ({unmeasured[worst]}" + (f"; {advice})" if advice else ")"))
     runs = row.get("per_run", [])
-    bound = [i for i, r in enumerate(runs, 1) if r["client"]["client_bound"]]
-    if bound:
-        worst = max((runs[i - 1] for i in bound), key=lambda r: r["client"]["lag_p99_s"] or 0.0)
-        flags.append(f"client-bound run(s) {','.join(map(str, bound))} (worst: {worst['client']['notes'][0]})")
+    late = [i for i, r in enumerate(runs, 1) if r["client"]["client_bound"]]
+    if late:
+        first = runs[late[0] - 1]["client"]
+        late_advice = advice_text(first.get("advice"), names, lane_name(lane))
+        flags.append(f"client-bound run(s) {','.join(map(str, late))} ({first['notes'][0]}"
+                     + (f"; {late_advice})" if late_advice else ")"))
     if row.get("replaced_runs"):
-        flags.append(f"{row['replaced_runs']} client-bound run(s) measured again ({row['replaced_why'][0]})")
+        flags.append(f"{row['replaced_runs']} run(s) measured again for the client ({row['replaced_why'][0]})")
     for i, r in enumerate(runs, 1):
         flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
         if r.get("speed_unmeasured"):

@@ -17,7 +17,7 @@ busy with another stream's burst, then stamps nothing late; the only events stam
 that shared a read with a later event of the same stream (the read carries the later one's time).
 Each read also keeps when it was made (`read_user_s`), and `decode_reads(reads_info=True)` says
 for each line which read completed it: records.error_bounds turns that into how far each of the
-run's numbers can be off, and checks.client_check judges that bound. Over TLS or where the kernel
+run's numbers can be off, and selfcheck.client_check judges that bound. Over TLS or where the kernel
 gives no time, reads are stamped with perf_counter() on arrival in user space.
 """
 from __future__ import annotations

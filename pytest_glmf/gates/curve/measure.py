@@ -2,7 +2,7 @@
 (`workload_for`, `run_settings_for`), and the runner's answer as `glmf curve --json` writes it
 (`curve_result`, `summary`). The one entry point is `api.measure_curve` (the fixture, the suite
 and `glmf curve` call it). Definitions: records.py; the streaming path: http.py; the runner:
-runner.py; seat/memory/client checks: checks.py.
+runner.py; the client self-check: selfcheck.py; seat/memory checks and gate rows: checks.py.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ requests arrive open loop instead, at that total rate (`arrival`: uniform spacin
 Poisson process). A row's streams go round-robin to its server URLs (endpoints.py) and, past what
 one client core reads with the self-check green, are read by several worker processes
 (`workers`; workers.py), merged into one run's records. Each run returns plain data; the metrics
-are pure functions in records.py, the verdicts in checks.py.
+are pure functions in records.py, the client's self-check in selfcheck.py, the verdicts in checks.py.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_glmf.engine.client import Timeouts
 from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import bound_text, memory_check, seat_check, workers_check
+from pytest_glmf.gates.curve.checks import memory_check, seat_check
 from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
     CURVE_METRICS,
     GEN_TOKENS,
@@ -34,12 +34,21 @@ from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_me
     summed,
 )
 from pytest_glmf.gates.curve.records import (
-    combine_error_bounds,
     combine_runs,
     median,
     merge_records,
     run_metrics,
     token_count_check,
+)
+from pytest_glmf.gates.curve.selfcheck import (
+    GATED_ERROR_METRICS,
+    LABELS,
+    SPEED_TTFT,
+    bound_size,
+    bound_text,
+    machine_load,
+    row_client,
+    workers_check,
 )
 from pytest_glmf.gates.curve.spec import DEFAULTS
 from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
@@ -130,11 +139,11 @@ class CurveSettings:
     workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
     arrival: str = DEFAULTS.arrival       # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
     seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
-    client_retries: int = DEFAULTS.client_retries   # runs measured again in place of client-bound ones
+    client_retries: int = DEFAULTS.client_retries   # runs measured again where the client did not measure
 
     @property
     def error_max_pct(self) -> float:
-        """How far (%) the client's timestamps may move a run's numbers (checks.client_check)."""
+        """How far (%) the client's timestamps may move a run's numbers (selfcheck.client_check)."""
         return self.spread_max_pct if self.client_error_max_pct is None else self.client_error_max_pct
 
     def __post_init__(self) -> None:
@@ -224,6 +233,7 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
         else:   # the workers stream; this process only waits for them
             shards = await asyncio.get_running_loop().run_in_executor(None, pool.run, jobs)
     samples = sampler.samples if sampler is not None else []
+    load, machine_cores = machine_load()     # did the machine starve the client? (the advice says so)
     after = await endpoints.metrics_each(CURVE_METRICS)
     records = merge_records(s.records for s in shards)
     per_endpoint: list[dict[str, Any]] = []
@@ -242,7 +252,8 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
         server["per_endpoint"] = per_endpoint
     return {"records": records,
             "client": workers_check(shards, lag_p99_max_s=settings.lag_p99_max_s, cpu_max_frac=settings.cpu_max_frac,
-                                    cores=available_cores(), error_max_pct=settings.error_max_pct),
+                                    cores=available_cores(), error_max_pct=settings.error_max_pct, load=load,
+                                    machine_cores=machine_cores),
             "server": server}
 
 
@@ -309,10 +320,12 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             prompt_tokens = prompt_tokens or m["prompt_tokens_p50"]
             c = out["client"]
             # two lines, each within 120 columns: what was measured, then the client's own account
+            said = [LABELS[k] for k in c["unmeasured"] if k in GATED_ERROR_METRICS]
             say(f"curve users={users} {label}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
                 f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}"
                 + (f", {m['errors']} errors" if m["errors"] else "")
-                + (", client-bound" if c["client_bound"] else ""))
+                + (", client-bound" if c["client_bound"] else "")
+                + (f", {' and '.join(said)} not measured" if said else ""))
             say(f"  client: error bound {bound_text(c['error'], SHOWN_BOUNDS)}"
                 + (f" ({c['error'].get('shared_events', 0)} of {c['token_events']} token events shared a read; "
                    "kernel stamps)" if c["stamps"] == "kernel" else " (user-space stamps)")
@@ -323,19 +336,21 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
 
         for run in range(settings.runs):
             per_run.append(await measure(run, f"run {run + 1}/{settings.runs}"))
-        # A run the client's self-check marks measured the client (or the machine's other load), not
-        # the server: it is replaced by a fresh run, at most `client_retries` times per row. A run
-        # with failed requests is not: the server's failure is its verdict, and measuring it again
-        # only waits out the same timeouts once more.
+        # A row the client could not measure (a number a gate can bound whose error bound, over the
+        # runs, is over what the row allows; or a run whose open-loop sends were late) measured the
+        # client, or the machine's other load, not the server: its worst run is replaced by a fresh
+        # one, at most `client_retries` times per row (as the capacity search measures a probe
+        # again). A run with failed requests is not: the server's failure is its verdict, and
+        # measuring it again only waits out the same timeouts once more.
         for extra in range(1, settings.client_retries + 1):
-            bound = [i for i, r in enumerate(per_run) if r["client"]["client_bound"] and not r["errors"]]
-            if not bound:
+            redo = _run_to_redo(per_run, settings.error_max_pct)
+            if redo is None:
                 break
-            notes = per_run[bound[0]]["client"]["notes"]
-            replaced.append(f"run {bound[0] + 1}: {notes[0] if notes else 'client-bound'}")
-            per_run[bound[0]] = await measure(settings.runs + extra - 1,
-                                              f"run {bound[0] + 1} measured again ({extra}/{settings.client_retries}"
-                                              f" retries: it was client-bound)")
+            i, why = redo
+            replaced.append(f"run {i + 1}: {why}")
+            per_run[i] = await measure(settings.runs + extra - 1,
+                                       f"run {i + 1} measured again ({extra}/{settings.client_retries}"
+                                       f" retries: the client did not measure it)")
     finally:
         if owned and pool is not None:
             pool.close()
@@ -354,15 +369,40 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
     prompt_tokens = prompt_tokens or workload.estimated_prompt_tokens()
     row["memory"] = memory_check(users, (facts or {}).get("kv_tokens"), prompt_tokens, workload.max_tokens,
                                  shared_tokens=workload.shared_tokens(prompt_tokens))
-    row["client_error"] = combine_error_bounds([r["client"]["error"] for r in per_run])
-    row["client_bound"] = any(r["client"]["client_bound"] for r in per_run)
+    # each number judged by its own bound: one the client did not measure within the allowed error
+    # is None, with the reason (its estimate and interval stay in client_error); the others stand
+    client = row_client(per_run, settings.error_max_pct)
+    row["client_error"], row["unmeasured"], row["client_advice"] = client["error"], client["unmeasured"], client["advice"]
+    for metric in row["unmeasured"]:
+        row[metric] = None
+    late = bool(client["late_runs"])
+    # what a service level speaks of (speed, TTFT) not measured, or a run's load not the one asked for
+    row["client_bound"] = late or any(m in row["unmeasured"] for m in SPEED_TTFT)
     row["count_mismatch"] = any(not r["token_count"]["ok"] for r in per_run)
     row["noisy"] = row["spread_pct"] is not None and row["spread_pct"] > settings.spread_max_pct
-    row["valid"] = not (row["client_bound"] or row["count_mismatch"] or any(r["errors"] for r in per_run))
+    row["valid"] = not (late or row["count_mismatch"] or any(r["errors"] for r in per_run))
     row["per_run"] = per_run
     row["replaced_runs"] = len(replaced)
     row["replaced_why"] = replaced
     return row
+
+
+def _run_to_redo(per_run: Sequence[Mapping[str, Any]], error_max_pct: float) -> tuple[int, str] | None:
+    """The run to measure again in place (index, why), or None: a run whose open-loop sends were
+    late first, else the run that bounds worst a number the row did not measure (runs with failed
+    requests are never redone)."""
+    free = [i for i, r in enumerate(per_run) if not r["errors"]]
+    for i in free:
+        c = per_run[i]["client"]
+        if c["client_bound"]:
+            return i, c["notes"][0] if c["notes"] else "client-bound"
+    over = [m for m in row_client(per_run, error_max_pct)["unmeasured"] if m in GATED_ERROR_METRICS]
+    if not over or not free:
+        return None
+    m = over[0]
+    i = max(free, key=lambda k: bound_size(per_run[k]["client"]["error"].get(m)))
+    why = per_run[i]["client"]["unmeasured"].get(m) or f"{LABELS[m]} not measured"
+    return i, why
 
 
 def _max(values: Any) -> int | None:

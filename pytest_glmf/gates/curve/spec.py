@@ -63,15 +63,19 @@ class CurveRowSettings:
                                                        "(and open-loop sends later than this mark a run)")
     cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check, information only: the client's "
                                                             "CPU share of its cores above this is named")
-    client_error_max_pct: float | None = setting(None, above=0, doc="client self-check: a run is client-bound "
-                                                 "when its timestamps can move TTFT, per-user tok/s or ITL by more "
-                                                 "than this % (None: spread_max_pct, the precision the row claims)")
+    client_error_max_pct: float | None = setting(None, above=0, doc="client self-check: a number (TTFT, per-user "
+                                                 "tok/s, ITL) whose timestamps can move it by more than this % is "
+                                                 "not measured (None, with the reason; it fails only a bound set on "
+                                                 "it), the row's others stand (None: spread_max_pct, the precision "
+                                                 "the row claims)")
     workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
                                                    "many as the measured CPU per token event needs, capped by the "
                                                    "cores; each worker is self-checked)")
-    client_retries: int = setting(1, min=0, doc="runs per row (at most) measured again in place of runs the "
-                                                "client's self-check marks: their numbers are the client's, or "
-                                                "the machine's other load's, not the server's")
+    client_retries: int = setting(2, min=0, doc="runs per row (at most) measured again where the client did not "
+                                                "measure a number a gate can bound (its error bound over "
+                                                "client_error_max_pct) or sent open-loop requests late: the worst "
+                                                "run is replaced, its numbers being the client's or the machine's "
+                                                "other load's, not the server's")
     arrival: Literal["uniform", "poisson"] = setting("uniform", doc="open loop (rate_per_s): requests every 1/rate "
                                                                     "s, or a seeded Poisson process at that rate")
 
@@ -107,9 +111,9 @@ DEFINITIONS = (
     "seats: the server's effective max_running_requests from its boot log, else its own word "
     "(/server_info); users > seats means queueing.",
     "times: the kernel's receive time of each chunk (SO_TIMESTAMPNS) on plain HTTP, else the client's; "
-    "client error: how far late or shared socket reads can move a run's TTFT, per-user tok/s and ITL; a "
-    "run is client-bound (invalid) when that bound exceeds client_error_max_pct % (default spread_max_pct) "
-    "of its number.",
+    "client error: how far late or shared socket reads can move each of a row's TTFT, per-user tok/s and ITL; "
+    "a number whose bound exceeds client_error_max_pct % (default spread_max_pct) of it, or that is a zero "
+    "with a bound, is not measured (-, with the reason) and fails only a bound set on it; the others stand.",
 )
 
 

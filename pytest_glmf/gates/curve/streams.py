@@ -2,7 +2,7 @@
 with the lean reader (http.py: kernel receive timestamps) while watching its own event loop, and
 turn what it read into typed records. The same coroutine runs in the test process (one worker, the
 default for rows one core can feed) and in each worker process of a sharded run (workers.py); the
-merge of several workers' results is in records.merge_records and checks.workers_check.
+merge of several workers' results is in records.merge_records and selfcheck.workers_check.
 
 Times are perf_counter (CLOCK_MONOTONIC on Linux: one clock for every process on the host), so
 the send and receive times of every worker, the common start and the truth server's send times

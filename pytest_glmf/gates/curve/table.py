@@ -13,14 +13,16 @@ from pytest_glmf.gates.verdict import fit_table, fmt
 TABLE_METRICS = ("aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "spread_pct")
 
 
-def curve_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def curve_table(rows: Sequence[Mapping[str, Any]], names: str = "settings", lane: Any = None) -> str:
     """The recipe's table: users, aggregate, per-user, TTFT p50/p95, spread, seats, flags (long
-    flags as numbered notes under it: the table fits 120 columns)."""
+    flags as numbered notes under it: the table fits 120 columns). A number the client did not
+    measure is "-", its flag says why; the client's advice names its settings by their flags
+    (`names="flags"`, glmf curve) or their thresholds names (under `lane`'s curve settings)."""
     body = []
     for r in rows:
         seats = r.get("seats")
         seat_txt = "-" if seats is None else (f"{seats} (shared)" if r["users"] > seats else str(seats))
-        flags = describe_flags(r)
+        flags = describe_flags(r, names, lane)
         body.append([str(r["users"]), fmt(r.get("aggregate_tok_s")), fmt(r.get("per_user_tok_s")),
                      fmt(r.get("per_user_tok_s_p5")), fmt(r.get("ttft_p50_s")), fmt(r.get("ttft_p95_s")),
                      "-" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %", seat_txt,

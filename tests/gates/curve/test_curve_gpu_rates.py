@@ -1,9 +1,12 @@
-"""The client self-check at GPU rates, both ways, on CI's CPUs (issue 31): a truth server streaming
-like vLLM on an H200 (625 tok/s per stream, 2 tokens in some chunks, some events written back to
-back) and serving the /metrics that vLLM served there (55 KB, captured on the GPU:
+"""The client self-check at GPU rates, both ways, on CI's CPUs (issues 31 and 40): a truth server
+streaming like vLLM on an H200 (625 tok/s per stream, 2 tokens in some chunks, some events written
+back to back) and serving the /metrics that vLLM served there (55 KB, captured on the GPU:
 tests/testing/data/vllm_0.26.0_h200_metrics.txt) gives valid rows equal to its truth; a client
-starved on purpose is flagged when its numbers are wrong; and whatever the load, the true value
-lies inside the bound the check prints (the bound is sound, so a wrong number cannot pass).
+starved on purpose has the numbers it got wrong marked not measured; and whatever the load, the
+true value lies inside the bound the check prints (the bound is sound, so a wrong number cannot
+pass). On a shared runner (CI's normal case) a number is either measured and equal to the truth
+within the allowed error, or not measured with the truth inside its bound: never demanded
+"measured" where the right answer on a starved client is "not measured, truth inside".
 """
 from __future__ import annotations
 
@@ -17,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.engine import introspect
+from pytest_glmf.gates.curve.checks import describe_flags
 from pytest_glmf.gates.curve.records import RequestRecord, median, percentile
 from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
+from pytest_glmf.gates.curve.selfcheck import advice_text
+from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 VLLM_METRICS = Path(__file__).parents[2] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
@@ -53,7 +59,32 @@ def assert_inside(run, ts):
     assert all(got_t >= sent - SLACK_S for got_t, sent in firsts)
     ttft_true = percentile([sent - r.t_send_s for r, job, _ in got for sent in [job["sends"][0][0]]], 50)
     assert err["ttft_p50_s"]["lo"] - SLACK_S <= ttft_true <= err["ttft_p50_s"]["hi"] + SLACK_S
+    # ITL: the gaps between the server's writes (a chunk written with the next one: a gap of 0)
+    itl_true = percentile([b[0] - a[0] for _, job, _ in got for a, b in zip(job["sends"], job["sends"][1:])], 95)
+    assert err["itl_p95_s"]["lo"] - 2 * SLACK_S <= itl_true <= err["itl_p95_s"]["hi"] + 2 * SLACK_S
     return true_speed, ttft_true
+
+
+def assert_row_true(row, ts):
+    """Every run's bounds hold the truth; the row's speed and TTFT p50 are either measured, and
+    then the truth's (the medians over runs of the runs' true values) within the bound the row
+    prints, or not measured (None) with the reason, the truth inside the row's interval."""
+    speeds, ttfts = [], []
+    for run in row["per_run"]:
+        recs = [RequestRecord(**d) for d in run["records"]]
+        speed, ttft = assert_inside({"records": recs, "client": run["client"]}, ts)
+        speeds.append(speed)
+        ttfts.append(ttft)
+    for name, truth, slack in (("per_user_tok_s", median(speeds), 0.01 * median(speeds)),
+                               ("ttft_p50_s", median(ttfts), SLACK_S)):
+        b = row["client_error"][name]
+        assert b["lo"] - slack <= truth <= b["hi"] + slack, (name, truth, b)
+        if row[name] is None:
+            assert row["unmeasured"][name], name
+        else:
+            assert name not in row["unmeasured"] and b["bound_pct"] <= row["per_run"][0]["client"]["error_max_pct"]
+            assert abs(row[name] - truth) <= b["bound"] + slack, (name, row[name], truth)
+    return median(speeds)
 
 
 def test_the_sampler_reads_only_the_lines_it_needs_of_a_gpu_vllms_metrics():
@@ -72,18 +103,15 @@ def test_the_sampler_reads_only_the_lines_it_needs_of_a_gpu_vllms_metrics():
 def test_gpu_rate_rows_with_a_gpu_sized_metrics_are_valid_and_true(gpu_truth):
     """1, 8 and 32 users at 625 tok/s each, /metrics sampled every 0.2 s as by default: each row is
     valid and its per-user tok/s and TTFT are the truth's (the old client, which fetched and parsed
-    that /metrics on the loop that stamps the tokens, flagged every such row on the GPU)."""
+    that /metrics on the loop that stamps the tokens, flagged every such row on the GPU); on a
+    loaded runner a number the client could not tell is marked so, the truth inside its bound."""
     settings = CurveSettings(users=[1, 8, 32], runs=2, client_retries=3)   # a shared runner's worst minutes
     rows = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)
     for row in rows:
         assert row["per_run"][0]["server"]["samples"] > 0
-        flags = [n for r in row["per_run"] for n in r["client"]["notes"]]
-        assert row["valid"], (row["users"], flags)
-        for run in row["per_run"]:
-            recs = [RequestRecord(**d) for d in run["records"]]
-            speed, _ = assert_inside({"records": recs, "client": run["client"]}, gpu_truth)
-            assert run["per_user_tok_s"] == pytest.approx(speed, rel=run["client"]["error_max_pct"] / 100)
-        assert 600 <= row["per_user_tok_s"] <= 650
+        assert row["valid"], (row["users"], describe_flags(row))
+        true_speed = assert_row_true(row, gpu_truth)
+        assert 600 <= true_speed <= 650
 
 
 def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, monkeypatch):
@@ -101,7 +129,8 @@ def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, mo
     settings = CurveSettings(users=[8], runs=1, warmup=False, metrics_sample_s=0.05)
     row = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)[0]
     run = row["per_run"][0]
-    assert run["server"]["samples"] >= 2 and row["valid"], run["client"]["notes"]
+    assert run["server"]["samples"] >= 2 and row["valid"], describe_flags(row)
+    assert_row_true(row, gpu_truth)
 
 
 def _measure(url, users, max_tokens, starve=None):
@@ -133,14 +162,14 @@ def test_a_client_blocked_on_its_loop_is_flagged_and_the_truth_is_inside_its_bou
 
     out = _measure(gpu_truth.url, 8, 240, blocker)
     client = out["client"]
-    assert client["client_bound"] and client["error_over"], client["notes"]
-    note = client["notes"][0]
-    assert "client timestamps can be off by up to" in note and "--workers" in note
     assert_inside(out, gpu_truth)
-    # the numbers really were wrong: ITL p95 as stamped is far from the truth's
+    # the numbers really were wrong: ITL p95 as stamped is far from the truth's, and it is caught
     got = truth_of(gpu_truth, out["records"])
     true_gaps = [b[0] - a[0] for _, job, _ in got for a, b in zip(job["sends"], job["sends"][1:])]
     assert client["error"]["itl_p95_s"]["value"] > 1.5 * percentile(true_gaps, 95)
+    assert client["unmeasured"]["itl_p95_s"].startswith("client timestamps can be off by up to"), client["unmeasured"]
+    advice = advice_text(client["advice"], "flags")
+    assert "--workers" in advice and ("starved of CPU" in advice or "give the client more processes" in advice)
 
 
 def test_a_cpu_hog_pinned_to_the_clients_core_is_flagged_when_the_numbers_are_wrong(gpu_truth):
@@ -164,29 +193,58 @@ def test_a_cpu_hog_pinned_to_the_clients_core_is_flagged_when_the_numbers_are_wr
         hog.wait()
     true_speed, ttft_true = assert_inside(out, gpu_truth)
     client, err = out["client"], out["client"]["error"]
-    wrong = [abs(err["per_user_tok_s"]["value"] - true_speed) / true_speed * 100,
-             abs(err["ttft_p50_s"]["value"] - ttft_true) / ttft_true * 100]
-    if max(wrong) > client["error_max_pct"]:
-        assert client["client_bound"], (wrong, client["notes"])
+    wrong = {"per_user_tok_s": abs(err["per_user_tok_s"]["value"] - true_speed) / true_speed * 100,
+             "ttft_p50_s": abs(err["ttft_p50_s"]["value"] - ttft_true) / ttft_true * 100}
+    for name, off_pct in wrong.items():      # each number off by more than allowed is caught, by its own bound
+        if off_pct > client["error_max_pct"]:
+            assert name in client["unmeasured"], (name, off_pct, client["error"][name])
 
 
 def test_a_shared_runner_keeps_correct_rows_valid_or_names_the_setting(tmp_path):
     """The demo's pace (142 tok/s per user, TTFT 0.2 s) at 1 and 32 users with a CPU hog beside the
-    client on a 2-core runner: a row is valid and equals the truth, or its flag names the setting
-    to change and the value that would have passed."""
+    client on a 2-core runner: every row is valid; each of its numbers equals the truth within
+    its bound, or is not measured with the truth inside the bound and a flag that names the
+    setting (or says the machine starved the client)."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         with TruthServer(ttft_ms=200, itl_ms=7) as ts:
             rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=96), CurveSettings(users=[1, 32], runs=2))
             for row in rows:
-                for run in row["per_run"]:
-                    recs = [RequestRecord(**d) for d in run["records"]]
-                    assert_inside({"records": recs, "client": run["client"]}, ts)
-                if row["valid"]:
-                    assert row["per_user_tok_s"] == pytest.approx(142.4, rel=0.05)
-                else:
-                    note = next(n for r in row["per_run"] for n in r["client"]["notes"])
-                    assert "--client-error-max" in note and "would have passed" in note
+                assert row["valid"], describe_flags(row)
+                assert_row_true(row, ts)
+                shown = [m for m in row["unmeasured"] if m in SPEC.metrics]
+                if shown:
+                    flag = next(f for f in describe_flags(row) if "not measured" in f)
+                    assert "client_error_max_pct: " in flag or "starved of CPU" in flag, flag
     finally:
         hog.kill()
         hog.wait()
+
+
+def test_a_gpu_paced_stream_on_one_client_core_keeps_speed_and_ttft(tmp_path):
+    """Issue 40's case: a client on a 2-core runner (as a CI runner driving a remote GPU server is)
+    against a server at a GPU's pace, 625 tok/s per stream, one token per write, the client pinned
+    to one core. Its TTFT and per-user tok/s are right (or, on a runner loaded past that, not
+    measured with the truth inside their bounds); ITL p95, the loose one at that pace, is
+    measured or "not measured" with the reason; the row is valid either way (it was invalid
+    whenever ITL p95 could not be told: "21 of 384 reads merged")."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores: one for the client, one for the server")
+    before = os.sched_getaffinity(0)
+    with TruthServer(ttft_ms=30, itl_ms=1.6) as ts:
+        os.sched_setaffinity(ts.proc.pid, set(cores[1:]))
+        os.sched_setaffinity(0, {cores[0]})
+        try:
+            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=384), CurveSettings(users=[1, 4], runs=2))
+        finally:
+            os.sched_setaffinity(0, before)
+        for row in rows:
+            assert row["valid"] and row["workers"] == 1, describe_flags(row)
+            assert 600 <= assert_row_true(row, ts) <= 650
+            if row["itl_p95_s"] is None:
+                why = row["unmeasured"]["itl_p95_s"]
+                assert why.startswith("client timestamps can be off by up to") and "% allowed" in why
+                assert any(f.startswith("ITL p95 not measured (") for f in describe_flags(row))
+            else:
+                assert row["client_error"]["itl_p95_s"]["bound_pct"] <= 5.0

@@ -123,3 +123,22 @@ def test_fit_prompts_without_a_tokenize_endpoint_says_so():
     with TruthServer(ttft_ms=5, itl_ms=2) as ts:
         with pytest.raises(ValueError, match="has no /tokenize endpoint: settings.prompt_tokens needs one"):
             fit_prompts(ts.url, ["x " * 5000], 100)
+
+
+def test_own_curve_test_against_glmf_sim_at_the_docs_ci_setting_passes(pytester, glmf_sim):
+    """Issue 40: the docs' own curve test (examples/test_my_curve.py) against `glmf sim --time-scale
+    0.1` (the setting docs/guide/getting-started.md gives CI), the client's self-check at its
+    defaults, on this shared 2-core box: it passes. It failed with "client-bound runs @ 1 users
+    ... --workers 2" when one loose number (several tokens per read at that pace) threw the row
+    away; each number is judged by its own bound now, and the bounds these tests set are far
+    outside the client's error."""
+    from pytest_glmf.starter import write_examples
+
+    write_examples(pytester.path / "examples")
+    with glmf_sim(pytester.path, "--tool-call-parser", "glm47", "--time-scale", "0.1") as url:
+        lanes = pytester.makefile(".yaml", lanes=f"schema: 1\nlanes: {{mine: {{launcher: attach, engine: sglang, "
+                                                 f"url: '{url}', boot_log: server.log}}}}\n")
+        result = pytester.runpytest_subprocess("examples/test_my_curve.py", "--glmf-lanes", str(lanes),
+                                               "--glmf-lane", "mine", "-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=3)
+    assert "client-bound" not in result.stdout.str()

@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import client_check, memory_check, seat_check
+from pytest_glmf.gates.curve.checks import memory_check, seat_check
 from pytest_glmf.gates.curve.http import decode_reads
 from pytest_glmf.gates.curve.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
+from pytest_glmf.gates.curve.selfcheck import advice_text, client_check
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 
@@ -121,26 +122,30 @@ def test_seat_check_makes_no_note_from_a_gauge_the_run_never_refreshed():
 
 
 def test_client_check_judges_the_error_not_the_suspicion():
-    """Lag and CPU name what could have gone wrong; only a bound over the allowed error marks the
-    run, and its flag names the setting to change and the value that would have passed."""
+    """Lag and CPU name what could have gone wrong; only a bound over the allowed error marks a
+    number not measured, with the reason and the advice: the setting to change and the value
+    that would have passed."""
     small = {"per_user_tok_s": interval(100.0, 99.0, 101.0), "shared_events": 2, "token_events": 400}
     suspicious = client_check([0.0001] * 90 + [0.01] * 10, 0.95, error=small)
-    assert not suspicious["client_bound"] and suspicious["notes"] == []
+    assert not suspicious["unmeasured"] and suspicious["notes"] == []
     assert "client event-loop lag p99 10.0 ms > 2 ms" in suspicious["info"]
     assert "client CPU 95 % of a core > 85 %" in suspicious["info"]
     big = {"per_user_tok_s": interval(100.0, 90.0, 112.0), "ttft_p50_s": interval(0.5, 0.49, 0.5),
            "shared_events": 40, "token_events": 400}
-    quiet = client_check([0.0001] * 100, 0.3, error=big, error_max_pct=5, workers=1, cores=4)
-    assert quiet["client_bound"] and quiet["error_over"] == ["per_user_tok_s"]
-    note = quiet["notes"][0]
-    assert note.startswith("client timestamps can be off by up to 12.0 tok/s on per-user tok/s (12 % of 100.0 tok/s)"
-                           " > 5 % allowed")
-    assert "40 of 400 token events shared a socket read" in note
-    assert "--workers 2 (curve setting workers)" in note
-    assert "--client-error-max 12 (curve setting client_error_max_pct) would have passed" in note
-    assert not client_check([0.0001] * 100, 0.3, error=big, error_max_pct=12)["client_bound"]
+    quiet = client_check([0.0001] * 100, 0.3, error=big, error_max_pct=5, workers=1, cores=4, load=0.5,
+                         machine_cores=4)
+    assert quiet["error_over"] == ["per_user_tok_s"] and list(quiet["unmeasured"]) == ["per_user_tok_s"]
+    assert not quiet["client_bound"]      # the run stands for its other numbers (TTFT here)
+    why = quiet["unmeasured"]["per_user_tok_s"]
+    assert why == ("client timestamps can be off by up to 12.0 tok/s on per-user tok/s (12 % of 100.0 tok/s)"
+                   " > 5 % allowed: 40 of 400 token events shared a socket read with a later one")
+    advice = advice_text(quiet["advice"], "flags")
+    assert advice == ("give the client more processes: --workers 2, or accept the error: --client-error-max 12 "
+                      "would have passed")
+    assert not client_check([0.0001] * 100, 0.3, error=big, error_max_pct=12)["unmeasured"]
     # a client with a process per core already is told so
-    assert "a process per core" in client_check([], None, error=big, workers=4, cores=4)["notes"][0]
+    full = client_check([], None, error=big, workers=4, cores=4)
+    assert advice_text(full["advice"]).startswith("the client already has a process per core")
 
 
 def test_briefing_variants_are_recipe_sized_and_distinct():

@@ -15,7 +15,7 @@ import time
 import pytest
 from scipy import stats
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks, workers_check
+from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.records import (
     RequestRecord,
@@ -26,6 +26,8 @@ from pytest_glmf.gates.curve.records import (
     ttft_s,
 )
 from pytest_glmf.gates.curve.runner import ClientCost, CurveSettings, Workload, event_loop_factory, measure_run, run_row
+from pytest_glmf.gates.curve.selfcheck import workers_check
+from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.curve.streams import ShardResult
 from pytest_glmf.gates.curve.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
@@ -162,7 +164,7 @@ def _starve(pid: int, stop: threading.Event, stopped_s: float = 0.03, every_s: f
         time.sleep(every_s - stopped_s)
 
 
-def test_a_starved_worker_invalidates_the_row_and_is_named(truth):
+def test_a_starved_worker_is_named_and_what_it_could_not_tell_is_not_measured(truth, inside):
     settings = CurveSettings(users=[16], runs=1, warmup=False, metrics_sample_s=0, workers=2, client_retries=0)
     workload = Workload(prompts=PROMPTS, max_tokens=120)
     with WorkerPool(2) as pool:
@@ -178,17 +180,21 @@ def test_a_starved_worker_invalidates_the_row_and_is_named(truth):
             os.kill(victim, signal.SIGCONT)
     client = row["per_run"][0]["client"]
     starved, other = client["per_worker"][1], client["per_worker"][0]
-    assert starved["client_bound"] and starved["pid"] == victim and starved["lag_p99_s"] > 0.02
+    assert starved["unmeasured"] and starved["pid"] == victim and starved["lag_p99_s"] > 0.02
     assert starved["merged_events"] > 0.05 * starved["token_events"]
     assert other["lag_p99_s"] < starved["lag_p99_s"]
-    # the run is marked for its error, and the starved worker is named with its own bound
-    assert client["notes"][0].startswith("client timestamps can be off by up to")
-    name = f"worker 2 of 2 (pid {victim}, 8 streams): client timestamps can be off by up to"
-    assert any(n.startswith(name) for n in client["notes"])
-    assert not row["valid"] and row["client_bound"]
-    failed = {c.metric: c for c in row_gate_checks(row, {}) if not c.ok}
-    assert name in failed["client-bound runs"].hint
-    assert any("client timestamps can be off by up to" in f for f in describe_flags(row))
+    # the numbers the run could not tell are not measured (None), the starved worker named in the reason
+    name = f"worker 2 of 2 (pid {victim}, 8 streams): "
+    gated = [m for m in row["unmeasured"] if m in SPEC.metrics]
+    assert gated and all(row[m] is None for m in gated), row["unmeasured"]
+    assert any(name in why for why in row["unmeasured"].values())
+    # a bound set on one, inside its interval, fails as the client's and names the worker
+    metric = next(m for m in gated if name in row["unmeasured"][m])
+    failed = {c.metric: c for c in row_gate_checks(row, {metric: {"max": inside(row["client_error"][metric])}})
+              if not c.ok}
+    assert name in failed[metric].hint and failed[metric].cause == "client-bound"
+    assert any("not measured (client timestamps can be off by up to" in f or "not measured (ITL" in f
+               for f in describe_flags(row))
 
 
 def test_workers_check_with_one_worker_is_that_workers_check():
@@ -291,21 +297,26 @@ def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypa
     assert len(calls) == 3 and len(truth.truth()) == 4 * 3
     assert row["runs"] == 2 and row["replaced_runs"] == 1 and row["valid"] and not row["client_bound"]
     assert row["replaced_why"] == ["run 2: client event-loop lag p99 2047.7 ms (a stall)"]
-    assert "1 client-bound run(s) measured again (run 2: client event-loop lag p99 2047.7 ms (a stall))" \
+    assert "1 run(s) measured again for the client (run 2: client event-loop lag p99 2047.7 ms (a stall))" \
         in describe_flags(row)
     assert [c.metric for c in row_gate_checks(row, {}) if not c.ok] == []
 
 
-def test_retries_are_bounded_and_a_row_still_client_bound_fails(quiet_truth):
-    """A self-check no run can pass (user-space stamps, lag bound of 1 ns): `client_retries` more runs, then the row
-    fails as client-bound; every request the server saw is accounted for."""
+def test_retries_are_bounded_and_what_stays_unmeasured_fails_only_its_own_bound(quiet_truth, inside):
+    """A self-check no run can pass (user-space stamps, every event's time off by the loop's lag
+    and the probe's interval, allowed 0.001 %): `client_retries` more runs, then the numbers it could not
+    tell are None with the reason; the row stays valid, and a bound set on one fails as the
+    client's; every request the server saw is accounted for."""
     from pytest_glmf.gates.curve.runner import run_rows
 
     truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=5),
-                   CurveSettings(users=[2], runs=1, warmup=False, lag_p99_max_s=1e-9, client_retries=2,
+                   CurveSettings(users=[2], runs=1, warmup=False, client_error_max_pct=0.001, client_retries=2,
                                  flush_cache=False, kernel_stamps=False))[0]
     assert len(truth.truth()) == 2 * 3 and row["runs"] == 1 and row["replaced_runs"] == 2
-    assert row["client_bound"] and not row["valid"]
-    failed = [c for c in row_gate_checks(row, {}) if not c.ok]
-    assert [c.metric for c in failed] == ["client-bound runs"] and failed[0].cause == "client-bound"
+    assert row["valid"] and row["client_bound"] and row["per_user_tok_s"] is None and row["ttft_p95_s"] is None
+    assert [c for c in row_gate_checks(row, {}) if not c.ok] == []
+    failed = [c for c in row_gate_checks(row, {"ttft_p95_s": {"max": inside(row["client_error"]["ttft_p95_s"])}})
+              if not c.ok]
+    assert [(c.metric, c.cause) for c in failed] == [("ttft_p95_s", "client-bound")]
+    assert failed[0].change() == "not measured" and failed[0].hint.startswith("client timestamps can be off by up to")
