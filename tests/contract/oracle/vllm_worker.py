@@ -1,4 +1,4 @@
-"""The vLLM oracle, one process per session: the released vLLM 0.33.0's own code answering in one batch.
+"""The vLLM oracle, one process per release: a released vLLM's own code answering in one batch.
 
 Runs in the overlay venv tests/contract/setup-vllm builds (never in the project's). stdin: one JSON
 object; stdout: one JSON line (anything vLLM prints goes to stderr).
@@ -10,7 +10,10 @@ object; stdout: one JSON line (anything vLLM prints goes to stderr).
                                            (vLLM's models accept and drop unknown keys, logging them
                                            at debug level: a key they drop is a setting that never
                                            reached the engine)
-Files cited are inside the vllm 0.33.0 package.
+                                        -> "parsers": the names its tool-call and reasoning parser
+                                           registries hold (`--tool-call-parser`, `--reasoning-parser`
+                                           are looked up there at startup, not by argparse)
+Files cited are inside the vllm 0.33.0 package (0.34.0 keeps them).
 """
 from __future__ import annotations
 
@@ -78,8 +81,12 @@ def main() -> int:
         verdicts = [{"problems": probe.parse_all(parser, list(argv)), "abbreviations": probe.abbreviations(parser, list(argv))}
                     for argv in req.get("argvs") or []]
         bodies = [check_body(b["path"], b["body"]) for b in req.get("bodies") or []]
+        from vllm.reasoning import ReasoningParserManager
+        from vllm.tool_parsers import ToolParserManager
+
+        parsers = {"tool": ToolParserManager.list_registered(), "reasoning": ReasoningParserManager.list_registered()}
     out.write(json.dumps({"version": version, "parser": where, "options": options,
-                          "package_dir": os.path.dirname(vllm.__file__), "verdicts": verdicts, "bodies": bodies}) + "\n")
+                          "package_dir": os.path.dirname(vllm.__file__), "verdicts": verdicts, "bodies": bodies, "parsers": parsers}) + "\n")
     return 0
 
 
