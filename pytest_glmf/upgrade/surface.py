@@ -89,9 +89,10 @@ def expected_vllm_lines(release: str | None = None) -> dict[str, bool]:
     return {name: prints_in(release, x.since, x.until) for name, x in VLLM_LINES.items() if x.fmt and x.source}
 
 
-def vllm_boot_formats(release: str) -> list[BootFormat]:
-    """Every line the boot gate declares with a format that `release` prints, with its pin for that
-    release (`line` None where it has none yet)."""
+def vllm_boot_formats(release: str | None = None) -> list[BootFormat]:
+    """Every line the boot gate declares with a format that `release` prints (None: the newest tracked
+    release), with its pin for that release (`line` None where it has none yet)."""
+    release = release or VLLM_RELEASES[-1]
     pins = VLLM_PINS.get(release, {})
     return [BootFormat(name, x.pattern, x.source, pins.get(name), skeleton_of(x.fmt), VLLM_SAMPLES[name], release)
             for name, x in VLLM_LINES.items()

@@ -148,7 +148,7 @@ def test_boot_lines_metrics_and_routes_gone_from_the_release_break_the_lane(rele
                  "--json", str(out_json)]) == 1
     changes = json.loads(out_json.read_text())["lanes"][0]["changes"]
     kinds = {(c["flag"], c["change"]) for c in changes}
-    assert ("active_seqs_override", "boot format vanished") in kinds
+    assert ("active_seqs_override_fit", "boot format vanished") in kinds
     assert {f.name for f in vllm_boot_formats()} == {c["flag"] for c in changes if c["change"] == "boot format vanished"}
     assert ("vllm:num_requests_running", "metric vanished") in kinds and ("/tokenize", "endpoint vanished") in kinds
     assert "1 of 1 lane(s) would break: real" in capsys.readouterr().out
