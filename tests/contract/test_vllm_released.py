@@ -34,7 +34,7 @@ from pytest_glmf.config.lanes import build_server_argv, load_lanes
 from pytest_glmf.gates.boot.vllm import VLLM_LINES
 from pytest_glmf.launch import preflight
 from pytest_glmf.upgrade.formats import logged_formats, skeletons
-from pytest_glmf.upgrade.releases import VLLM_RELEASES
+from pytest_glmf.upgrade.releases import VLLM_RELEASES, release_key
 from pytest_glmf.upgrade.surface import (
     VLLM_PINS,
     declared_vllm_lines,
@@ -163,6 +163,35 @@ def test_every_parser_a_lane_names_is_registered_in_the_release(oracles: Oracles
     unknown = [f"{where}: --{kind.replace('tool', 'tool-call')}-parser {name}" for where, kind, name in named
                if name not in oracle["parsers"][kind]]
     assert not unknown, f"vLLM {release} has no such parser: {unknown}"
+
+
+@RELEASES
+def test_the_gates_read_the_releases_chat_answers(oracles: Oracles, release: str) -> None:
+    """The tool gate's and the template gate's readers on answers the release's own models serialize;
+    0.34 omits `annotations` and `prompt_tokens_details` when null (0.33 sent null) and takes `tools: []`
+    (the gates send no empty `tools`: tools/harness.py and template/conversations.py drop it)."""
+    from pytest_glmf.gates.template.conversations import Conversation
+    from pytest_glmf.gates.template.served import served_prompt_ids
+    from pytest_glmf.gates.tools.harness import answer_from_response
+
+    answers = oracles.answer(release)["answers"]
+    call = answer_from_response(answers["tool_call"])
+    assert (call.calls, call.finish_reason, call.completion_tokens, call.content) == (
+        [{"name": "get_weather", "arguments": '{"city": "Paris"}'}], "tool_calls", 7, "")
+    text = answer_from_response(answers["text"])
+    assert (text.calls, text.content, text.finish_reason) == ([], "Hello.", "stop")
+    message, usage = answers["text"]["choices"][0]["message"], answers["text"]["usage"]
+    null_keys_sent = release_key(release) < release_key("0.34.0")
+    assert ("annotations" in message, "prompt_tokens_details" in usage) == (null_keys_sent, null_keys_sent)
+    assert "tool_calls" not in message     # dropped when empty, in both
+
+    class Client:                                                   # the chat route's answer, as served
+        def post_json(self, path: str, body: dict) -> dict:
+            assert path == "/v1/chat/completions" and body["return_token_ids"] is True
+            return answers["text"]
+
+    conv = Conversation("hello", [{"role": "user", "content": "Hi"}], [], {})
+    assert served_prompt_ids(Client(), conv, via="chat") == [1, 2, 3]
 
 
 @RELEASES
