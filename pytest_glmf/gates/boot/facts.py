@@ -100,6 +100,18 @@ def find_line(lines: list[LogLine], pattern: re.Pattern[str]) -> tuple[LogLine, 
     return first
 
 
+def find_last_line(lines: list[LogLine], patterns: list[re.Pattern[str]]) -> tuple[LogLine, re.Match[str]] | None:
+    """The last line any of `patterns` matches on the primary rank, else the last anywhere (a value
+    the engine revises as it boots: the last word is the one it runs with)."""
+    last = last_primary = None
+    for line in lines:
+        if m := next((m for p in patterns if (m := p.search(line.msg))), None):
+            last = (line, m)
+            if line.primary:
+                last_primary = last
+    return last_primary or last
+
+
 def parse_int(s: str) -> int:
     return int(s.replace(",", ""))
 

@@ -24,7 +24,8 @@ def render_facts(facts: BootFacts, version: str | None = None) -> str:
     def gib(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f} GiB"
 
-    rows.append(["kv_cache_memory_gib", gib(facts.kv_cache_memory_gib)])
+    why = facts.sources.get("kv_cache_memory_gib")     # vLLM 0.34: which line sized the pool (gates/boot/vllm.py)
+    rows.append(["kv_cache_memory_gib", gib(facts.kv_cache_memory_gib) + (f" ({why})" if why else "")])
     for i, pool in enumerate(facts.kv_pools):
         size = f", {gib(pool['size_gb'])}" if pool.get("size_gb") is not None else ""
         rows.append([f"kv_pool[{i}]", f"{fmt(pool['tokens'])} tokens, {pool['dtype'] or '?'}{size}"])

@@ -18,7 +18,7 @@ Parsers, as the engines build them:
   `make_arg_parser(<its subparser>)`, and `python -m vllm.entrypoints.openai.api_server` builds the
   same `make_arg_parser` on a `FlexibleArgumentParser`. The probe does what `main` does for
   `serve`, so it follows `make_arg_parser` wherever a release keeps it (0.32:
-  vllm/entrypoints/launchers/cli_args.py, 0.33: vllm/entrypoints/common/cli_args.py). A release
+  vllm/entrypoints/launchers/cli_args.py, 0.33 and 0.34: vllm/entrypoints/common/cli_args.py). A release
   without the `cli.serve` module (before `vllm serve` existed) answers with the api_server
   module's own `make_arg_parser`, the name that module calls.
 

@@ -1,4 +1,4 @@
-"""The vLLM oracle, one process per session: the released vLLM 0.33.0's own code answering in one batch.
+"""The vLLM oracle, one process per release: a released vLLM's own code answering in one batch.
 
 Runs in the overlay venv tests/contract/setup-vllm builds (never in the project's). stdin: one JSON
 object; stdout: one JSON line (anything vLLM prints goes to stderr).
@@ -10,7 +10,13 @@ object; stdout: one JSON line (anything vLLM prints goes to stderr).
                                            (vLLM's models accept and drop unknown keys, logging them
                                            at debug level: a key they drop is a setting that never
                                            reached the engine)
-Files cited are inside the vllm 0.33.0 package.
+                                        -> "answers": chat answers (a tool call; text with usage and
+                                           prompt ids) built with its response models and dumped as its
+                                           route returns them, for the gates' readers
+                                        -> "parsers": the names its tool-call and reasoning parser
+                                           registries hold (`--tool-call-parser`, `--reasoning-parser`
+                                           are looked up there at startup, not by argparse)
+Files cited are inside the vllm 0.33.0 package (0.34.0 keeps them).
 """
 from __future__ import annotations
 
@@ -66,6 +72,27 @@ def check_body(path: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"ok": False, "model": names, "errors": errors, "unknown_keys": []}
 
 
+def sample_answers() -> dict[str, Any]:
+    """Chat answers as the release's chat route returns them (`JSONResponse(content=result.model_dump())`,
+    vllm/entrypoints/openai/chat_completion/api_router.py)."""
+    from vllm.entrypoints.generate.base.protocol import FunctionCall, ToolCall
+    from vllm.entrypoints.openai.chat_completion.protocol import (
+        ChatCompletionResponse,
+        ChatCompletionResponseChoice,
+        ChatMessage,
+    )
+    from vllm.entrypoints.serve.engine.protocol import UsageInfo
+
+    usage = UsageInfo(prompt_tokens=12, completion_tokens=7, total_tokens=19)
+    call = ToolCall(function=FunctionCall(name="get_weather", arguments='{"city": "Paris"}'))
+    tool = ChatCompletionResponse(model="m", usage=usage, choices=[ChatCompletionResponseChoice(
+        index=0, message=ChatMessage(role="assistant", tool_calls=[call]), finish_reason="tool_calls")])
+    text = ChatCompletionResponse(model="m", usage=usage, prompt_token_ids=[1, 2, 3], choices=[
+        ChatCompletionResponseChoice(index=0, message=ChatMessage(role="assistant", content="Hello."),
+                                     finish_reason="stop")])
+    return {"tool_call": tool.model_dump(mode="json"), "text": text.model_dump(mode="json")}
+
+
 def main() -> int:
     probe = _load_probe(sys.argv[1])
     req = json.loads(sys.stdin.read())
@@ -78,8 +105,14 @@ def main() -> int:
         verdicts = [{"problems": probe.parse_all(parser, list(argv)), "abbreviations": probe.abbreviations(parser, list(argv))}
                     for argv in req.get("argvs") or []]
         bodies = [check_body(b["path"], b["body"]) for b in req.get("bodies") or []]
+        from vllm.reasoning import ReasoningParserManager
+        from vllm.tool_parsers import ToolParserManager
+
+        answers = sample_answers()
+        parsers = {"tool": ToolParserManager.list_registered(), "reasoning": ReasoningParserManager.list_registered()}
     out.write(json.dumps({"version": version, "parser": where, "options": options,
-                          "package_dir": os.path.dirname(vllm.__file__), "verdicts": verdicts, "bodies": bodies}) + "\n")
+                          "package_dir": os.path.dirname(vllm.__file__), "verdicts": verdicts, "bodies": bodies, "parsers": parsers,
+                          "answers": answers}) + "\n")
     return 0
 
 
