@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 METRICS = [
     Metric("accept_rate", "higher", "fraction", hi=1.0, doc="accepted draft tokens / drafted tokens",
@@ -57,4 +57,7 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("acceptance", METRICS, AcceptanceSettings, keys={"classes": _check_classes},
                         doc="speculative acceptance per prompt class, single stream",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("accept", "speculative acceptance per prompt class", rank=40),
+                        report_columns=("class", "tok_s", "accept_rate", "accept_length", "requests", "source"),
+                        report_rank=50)
