@@ -11,18 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# subcommand -> (module with `cli(argv) -> int`, one-line help)
+from pytest_glmf.gates.registry import gate_commands
+from pytest_glmf.gates.spec import MEASURE_GROUP
+
+# subcommand -> (module with `cli(argv) -> int`, one-line help): the gates' own (each declares its
+# command in its spec.py: `GateSpec.command`), then the commands that belong to no gate
+GATE_COMMANDS = gate_commands()
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("pytest_glmf.sim.__main__", "run the built-in SGLang-compatible simulator"),
-    "bootlog": ("pytest_glmf.gates.boot.cli", "parse a boot log into facts (seats, cap reason, KV pools)"),
-    "curve": ("pytest_glmf.gates.curve.cli", "run a concurrency curve against a server"),
-    "capacity": ("pytest_glmf.gates.capacity.cli", "capacity under a service level: users (and rate) at N tok/s"),
-    "drift": ("pytest_glmf.gates.drift.cli", "log-prob drift: oracle reference, scoring, comparison"),
-    "accept": ("pytest_glmf.gates.acceptance.cli", "speculative acceptance per prompt class"),
-    "tools": ("pytest_glmf.gates.tools.cli", "tool-call gate against a server"),
-    "agents": ("pytest_glmf.gates.agents.cli", "agents' multi-turn sessions against a server; `glmf agents replay`: "
-                                               "a trace replayed open loop"),
-    "template": ("pytest_glmf.gates.template.cli", "served chat template: make a reference, check a server against it"),
+    **{name: (module, command.help) for name, (command, module) in GATE_COMMANDS.items()},
     "report": ("pytest_glmf.results.report", "render a result file: tables, Markdown, a PNG, one HTML page (--html)"),
     "compare": ("pytest_glmf.compare.cli", "compare lanes' result files: the recipe's tables, the crossover"),
     "history": ("pytest_glmf.results.history.cli", "stored runs per lane, metric trends, CSV export, re-import"),
@@ -34,14 +31,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-# `glmf --help` shows the commands by what they are for (every subcommand in exactly one group)
-GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("measure a server (--url URL, or a lane)", ("curve", "capacity", "drift", "accept", "tools", "agents",
-                                                 "template", "bootlog")),
+# `glmf --help` shows the commands by what they are for (every subcommand in exactly one group):
+# each group's own commands, then the gates' commands declared in it (`GateCommand.group`)
+_OWN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (MEASURE_GROUP, ()),
     ("results", ("report", "compare", "history")),
     ("lanes and configuration", ("init", "lanes", "thresholds")),
     ("engines", ("upgrade", "sim")),
 )
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (title, (*own, *(name for name, (command, _) in GATE_COMMANDS.items() if command.group == title)))
+    for title, own in _OWN_GROUPS)
 
 
 # Ctrl-C in a command: one line (never a traceback), exit 130 like a shell; a long command's finished

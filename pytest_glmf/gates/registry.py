@@ -1,5 +1,7 @@
-"""The gates, by name. The thresholds loader, the verdict helpers, the baseline comparison and the
-`glmf_gate` marker ask this registry; a new gate joins by adding its `spec.SPEC` here."""
+"""The gates, by name. The thresholds loader, the verdict helpers, the baseline comparison, the
+`glmf_gate` marker, the `glmf` command (each gate's subcommand) and the reports (each gate's
+columns and place) ask this registry; a new gate joins by adding its `spec.SPEC` here: what it
+declares there (`GateSpec.command`, `report_columns`, `report_rank`) does the rest."""
 from __future__ import annotations
 
 from pytest_glmf.gates.acceptance.spec import SPEC as ACCEPTANCE
@@ -8,7 +10,7 @@ from pytest_glmf.gates.boot.spec import SPEC as BOOT
 from pytest_glmf.gates.capacity.spec import SPEC as CAPACITY
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.drift.spec import SPEC as DRIFT
-from pytest_glmf.gates.spec import GateSpec
+from pytest_glmf.gates.spec import GateCommand, GateSpec
 from pytest_glmf.gates.template.spec import SPEC as TEMPLATE
 from pytest_glmf.gates.tools.spec import SPEC as TOOLS
 
@@ -36,3 +38,15 @@ def metric_label(gate: str, metric: str) -> str:
     spec = GATES.get(gate)
     declared = spec.metrics.get(metric) if spec is not None else None
     return declared.axis_label() if declared is not None else metric
+
+
+def report_order() -> tuple[str, ...]:
+    """The gates in the order a report shows them (`GateSpec.report_rank`; ties: the registry's order)."""
+    return tuple(sorted(GATES, key=lambda name: GATES[name].report_rank))
+
+
+def gate_commands() -> dict[str, tuple[GateCommand, str]]:
+    """Each gate's `glmf` subcommand -> (its declaration, the module with `cli(argv) -> int`),
+    in `glmf --help`'s order (`GateCommand.rank`)."""
+    declared = [(spec.command, spec.cli_module) for spec in GATES.values() if spec.command is not None]
+    return {command.name: (command, module) for command, module in sorted(declared, key=lambda d: d[0].rank)}

@@ -263,6 +263,21 @@ def check_baseline(where: str, spec: "GateSpec", value: Any) -> None:
 
 SectionCheck = Callable[["GateSpec", str, Any], None]
 
+# The group of `glmf --help` that lists the gates' commands (pytest_glmf/cli.py names the others).
+MEASURE_GROUP = "measure a server (--url URL, or a lane)"
+
+
+@dataclass(frozen=True)
+class GateCommand:
+    """The `glmf` subcommand a gate declares: its name, the one line `glmf --help` shows, the help
+    group it is listed in and its place there (`rank`, ascending). The command runs `cli(argv)` of
+    the gate's own `cli` module (`GateSpec.cli_module`)."""
+
+    name: str
+    help: str
+    rank: int
+    group: str = MEASURE_GROUP
+
 
 @dataclass(frozen=True)
 class GateSpec:
@@ -277,13 +292,22 @@ class GateSpec:
     doc: str = ""
     title: str = ""
     definitions: tuple[str, ...] = ()
+    command: GateCommand | None = None                       # its `glmf` subcommand
+    report_columns: tuple[str, ...] = ()                      # its entries' columns first in a report's table
+    report_rank: int = 0                                      # its place among the gates of a report
 
     @classmethod
     def declare(cls, name: str, metrics: list[Metric], settings: type,
                 keys: Mapping[str, SectionCheck] | None = None, doc: str = "", title: str = "",
-                definitions: tuple[str, ...] = ()) -> "GateSpec":
+                definitions: tuple[str, ...] = (), command: GateCommand | None = None,
+                report_columns: tuple[str, ...] = (), report_rank: int = 0) -> "GateSpec":
         return cls(name, {m.name: m for m in metrics}, settings, dict(keys or {}), doc, title or name,
-                   tuple(definitions))
+                   tuple(definitions), command, tuple(report_columns), report_rank)
+
+    @property
+    def cli_module(self) -> str:
+        """The module whose `cli(argv) -> int` runs the gate's command: its own folder's `cli.py`."""
+        return f"pytest_glmf.gates.{self.name}.cli"
 
     @property
     def section_keys(self) -> tuple[str, ...]:

@@ -6,23 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.verdict import fmt
 
-# Preferred column order per gate; other scalar fields follow in the order recorded.
-COLUMNS: dict[str, list[str]] = {
-    "boot": ["max_running_requests", "requested_max_running_requests", "kv_tokens", "context_len",
-             "kv_pools", "cap_reason"],
-    "curve": ["users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s",
-              "ttft_p95_s", "itl_p95_s", "spread_pct", "runs", "tokens_per_user", "flags"],
-    "drift": ["candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp", "argmax_mismatch",
-              "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode", "floor_abs_dlogp", "excess_abs_dlogp",
-              "output_length_ratio", "runaway_share", "prompts", "tokens"],
-    "acceptance": ["class", "tok_s", "accept_rate", "accept_length", "accept_pos1", "accept_pos2", "accept_pos3",
-                   "requests", "source"],
-    "tools": ["concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls", "bad_turns"],
-    "capacity": ["users", "rate_per_s", "boundary_users", "boundary_per_s", "boundary_ci95", "stopped_by",
-                 "undecided", "kv_bound_users", "seats", "kv_tokens_per_user", "probes", "requests", "wall_s"],
-}
+
+def preferred_columns(gate: str) -> list[str]:
+    """The columns a gate shows first, in its order (its spec's `report_columns`); other scalar
+    fields follow in the order recorded."""
+    spec = GATES.get(gate)
+    return list(spec.report_columns) if spec is not None else []
 
 
 def cell(value: Any) -> str:
@@ -60,7 +52,7 @@ def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
 def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows for one gate's recorded entries (one row per key)."""
     rows = [(k, v) for k, v in entries.items() if isinstance(v, dict)]
-    preferred = COLUMNS.get(gate, [])
+    preferred = preferred_columns(gate)
     cols = [c for c in preferred if any(c in v for _, v in rows)]
     for _, v in rows:
         for c, x in v.items():

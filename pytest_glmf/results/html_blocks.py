@@ -11,13 +11,13 @@ from html import escape, unescape
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.registry import GATES
+from pytest_glmf.gates.registry import GATES, report_order
 from pytest_glmf.results.recorder import write_atomic
 
 # The browser may load nothing: no network, no other file; inline styles and data: images only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Gates in the order a reader asks about them; gates not listed follow in the order recorded.
-GATE_ORDER = ("boot", "curve", "capacity", "drift", "acceptance", "tools", "template", "agents")
+GATE_ORDER = report_order()
 
 CSS = """
 :root{--fg:#1b1f23;--mute:#5b636b;--line:#d6dadf;--bg:#fff;--soft:#f5f7f9;--ok:#1e7a34;--bad:#b3261e;

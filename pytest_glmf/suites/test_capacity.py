@@ -29,9 +29,8 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates.capacity import FrontierResult, assert_capacity
+from pytest_glmf.gates.capacity import assert_capacity, assert_frontier
 from pytest_glmf.gates.capacity.plot import plot_frontier
-from pytest_glmf.gates.capacity.slo import INVALID
 from pytest_glmf.gates.capacity.table import capacity_report, frontier_table, rate_report
 from pytest_glmf.plugin.progress import live_progress
 
@@ -64,24 +63,7 @@ def test_capacity(glmf_capacity, glmf_lane, glmf_thresholds, record_property, re
     record_property("capacity.users", result.users)
     record_property("capacity.stopped_by", result.stopped_by)
     _say(request, capacity_report(result))
-    assert_capacity(result, bounds, source=source, title=f"capacity of lane {glmf_lane.name!r}")
-
-
-def _frontier_problems(frontier: FrontierResult) -> list[str]:
-    problems = []
-    for p in frontier.points:
-        if p.undecided:
-            problems.append(f"{p.workload['prompt_tokens']:,} tokens: undecided: {p.undecided}")
-        for probe in (p.last_pass, p.first_fail):
-            bad = [m.text() for m in (probe.misses if probe else []) if m.what in INVALID]
-            if probe is not None and bad:
-                problems.append(f"{p.workload['prompt_tokens']:,} tokens @ {probe.users} users: {'; '.join(bad)}")
-    measured = [(p.workload["prompt_tokens"], p.users, p.search.step) for p in frontier.points if p.users]
-    for (c0, u0, _), (c1, u1, s1) in zip(measured, measured[1:]):
-        if u1 > u0 + s1:
-            problems.append(f"capacity rises with context: {u0} users at {c0:,} tokens, {u1} at {c1:,} "
-                            f"(more than the resolution, {s1:g}): noisy measurements")
-    return problems
+    assert_capacity(result, source=source, lane=glmf_lane, **bounds)
 
 
 def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_results, request):
@@ -102,9 +84,7 @@ def test_capacity_frontier(glmf_capacity, glmf_lane, glmf_thresholds, glmf_resul
     except RuntimeError as exc:      # matplotlib missing: the table is still the result
         text += f"\nno plot: {exc}"
     _say(request, text)
-    problems = _frontier_problems(frontier)
-    if problems:
-        pytest.fail("capacity frontier not measured cleanly:\n" + "\n".join(problems) + "\n\n" + text, pytrace=False)
+    assert_frontier(frontier, source=glmf_thresholds.source(glmf_lane.name, "capacity"), lane=glmf_lane, details=text)
 
 
 def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, record_property, request):
@@ -115,6 +95,5 @@ def test_capacity_rate(glmf_capacity, glmf_lane, glmf_thresholds, record_propert
     result = glmf_capacity.rate()
     record_property("capacity.rate_per_s", result.rate_per_s)
     _say(request, rate_report(result))
-    assert_capacity(result, bounds, source=glmf_thresholds.source(glmf_lane.name, "capacity"),
-                    title=f"open-loop capacity of lane {glmf_lane.name!r}")
+    assert_capacity(result, source=glmf_thresholds.source(glmf_lane.name, "capacity"), lane=glmf_lane, **bounds)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 # Draft positions gated one by one (`accept_pos1` .. `accept_pos8`): vLLM's per-position counters
 # and response histogram cover num_speculative_tokens positions; 8 covers DFlash's block 7 (6 drafts)
@@ -71,4 +71,8 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("acceptance", METRICS, AcceptanceSettings, keys={"classes": _check_classes},
                         doc="speculative acceptance per prompt class, single stream",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("accept", "speculative acceptance per prompt class", rank=40),
+                        report_columns=("class", "tok_s", "accept_rate", "accept_length", "accept_pos1", "accept_pos2",
+                                        "accept_pos3", "requests", "source"),
+                        report_rank=50)

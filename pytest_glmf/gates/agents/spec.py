@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.capacity.spec import build_slo
-from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting, settings_keys
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, build_settings, setting, settings_keys
 
 METRICS = [
     Metric("ttft_p95_s", "lower", "s", doc="time to first token of every turn, 95th percentile",
@@ -150,7 +150,10 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("agents", METRICS, AgentsSettings, keys={"slo": _check_slo, "replay": _check_replay},
                         doc="agents' sessions: per-turn TTFT, prefix-cache hits, session numbers",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("agents", "agents' multi-turn sessions against a server; `glmf agents replay`: "
+                                                      "a trace replayed open loop", rank=60),
+                        report_rank=80)
 # the replay block's own declaration (not a gate of the registry: it lives inside agents' section)
 REPLAY = GateSpec.declare("agents.replay", REPLAY_METRICS, ReplaySettings,
                           doc="a trace replayed open loop: TTFT, send lateness, tokens as the trace says")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.spec import GateSpec, Metric
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric
 
 METRICS = [
     Metric("max_running_requests", "higher", "count", doc="the effective concurrency cap (seats) printed at boot"),
@@ -43,4 +43,8 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("boot", METRICS, BootSettings, keys={"kv_pool_dtypes": _check_kv_pool_dtypes},
                         doc="boot facts: seats, KV pool, context length, KV pool dtypes",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("bootlog", "parse a boot log into facts (seats, cap reason, KV pools)", rank=80),
+                        report_columns=("max_running_requests", "requested_max_running_requests", "kv_tokens",
+                                        "context_len", "kv_pools", "cap_reason"),
+                        report_rank=10)

@@ -4,7 +4,8 @@ Public API (import it from here; the modules behind it may move):
     measure_capacity(url, slo, settings) -> CapacityResult   users, stopped_by, boundary_ci95, probes
     measure_frontier(url, slo, settings, contexts=)          capacity per context length
     measure_rate_capacity(url, slo, settings) -> RateResult  the open-loop twin
-    assert_capacity(result, {"users": {"min": 32}})          fails on a missed bound, or no answer
+    assert_capacity(result, users={"min": 32})               fails on a missed bound, or no answer
+    assert_frontier(frontier)                                fails on an unclean point, or capacity rising with context
     SLO, CapacitySettings                                    the service level and the settings
 In a test, the `glmf_capacity` fixture measures on the session's server.
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
         FrontierResult,
         RateResult,
         assert_capacity,
+        assert_frontier,
         measure_capacity,
         measure_frontier,
         measure_rate_capacity,
@@ -27,5 +29,5 @@ if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
 
 __all__ = ["SLO", "CapacityResult", "CapacitySettings", "FrontierResult", "RateResult", "assert_capacity",
-           "measure_capacity", "measure_frontier", "measure_rate_capacity"]
+           "assert_frontier", "measure_capacity", "measure_frontier", "measure_rate_capacity"]
 __getattr__, __dir__ = lazy_exports(__name__)   # the names imported above, each from its module

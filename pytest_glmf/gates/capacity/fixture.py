@@ -5,7 +5,7 @@ and the lane's `capacity` section. A user's own test reads like the suite:
 
     def test_chat_capacity(glmf_capacity):
         result = glmf_capacity.measure(SLO(per_user_tok_s=50, ttft_s=1.0), prompt_tokens=4000)
-        assert_capacity(result, {"users": {"min": 32}})
+        assert_capacity(result, users={"min": 32})
 
 `measure`, `frontier` and `rate` take a service level (default: the lane's `capacity.slo`) and
 settings overrides by name (default: the lane's `capacity.settings`). A measurement is made once

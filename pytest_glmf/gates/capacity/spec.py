@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
-from pytest_glmf.gates.spec import GateSpec, Metric, build_settings, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, build_settings, setting
 
 
 @dataclass(frozen=True)
@@ -168,4 +168,9 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("capacity", METRICS, CapacitySettings, keys={"slo": _check_slo},
                         doc="capacity under a service level: concurrent users (and request rate) at N tok/s",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("capacity", "capacity under a service level: users (and rate) at N tok/s", rank=20),
+                        report_columns=("users", "rate_per_s", "boundary_users", "boundary_per_s", "boundary_ci95",
+                                        "stopped_by", "undecided", "kv_bound_users", "seats", "kv_tokens_per_user",
+                                        "probes", "requests", "wall_s"),
+                        report_rank=30)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pytest_glmf.compare.thresholds import check_beats  # `beats:` another lane (compare/thresholds.py)
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 METRICS = [
     Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate",
@@ -119,4 +119,9 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check_rows, "beats": check_beats},
                         doc="concurrency curve: per-user and aggregate tok/s, TTFT per users row",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("curve", "run a concurrency curve against a server", rank=10),
+                        report_columns=("users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5",
+                                        "ttft_p50_s", "ttft_p95_s", "itl_p95_s", "spread_pct", "runs",
+                                        "tokens_per_user", "flags"),
+                        report_rank=20)

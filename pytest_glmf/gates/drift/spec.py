@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 METRICS = [
     Metric("mean_abs_dlogp", "lower", "nats", doc="mean over generated tokens of |logp(candidate) - logp(oracle)|",
@@ -113,4 +113,10 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("drift", METRICS, DriftSettings,
                         doc="teacher-forced log-prob drift against an oracle reference",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("drift", "log-prob drift: oracle reference, scoring, comparison", rank=30),
+                        report_columns=("candidate", "mean_abs_dlogp", "median_abs_dlogp", "p95_abs_dlogp",
+                                        "argmax_mismatch", "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode",
+                                        "floor_abs_dlogp", "excess_abs_dlogp", "output_length_ratio",
+                                        "runaway_share", "prompts", "tokens"),
+                        report_rank=40)

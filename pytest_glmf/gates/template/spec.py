@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 METRICS = [
     Metric("mismatched", "lower", "count", doc="conversations whose served prompt ids differ from the reference"),
@@ -61,4 +61,6 @@ DEFINITIONS = (
 
 SPEC = GateSpec.declare("template", METRICS, TemplateSettings,
                         doc="served chat template and tokenizer: prompt ids against a reference",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("template", "served chat template: make a reference, check a server against it", rank=70),
+                        report_rank=70)

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_glmf.gates.spec import GateSpec, Metric, setting
+from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
 
 METRICS = [
     Metric("parsed", "higher", "count", doc="turns whose calls came back parsed and valid"),
@@ -53,4 +53,8 @@ DEFINITIONS = (
 
 
 SPEC = GateSpec.declare("tools", METRICS, ToolsSettings, doc="tool-call parsing, leaks and schema validity",
-                        title=TITLE, definitions=DEFINITIONS)
+                        title=TITLE, definitions=DEFINITIONS,
+                        command=GateCommand("tools", "tool-call gate against a server", rank=50),
+                        report_columns=("concurrency", "turns", "parsed", "parsed_fraction", "leaks", "wrong_calls",
+                                        "bad_turns"),
+                        report_rank=60)

@@ -214,7 +214,7 @@ def test_a_users_own_capacity_test_imports_the_public_api_runs_alone_and_is_reco
             result = glmf_capacity.measure(SLO(per_user_tok_s=17.9), key="mine", prompt_tokens=None, max_tokens=40,
                                            runs=1, resolution_users=1, start_users=5)
             assert isinstance(result, CapacityResult) and callable(measure_capacity)
-            assert_capacity(result, {"users": {"min": 4}})
+            assert_capacity(result, users={"min": 4})
     """)
     result = pytester.runpytest("--glmf-lanes", str(lanes), "--glmf-lane", "truth",
                                 "--glmf-results", str(pytester.path / "results"), "-p", "no:randomly", str(mine))

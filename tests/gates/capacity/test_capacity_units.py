@@ -223,7 +223,7 @@ def test_a_capacity_without_an_answer_fails_its_test_whatever_the_bounds():
     result = CapacityResult(users=None, slo=SLO95, workload={"prompt_tokens": 2400, "max_tokens": 384},
                             search=undecided, bounds=[])
     with pytest.raises(pytest.fail.Exception) as failed:
-        assert_capacity(result, {}, source="thresholds.yaml: lanes.x.capacity", title="capacity of lane 'x'")
+        assert_capacity(result, source="thresholds.yaml: lanes.x.capacity", lane="x")
     assert str(failed.value).splitlines()[0] == ("capacity of lane 'x': no capacity: undecided: at 8 the numbers are "
                                                  "not the server's (thresholds.yaml: lanes.x.capacity)")
     missed = Probe(x=1, passed=False, misses=[Miss("TTFT p95", "3.000 s", "<= 1 s")])
@@ -231,7 +231,7 @@ def test_a_capacity_without_an_answer_fails_its_test_whatever_the_bounds():
                          bound=Bound(1024, "max_users", "ceiling"), step=1, probes=[missed])
     result.search = floor
     with pytest.raises(pytest.fail.Exception) as failed:
-        assert_capacity(result, {})
+        assert_capacity(result)
     assert str(failed.value).splitlines()[0] == "no capacity: nothing passed: TTFT p95: 3.000 s, needs <= 1 s"
 
 
@@ -302,3 +302,54 @@ def test_a_probe_is_judged_by_the_curves_error_bound_setting():
     probe = _Session("http://127.0.0.1:9", settings, SLO95).curve_settings(settings, 8)
     assert (probe.client_error_max_pct, probe.error_max_pct, probe.lag_p99_max_s) == (12.5, 12.5, 0.05)
     assert CapacitySettings().client_error_max_pct == CURVE_DEFAULTS.client_error_max_pct
+
+
+def _frontier(*users_steps: tuple[int | None, float]) -> FrontierResult:
+    points = []
+    for i, (users, step) in enumerate(users_steps):
+        search = SearchResult(value=users, last_pass=None, first_fail=None, stopped_by="slo",
+                              bound=Bound(1024, "max_users", "ceiling"), step=step, probes=[])
+        points.append(CapacityResult(users=users, slo=SLO95, workload={"prompt_tokens": 2048 * 2 ** i, "max_tokens": 64},
+                                     search=search, bounds=[]))
+    return FrontierResult(points=points, slo=SLO95)
+
+
+def test_the_frontier_verdict_is_the_gates_own_and_counts_its_checks():
+    """Issue 41: the frontier's verdict lived in the suite and counted nothing, so a session of
+    only the frontier test had verified nothing; and it took no bounds as the other asserts do."""
+    from pytest_glmf.gates.capacity import assert_frontier
+    from pytest_glmf.gates.verdict import evaluated_count
+
+    before = evaluated_count()
+    assert_frontier(_frontier((40, 1), (20, 1), (8, 1)))
+    assert evaluated_count() - before == 3 + 2 + 0     # each point, each neighbouring pair (no bounds)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_frontier(_frontier((20, 1), (24, 1)), details="the table")
+    assert str(failed.value) == ("capacity frontier not measured cleanly:\ncapacity rises with context: 20 users at "
+                                 "2,048 tokens, 24 at 4,096 (more than the resolution, 1): noisy measurements"
+                                 "\n\nthe table")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_frontier(_frontier((40, 1), (6, 1)), lane="x", users={"min": 8})
+    lines = str(failed.value).splitlines()
+    assert lines[0] == "capacity frontier of lane 'x': 1 threshold(s) missed" and "test_capacity_units.py:" in lines[-1]
+    with pytest.raises(pytest.fail.Exception) as failed:       # a bound is checked as the thresholds loader checks it
+        assert_frontier(_frontier((40, 1)), user={"min": 8})
+    assert "assert_frontier() at " in str(failed.value) and "unknown key 'user'" in str(failed.value)
+
+
+def test_assert_capacity_takes_bounds_as_the_other_gates_do_and_counts_the_answer():
+    """Issue 41: assert_capacity took a positional mapping, unchecked, and counted nothing without bounds."""
+    from pytest_glmf.gates.capacity import assert_capacity
+    from pytest_glmf.gates.verdict import evaluated_count
+
+    result = _frontier((12, 1)).points[0]
+    before = evaluated_count()
+    assert_capacity(result)
+    assert_capacity(result, users={"min": 8})
+    assert evaluated_count() - before == 1 + 2          # the answer, then the answer and the bound
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_capacity(result, users={"min": 1e9, "max": 2})
+    assert str(failed.value).startswith("assert_capacity() at ") and "min 1000000000 > max 2" in str(failed.value)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_capacity(result, lane="x", users={"min": 16})
+    assert str(failed.value).splitlines()[0] == "capacity of lane 'x': 1 threshold(s) missed"
