@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf import __version__
+from pytest_glmf.gates.boot.vllm import VLLM_LINES
+from pytest_glmf.upgrade.formats import skeleton_regex
+from pytest_glmf.upgrade.surface import ENDPOINTS, boot_formats, metric_names, source_has, source_mentions
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
@@ -38,6 +41,14 @@ READS: dict[str, Fact] = {
     "non_default_args": Fact("non-default args line", "the seats asked for are not read"),
     "engine_config": Fact("engine config line", "KV dtypes and CUDA graph sizes are not read"),
     "context_config": Fact("engine config line", "KV dtypes and CUDA graph sizes are not read"),
+}
+# vLLM 0.34's lines feed the same facts as the lines they reword or settle (one gap per fact)
+READS |= {
+    "active_seqs_override_fit": READS["active_seqs_override"],
+    **{name: READS["kv_cache_memory"] for name in ("kv_after_warmup", "kv_extended", "kv_remapped",
+                                                   "kv_extensible_disabled", "kv_extensible_off")},
+    **{name: READS["context_auto_fit"] for name in ("context_auto_fit_tentative", "context_auto_reduced",
+                                                    "context_auto_reduced_short", "context_auto_fit_after_warmup")},
 }
 
 
@@ -74,15 +85,14 @@ PRINTS: dict[str, list[Printed]] = {"vllm": [
 ], "sglang": []}
 
 
-def boot_gaps(engine: str, package_parent: Path) -> dict[str, dict[str, Any]]:
-    """fact -> the gap, for the boot lines of `engine` the release at `package_parent` breaks: a fact whose
-    lines the release all dropped (none of its new lines read either), or one with a new line the gate
-    does not read."""
-    from pytest_glmf.upgrade.surface import boot_formats, source_has
-
+def boot_gaps(engine: str, package_parent: Path, version: str | None = None) -> dict[str, dict[str, Any]]:
+    """fact -> the gap, for the boot lines of `engine` the release at `package_parent` (`version`) breaks:
+    a fact whose lines the release all dropped (none of its new lines read either), or one with a new
+    line the gate does not read. Only the lines the gate expects `version` to print are looked for (a
+    line the gate knows 0.34 retired is no gap on 0.34)."""
     printed: dict[str, bool] = {}
     gone: dict[str, str] = {}
-    for name, source, skeleton in boot_formats(engine):
+    for name, source, skeleton in boot_formats(engine, version):
         fact = _fact_key(name)
         if source_has(package_parent, source, skeleton) is not None:
             printed[fact] = True
@@ -115,26 +125,19 @@ def _fact_key(name: str) -> str:
 
 def _patterns(engine: str) -> list[Any]:
     if engine == "vllm":
-        from pytest_glmf.gates.boot.vllm import VLLM_LINES
-
         return [x.pattern for x in VLLM_LINES.values()]
-    from pytest_glmf.upgrade.formats import skeleton_regex
-    from pytest_glmf.upgrade.surface import boot_formats
-
     return [skeleton_regex(sk) for _, _, sk in boot_formats(engine)]
 
 
 def gaps(engine: str, version: str | None, package_dir: str | None) -> list[dict[str, Any]]:
     """Every gap of this pytest-glmf on the release whose package is at `package_dir`, each with the line
     a user reads: "pytest-glmf X does not read vLLM 0.34.0's override line yet: seats may be wrong ..."."""
-    from pytest_glmf.upgrade.surface import ENDPOINTS, metric_names, source_mentions
-
     if package_dir is None:
         return []
     parent = Path(package_dir).parent
     release = f"{ENGINE_NAMES.get(engine, engine)} {version or '?'}"
     out = []
-    for fact, gap in boot_gaps(engine, parent).items():
+    for fact, gap in boot_gaps(engine, parent, version).items():
         known = READS.get(fact, Fact(f"{fact} line", "the boot gate may miss what that line says"))
         out.append({"what": fact, "kind": "boot line",
                     "message": f"pytest-glmf {__version__} does not read {release}'s {known.what} yet: "

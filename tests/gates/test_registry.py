@@ -83,4 +83,5 @@ def test_a_gates_declared_columns_lead_its_table() -> None:
     the spec's report_columns, not a list in results/columns.py."""
     header, _ = gate_table("capacity", {"users=12": {"stopped_by": "slo", "wall_s": 3.0, "users": 12, "zeta": 1}})
     assert header == ["users", "stopped_by", "wall_s", "zeta"]
-    assert list(GATES["capacity"].report_columns[:4]) == ["users", "rate_per_s", "boundary_ci95", "stopped_by"]
+    assert list(GATES["capacity"].report_columns[:6]) == ["users", "rate_per_s", "boundary_users", "boundary_per_s",
+                                                          "boundary_ci95", "stopped_by"]

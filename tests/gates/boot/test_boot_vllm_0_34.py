@@ -182,7 +182,7 @@ def test_glmf_bootlog_on_a_0_34_dflash_log(tmp_path, unfold) -> None:
            f"\"{EXTENDED_LINE}\"; the 40.00 GiB before warmup was its reservation)" in out
     assert "kv_pool[0]                     | 468,736 tokens, bfloat16, 57.22 GiB" in out
     assert f"cap_reason                     | {DFLASH_REASON}" in out
-    data = json.loads(_glmf_bootlog(str(log), "--json").stdout)
+    data = json.loads(_glmf_bootlog(str(log), "--json").stdout)["gates"]["boot"]["facts"]
     assert (data["max_running_requests"], data["kv_cache_memory_gib"], data["kv_tokens"]) == (64, 57.22, 468_736)
 
 
