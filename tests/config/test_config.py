@@ -228,8 +228,9 @@ def test_bundled_thresholds_load_and_cover_the_recipe_lanes() -> None:
      "itl_p95_s, per_user_tok_s, per_user_tok_s_p5, spread_pct, ttft_p50_s, ttft_p95_s; "
      "other keys: allow_queueing, settings, users"),
     ("lanes:\n  daily:\n    acceptance: {classes: {prose: {accept: {min: 0.25}}}}",
-     "lanes.daily.acceptance.classes.prose: unknown key 'accept'; allowed metrics: accept_length, accept_rate, "
-     "tok_s"),
+     "lanes.daily.acceptance.classes.prose: unknown key 'accept'; allowed metrics: accept_length, "
+     "accept_pos1, accept_pos2, accept_pos3, accept_pos4, accept_pos5, accept_pos6, accept_pos7, accept_pos8, "
+     "accept_rate, tok_s"),
     ("lanes:\n  batch:\n    boot: {kv_pool_dtypes: fp8_e4m3}",
      "lanes.batch.boot.kv_pool_dtypes: must be a list of dtype names, e.g. [fp8_e4m3, bfloat16]"),
     ("schema: 1\nlane: {}", "unknown top-level key 'lane'; allowed: lanes, schema"),

@@ -176,7 +176,7 @@ def test_every_helper_counts_the_checks_it_evaluates():
     assert counted("assert_tools(tools())") == 2                            # the recipe's two default bounds
     assert counted("assert_acceptance(acceptance(0.1), 'mean', accept_rate={'min': 0.3})") == 1
     assert counted("assert_acceptance(acceptance(), 'prose')") == 1         # no bound: the class was measured
-    assert counted("assert_speculating(acceptance())") == 2
+    assert counted("assert_speculating(acceptance())") == 3                 # speculated, answered, drafted
     assert counted("FACTS.max_running_requests == 7") == 0
 
 

@@ -36,9 +36,10 @@ TYPOS = [
      "lanes.batch.drift.settings.not_worse_than: unknown key 'marign'; allowed: candidate, margin"),
     ("acceptance", "acceptance: {settings: {prompts_per_clas: 2}}",
      "lanes.batch.acceptance.settings: unknown key 'prompts_per_clas'; allowed: max_tokens_scale, prompts_per_class, "
-     "template"),
+     "template, users"),
     ("acceptance-class", "acceptance: {classes: {prose: {settings: {prompts_per_class: 1}}}}",
-     "lanes.batch.acceptance.classes.prose: unknown key 'settings'; allowed metrics: accept_length, accept_rate, tok_s"),
+     "lanes.batch.acceptance.classes.prose: unknown key 'settings'; allowed metrics: accept_length, accept_pos1, "
+     "accept_pos2, accept_pos3, accept_pos4, accept_pos5, accept_pos6, accept_pos7, accept_pos8, accept_rate, tok_s"),
     ("tools", "tools: {settings: {concurency: 4}}",
      "lanes.batch.tools.settings: unknown key 'concurency'; allowed: concurrency, max_tokens, strict, tool_choice"),
 ]

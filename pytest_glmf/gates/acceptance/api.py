@@ -89,7 +89,7 @@ class AcceptanceResult:
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)   # one per request
     lane: str | None = None           # set by the glmf_acceptance fixture (named in failures)
     method: str | None = None         # the speculative method the server runs (ngram, DFLASH, eagle3, ...)
-    users: int = 1                    # requests in flight at once while measuring
+    users: int = DEFAULTS.users       # requests in flight at once while measuring
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], method: str | None = None) -> "AcceptanceResult":

@@ -107,7 +107,7 @@ class CapacitySettings:
     guided: bool = setting(True, doc="model-guided search (each probe where a monotone fit of the probes' margins "
                                      "puts the boundary); false: bracket and bisect only")
     spread_max_pct: float = setting(CURVE_DEFAULTS.spread_max_pct, min=0, doc="a probe whose runs spread more than this is flagged")
-    client_retries: int = setting(2, min=0, doc="extra runs per probe (at most) to replace runs the client's "
+    client_retries: int = setting(CURVE_DEFAULTS.client_retries, min=0, doc="extra runs per probe (at most) to replace runs the client's "
                                                 "self-check marks: their numbers are the client's, not the server's")
     workers: int | None = setting(None, min=1, doc="client worker processes reading a probe's streams (None: as "
                                                    "many as the measured CPU per token event needs); a probe still "
