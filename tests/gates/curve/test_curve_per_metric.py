@@ -243,7 +243,7 @@ def test_inside_pytest_the_advice_names_the_settings_by_their_thresholds_names(p
                                                "truth", "--glmf-thresholds", str(th), "test_own.py")
     result.assert_outcomes(failed=1)
     out = " ".join(line.strip() for line in result.stdout.lines)      # the notes fold at 120 columns
-    assert "[1] not measured; client timestamps can be off by up to" in out
+    assert "note 1: not measured; client timestamps can be off by up to" in out
     assert re.search(r"client_error_max_pct: [0-9.]+ \(thresholds.yaml: lanes.truth.curve.settings\) would have passed",
                      out)
     assert "(curve setting)" not in out          # the results table's flags too name the lane
@@ -262,7 +262,7 @@ def test_glmf_curve_names_its_flags_and_fails_a_row_without_speed_or_ttft(tmp_pa
     with TruthServer(ttft_ms=5, itl_ms=2, pair_every=2) as ts:
         rc = curve_cli(["--url", ts.url, "--users", "2", "--max-tokens", "12", "--runs", "1", "--no-warmup",
                         "--client-error-max", "0.001", "--client-retries", "0", "--json", str(out)])
-    row = json.loads(out.read_text())["rows"][0]
+    row = json.loads(out.read_text())["command_output"]["rows"][0]   # what only the command has
     printed = unfold(capsys.readouterr().out)
     assert row["unmeasured"] and "not measured (" in printed
     assert re.search(r"--client-error-max [0-9.]+ would have passed", printed) and "thresholds.yaml" not in printed

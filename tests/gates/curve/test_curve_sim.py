@@ -79,8 +79,8 @@ def test_curve_suite_through_the_plugin_on_the_sim(pytester, unfold):
         "*glmf concurrency curve (recipe units):*",
         "*users | aggregate tok/s | per-user tok/s | p5 tok/s | TTFT p50 s | TTFT p95 s | spread*| seats*| flags",
         "*curve of lane 'simbatch' @ 8 users (simulator time scale 0.1: numbers in recipe units)*",
-        "seats @ 8 users | 7 *| >= 8 *| ?1?",       # the cap's note, under the table
-        "?1? *mamba state cache*increase --mamba-full-memory-ratio or --max-mamba-cache-size*",
+        "seats @ 8 users | 7 *| >= 8 *| note 1",       # the cap's note, under the table
+        "note 1: *mamba state cache*increase --mamba-full-memory-ratio or --max-mamba-cache-size*",
     ])
     doc = json.loads(next(results.rglob("*.json")).read_text())
     row = doc["gates"]["curve"]["users=8"]

@@ -40,12 +40,12 @@ def test_rows_within_seats_pass_and_beyond_fail_with_the_cap(pytester, truth, un
     pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         "*test_curve_row?users=2? PASSED*",
         "*curve of lane 'seats2' @ 4 users: * threshold(s) missed*",
-        "seats @ 4 users | 2        | >= 4     | ?1?",
-        "?1? -50.0 %; max_running_requests capped to 2 by the mamba state cache *: increase "
+        "seats @ 4 users | 2        | >= 4     | note 1",
+        "note 1: -50.0 %; max_running_requests capped to 2 by the mamba state cache *: increase "
         "--mamba-full-memory-ratio or --max-mamba-cache-size*",
         "the row:",
-        "4     | * | 2 (shared) | ?1?",
-        "?1? 4 clients sharing 2 seats*",
+        "4     | * | 2 (shared) | note 1",
+        "note 1: 4 clients sharing 2 seats*",
     ])
     result.stdout.fnmatch_lines(["*glmf concurrency curve (measured):*", "*users | aggregate tok/s*",
                                  "*aggregate * at the last row*"])
@@ -59,6 +59,6 @@ def test_allow_queueing_accepts_the_shared_seats_and_bounds_still_gate(pytester,
                        "        - {users: 4, allow_queueing: true, per_user_tok_s: {min: 100}}\n"
                        "        - {users: 3, allow_queueing: true, ttft_p95_s: {max: 0.001}}\n")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["ttft_p95_s @ 3 users | * | <= 0.001 | ?1?"])
+    result.stdout.fnmatch_lines(["ttft_p95_s @ 3 users | * | <= 0.001 | note 1"])
     assert "thresholds.yaml: lanes.seats2.curve[3])" in unfold(result.stdout.str())
     assert "seats @" not in result.stdout.str()
