@@ -39,8 +39,8 @@ from pytest_glmf.gates.curve.endpoints import Endpoints  # noqa: E402
 from pytest_glmf.gates.curve.records import percentile  # noqa: E402
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, event_loop_factory, measure_run  # noqa: E402
 from pytest_glmf.gates.curve.workers import WorkerPool, available_cores  # noqa: E402
-from pytest_glmf.gates.verdict import render_table  # noqa: E402
 from pytest_glmf.testing.truth_server import true_metrics  # noqa: E402
+from pytest_glmf.text import render_table
 
 PROMPT = "Write a synthesis of the briefing. " * 40
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_glmf.gates.verdict import fold
 from pytest_glmf.plugin import history, hooks
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.redact import Redactor
@@ -33,6 +32,7 @@ from pytest_glmf.results import recorder as results
 from pytest_glmf.results.cost import cost_block
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
+from pytest_glmf.text import fold
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig

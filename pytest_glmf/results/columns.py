@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.text import fmt
 
 
 def preferred_columns(gate: str) -> list[str]:

@@ -16,7 +16,6 @@ from html import escape
 from typing import Any
 
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt, same_number_format
 from pytest_glmf.results import svg
 from pytest_glmf.results.baseline import compare_results, spread_of
 from pytest_glmf.results.columns import cell, gate_table, shared_prefix_note, with_derived
@@ -33,6 +32,7 @@ from pytest_glmf.results.html_blocks import (
     th,
     unit_of,
 )
+from pytest_glmf.text import fmt, same_number_format
 
 Comps = Mapping[tuple[str, str, str], tuple[str, str]]   # (gate, key, metric) -> (css class, change text)
 
@@ -126,7 +126,7 @@ def entry_table(gate: str, entries: Mapping[str, Any], bounds: Mapping[str, Any]
         unit = unit_of(gate, c)
         ths.append(th(c, unit, metric_doc(gate, c)))
     rows, classes = [], []
-    # one number format per column, as the terminal's (gates/verdict.same_number_format): 4,574 beside 40,256
+    # one number format per column, as the terminal's (pytest_glmf.text.same_number_format): 4,574 beside 40,256
     shown = {c: same_number_format([[fmt(e.get(c))] for e in entries.values() if isinstance(e, Mapping)])
              for c in cols}
     for i, (key, entry) in enumerate((k, e) for k, e in entries.items() if isinstance(e, Mapping)):

@@ -11,7 +11,6 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.compare import report as cmp
-from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
 from pytest_glmf.results.html import verdict_of
@@ -28,6 +27,7 @@ from pytest_glmf.results.html_blocks import (
     th,
     unit_of,
 )
+from pytest_glmf.text import fmt
 
 if TYPE_CHECKING:
     from pytest_glmf.results.history.store import Run, SqlStore

@@ -19,7 +19,6 @@ from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.capacity.table import recorded_report
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fit_table, fmt, render_table, wrap
 from pytest_glmf.results.baseline import (
     BaselineError,
     baseline_label,
@@ -38,6 +37,7 @@ from pytest_glmf.results.history.schema import NotAResultFile
 from pytest_glmf.results.html import write_report_page
 from pytest_glmf.results.plotting import curve_bounds
 from pytest_glmf.results.plotting import plot_curve as draw_curve
+from pytest_glmf.text import fit_table, fmt, render_table, wrap
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.

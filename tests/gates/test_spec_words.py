@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates import verdict
 from pytest_glmf.gates.acceptance import table as acceptance_table
 from pytest_glmf.gates.agents import api as agents_api
 from pytest_glmf.gates.agents import table as agents_table
@@ -27,6 +26,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import GateSpec, Metric
 from pytest_glmf.gates.template import table as template_table
 from pytest_glmf.gates.tools import table as tools_table
+from pytest_glmf.text import fit_table, render_table
 
 
 def test_the_curve_table_heads_its_columns_with_the_specs_words(monkeypatch):
@@ -106,15 +106,15 @@ def _heads(monkeypatch: pytest.MonkeyPatch, module: ModuleType, render: Callable
 
     def spy_render(rows: list[list[str]], header: list[str] | None = None) -> str:
         seen.append(list(header or []))
-        return verdict.render_table(rows, header)
+        return render_table(rows, header)
 
     def spy_fit(header: list[str], body: list[list[str]], *args: Any, **kw: Any) -> str:
         seen.append(list(header))
-        return verdict.fit_table(header, body, *args, **kw)
+        return fit_table(header, body, *args, **kw)
     for name, value in vars(module).copy().items():
-        if value is verdict.render_table:
+        if value is render_table:
             monkeypatch.setattr(module, name, spy_render)
-        elif value is verdict.fit_table:
+        elif value is fit_table:
             monkeypatch.setattr(module, name, spy_fit)
     render()
     return seen

@@ -25,9 +25,9 @@ from html_browser import INSTALL, Browser, chromium
 from pytest_glmf.cli import main
 from pytest_glmf.compare.report import crossovers, lane_curves
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results.baseline import compare_results
 from pytest_glmf.results.html_blocks import CSP
+from pytest_glmf.text import fmt
 
 pytestmark = pytest.mark.slow
 

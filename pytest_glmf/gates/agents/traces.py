@@ -53,7 +53,7 @@ from pytest_glmf.gates.curve.records import (
 from pytest_glmf.gates.curve.runner import Progress
 from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
 from pytest_glmf.gates.curve.workload import count_tokens
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.text import fmt, render_table
 
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
 WINDOW_S = 2.0          # connections are opened per window of this many seconds (wall), just before it

@@ -25,7 +25,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, build_slo
 from pytest_glmf.gates.curve.cli import CLIENT_ALIASES, MODEL_HELP
 from pytest_glmf.gates.flags import Alias, SettingFlags
-from pytest_glmf.gates.verdict import fold
+from pytest_glmf.text import fold
 
 
 def parse_slo(text: str) -> SLO:

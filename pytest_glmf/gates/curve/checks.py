@@ -11,7 +11,8 @@ from typing import Any
 from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.curve.selfcheck import LABELS, advice_text, bound_size
 from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.verdict import Check, checks_from_bounds, fmt
+from pytest_glmf.gates.verdict import Check, checks_from_bounds
+from pytest_glmf.text import fmt
 
 
 def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None,

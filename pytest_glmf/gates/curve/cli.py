@@ -20,8 +20,8 @@ from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
-from pytest_glmf.gates.verdict import fold
 from pytest_glmf.results.gatejson import command_document, write_document
+from pytest_glmf.text import fold
 
 # The client's settings, named alike by the curve and capacity (the names `glmf curve` and
 # `glmf capacity` had before their flags came from the specs stay as aliases).
