@@ -158,3 +158,103 @@ def test_the_room_check_names_each_import_up(tmp_path: Path) -> None:
         "pytest_glmf/launch/base.py:1: launch/ imports pytest_glmf.results.redact: the results are above it",
         "pytest_glmf/suites/test_x.py:2: imports pytest_glmf.plugin.session, the plugin's internals: "
         "use pytest_glmf.plugin.accessors"]
+
+
+# ---------------------------------------------------------------------------- the bottom
+# Text for people (pytest_glmf/text.py: numbers, tables that fit 120 columns, folded lines) and
+# redaction (pytest_glmf/redact.py) sit at the package's bottom: every room reaches them going down,
+# so they import nothing of pytest_glmf. Each text helper has one home: it is imported from
+# pytest_glmf.text, never through a module that imported it for its own use (gates/verdict.py, which
+# held them before issue 41, renders its failure table with them).
+BOTTOM = ("text.py", "redact.py")
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names a module defines at its top (functions, classes, assignments), not those it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _module_file(package: Path, module: str) -> Path | None:
+    """The file of a module of the package (`pkg.gates.verdict` -> pkg/gates/verdict.py), if it is one."""
+    parts = module.split(".")
+    if parts[0] != package.name:
+        return None
+    path = package.joinpath(*parts[1:])
+    return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+
+
+def bottom_violations(package: Path, *users: Path) -> list[str]:
+    """The bottom modules' imports of the package, and every text helper taken from another module
+    than pytest_glmf.text (`from pkg.gates.verdict import fmt`, or `verdict.fold` after
+    `from pkg.gates import verdict`), in the package and in the `users` folders (tests, bench)."""
+    name = package.name
+    text_names = {n for n in defined_names(package / "text.py") if not n.startswith("_")}
+    out = []
+    for relative in BOTTOM:
+        for line, module in imported_modules(package / relative, package):
+            if module.split(".")[0] == name:
+                out.append(f"{name}/{relative}:{line}: imports {module}: {relative} is at the bottom, "
+                           f"it imports nothing of {name}")
+    for path in sorted(p for folder in (package, *users) for p in folder.rglob("*.py")):
+        shown = path.relative_to(package.parent).as_posix()
+        tree = ast.parse(path.read_text(), str(path))
+        modules: dict[str, str] = {}          # a local name bound to a module of the package -> the module
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith(name):
+                continue
+            for alias in node.names:
+                home = f"{node.module}.{alias.name}"
+                if alias.name in text_names and node.module != f"{name}.text" and (
+                        (file := _module_file(package, node.module or "")) is None
+                        or alias.name not in defined_names(file)):
+                    out.append(f"{shown}:{node.lineno}: imports {alias.name} from {node.module}: "
+                               f"its home is {name}.text")
+                if _module_file(package, home) is not None:
+                    modules[alias.asname or alias.name] = home
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in text_names
+                    and (module := modules.get(node.value.id)) and module != f"{name}.text"
+                    and node.attr not in defined_names(_module_file(package, module) or path)):
+                out.append(f"{shown}:{node.lineno}: uses {module}.{node.attr}: its home is {name}.text")
+    return out
+
+
+def test_the_bottom_imports_nothing_of_the_package_and_text_helpers_come_from_their_home() -> None:
+    root = PACKAGE.parent
+    violations = bottom_violations(PACKAGE, root / "tests", root / "bench")
+    assert not violations, "\n".join(violations)
+    # the verdict renders its failure table with the text helpers; it defines none of them
+    assert not defined_names(PACKAGE / "gates" / "verdict.py") & defined_names(PACKAGE / "text.py")
+
+
+def test_the_bottom_check_names_each_import_up_and_each_helper_taken_from_elsewhere(tmp_path: Path) -> None:
+    pkg = tmp_path / "pytest_glmf"
+    for part, text in {"text.py": "from pytest_glmf.gates.verdict import Check\n\ndef fmt(x):\n    return str(x)\n"
+                                  "\n\ndef fold(line):\n    return line\n",
+                       "redact.py": "import re\n\ndef f():\n    from .results import recorder\n",
+                       "gates/verdict.py": "from pytest_glmf.text import fmt, fold\n\nclass Check:\n    pass\n",
+                       "gates/drift/table.py": "def fmt(x):\n    return x\n",
+                       "gates/drift/api.py": "from pytest_glmf.gates.drift.table import fmt\n"
+                                             "from pytest_glmf.gates.verdict import Check, fmt as f\n",
+                       "plugin/verified.py": "from pytest_glmf.gates import verdict\nfrom pytest_glmf import text\n"
+                                             "verdict.fold('x')\ntext.fold('y')\nverdict.Check()\n"}.items():
+        (pkg / part).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / part).write_text(text)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_x.py").write_text("from pytest_glmf.gates.verdict import fold\n")
+    assert bottom_violations(pkg, tests) == [
+        "pytest_glmf/text.py:1: imports pytest_glmf.gates.verdict.Check: text.py is at the bottom, "
+        "it imports nothing of pytest_glmf",
+        "pytest_glmf/redact.py:4: imports pytest_glmf.results.recorder: redact.py is at the bottom, "
+        "it imports nothing of pytest_glmf",
+        "pytest_glmf/gates/drift/api.py:2: imports fmt from pytest_glmf.gates.verdict: its home is pytest_glmf.text",
+        "pytest_glmf/plugin/verified.py:3: uses pytest_glmf.gates.verdict.fold: its home is pytest_glmf.text",
+        "tests/test_x.py:1: imports fold from pytest_glmf.gates.verdict: its home is pytest_glmf.text"]
