@@ -40,7 +40,7 @@ from pytest_glmf.gates.curve.records import percentile  # noqa: E402
 from pytest_glmf.gates.curve.runner import CurveSettings, Workload, event_loop_factory, measure_run  # noqa: E402
 from pytest_glmf.gates.curve.workers import WorkerPool, available_cores  # noqa: E402
 from pytest_glmf.testing.truth_server import true_metrics  # noqa: E402
-from pytest_glmf.text import render_table
+from pytest_glmf.text import render_table  # noqa: E402
 
 PROMPT = "Write a synthesis of the briefing. " * 40
 
