@@ -1,9 +1,9 @@
 """Text for people: numbers in one format (`fmt`), tables that fit a terminal's 120 columns
 (`render_table`, `fit_table`: long cells become numbered notes under the table), and long lines
-folded (`wrap`, `fold`). Every table and line pytest-glmf prints or writes (failure messages, the
-gates' tables, reports, the CLI's progress) is made here. It sits at the package's bottom, beside
-redact.py: the gates, results, launch, config, compare, the CLI and the plugin import it going down,
-and it imports nothing of pytest_glmf (tests/test_layout.py)."""
+folded (`wrap`, `fold`): the text of failure messages, the gates' tables, the reports and the
+CLI's progress. It sits at the package's bottom, beside redact.py: the gates, results, launch,
+config, compare, the CLI and the plugin import it going down, and it imports nothing of
+pytest_glmf (tests/test_layout.py)."""
 from __future__ import annotations
 
 import math
@@ -13,6 +13,9 @@ from typing import Any
 
 
 def fmt(x: Any) -> str:
+    """A value as the tables write it: "-" for None, an int from 10,000 up with separators, a float to
+    three decimals with trailing zeros cut (one from 10 up), three digits ("3.2e-05") below 0.01 and
+    from 100,000 up."""
     if x is None:
         return "-"
     if isinstance(x, bool):

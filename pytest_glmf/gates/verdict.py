@@ -3,7 +3,8 @@
 Every gate (its metrics are declared in `gates/<gate>/spec.py`) measures plain numbers, turns them
 into `Check`s against the bounds from thresholds.yaml, and calls `assert_checks`. A failure is a
 table, one row per violated item, in domain units, with where the bound came from and which knob
-to turn. Baseline comparison (regressions against a stored run) produces the same rows.
+to turn (the table made by pytest_glmf/text.py, like every other). Baseline comparison
+(regressions against a stored run) produces the same rows.
 """
 from __future__ import annotations
 
