@@ -1,7 +1,8 @@
 """Text for people: numbers in one format (`fmt`), tables that fit a terminal's 120 columns
 (`render_table`, `fit_table`: long cells become numbered notes under the table), and long lines
-folded (`wrap`, `fold`): the text of failure messages, the gates' tables, the reports and the
-CLI's progress. It sits at the package's bottom, beside redact.py: the gates, results, launch,
+folded (`wrap`, `fold`), a text on one line or cut short (`one_line`, `clip`), Markdown tables
+(`md_table`): the text of failure messages, the gates' tables, the reports, the failure ledger and
+the CLI's progress. It sits at the package's bottom, beside redact.py: the gates, results, launch,
 config, compare, the CLI and the plugin import it going down, and it imports nothing of
 pytest_glmf (tests/test_layout.py)."""
 from __future__ import annotations
@@ -172,3 +173,21 @@ def fold(line: str, width: int = WIDTH) -> str:
 
 
 _ERROR_LINE = re.compile(r"^\s*([^:|]+: )?([\w.]*Error|error|ERROR)\b:|^\s*Traceback ")
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, the cut marked "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (each run of whitespace, newlines included, one space), cut at `limit` (`clip`)."""
+    return clip(" ".join(text.split()), limit)
+
+
+def md_table(header: list[str], body: list[list[str]]) -> str:
+    """A Markdown table (the reports' `.md`): a header, its rule, a line per row; a "|" in a cell escaped."""
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
+    return "\n".join(lines)

@@ -17,8 +17,7 @@ from pytest_glmf.compare.judge import Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name, workload_difference
 from pytest_glmf.gates.registry import metric_label
 from pytest_glmf.results.plotting import pyplot, run_verdict, save_png
-from pytest_glmf.results.report import md_table
-from pytest_glmf.text import fit_table, fmt, wrap
+from pytest_glmf.text import fit_table, fmt, md_table, wrap
 
 BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
              ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),

@@ -37,7 +37,7 @@ from pytest_glmf.results.history.schema import NotAResultFile
 from pytest_glmf.results.html import write_report_page
 from pytest_glmf.results.plotting import curve_bounds
 from pytest_glmf.results.plotting import plot_curve as draw_curve
-from pytest_glmf.text import fit_table, fmt, render_table, wrap
+from pytest_glmf.text import fit_table, fmt, md_table, render_table, wrap
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
@@ -128,13 +128,6 @@ def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[st
               for i, (r, _) in enumerate(earlier)]
     return (f"History: this run beside the last {len(earlier)} on its lane (oldest first)\n"
             + render_table(rows, header) + "\n" + "\n".join(legend))
-
-
-def md_table(header: list[str], body: list[list[str]]) -> str:
-    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
-    return "\n".join(lines)
 
 
 def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
