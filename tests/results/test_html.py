@@ -446,7 +446,7 @@ def test_shared_prefix_rows_are_drawn_hollow_and_apart_as_in_the_png(runs, brows
     """The 4-user row's users all sent one prompt: in every curve chart its points are hollow, in a
     series of their own named in the legend, and no line joins them to the 1- and 8-user rows (the
     PNG draws them hollow, "not comparable"; the page drew one solid line through them)."""
-    from pytest_glmf.results.columns import shared_prefix_note
+    from pytest_glmf.results.columns import table_notes
     from pytest_glmf.results.plotting import curve_figure
 
     doc = doc_of(runs["wide"][0])
@@ -470,7 +470,8 @@ def test_shared_prefix_rows_are_drawn_hollow_and_apart_as_in_the_png(runs, brows
         assert all(" @ 4: " in t and "a prefix cache computes once" in t for t in chart["hollow"])
         assert all(f"{m}, prefix shared (not comparable)" in chart["legend"] for m in metrics)
     # under the table, the terminal's sentence
-    assert shared_prefix_note(doc["gates"]["curve"]) in browser.eval("document.querySelector('#gate-curve').innerText")
+    (note,) = table_notes("curve", doc["gates"]["curve"])
+    assert note in browser.eval("document.querySelector('#gate-curve').innerText")
 
 
 def test_the_columns_say_what_the_terminal_table_says(runs, browser) -> None:
