@@ -47,6 +47,12 @@ def report_hooks(name: str) -> GateReport:
     return spec.report_hooks() if spec is not None else NO_REPORT
 
 
+def gate_title(name: str) -> str:
+    """The gate's title in every report (`GateSpec.title`); the name itself for a gate no spec declares."""
+    spec = GATES.get(name)
+    return spec.title if spec is not None else name
+
+
 def report_order() -> tuple[str, ...]:
     """The gates in the order a report shows them (`GateSpec.report_rank`; ties: the registry's order)."""
     return tuple(sorted(GATES, key=lambda name: GATES[name].report_rank))

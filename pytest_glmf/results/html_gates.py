@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from pytest_glmf.gates.registry import GATES, report_hooks
+from pytest_glmf.gates.registry import GATES, gate_title, report_hooks
 from pytest_glmf.gates.spec import Comps
 from pytest_glmf.gates.verdict import fmt, same_number_format
 from pytest_glmf.results.baseline import compare_results
@@ -22,7 +22,6 @@ from pytest_glmf.results.columns import cell, gate_table, table_notes, with_deri
 from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
-    gate_title,
     is_number,
     metric_doc,
     section,

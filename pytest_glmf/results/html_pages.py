@@ -11,6 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.compare import report as cmp
+from pytest_glmf.gates.registry import gate_title
 from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
@@ -18,7 +19,6 @@ from pytest_glmf.results.html import verdict_of
 from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
-    gate_title,
     metric_doc,
     page,
     section,

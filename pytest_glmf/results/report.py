@@ -17,7 +17,7 @@ from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
-from pytest_glmf.gates.registry import GATES, report_hooks
+from pytest_glmf.gates.registry import GATES, gate_title, report_hooks
 from pytest_glmf.gates.verdict import fit_table, fmt, render_table, wrap
 from pytest_glmf.results.baseline import (
     BaselineError,
@@ -40,8 +40,6 @@ from pytest_glmf.results.plotting import plot_curve as draw_curve
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
-TITLES = {name: spec.title for name, spec in GATES.items()}
-DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
@@ -52,7 +50,7 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         header, body = gate_table(gate, entries or {})
         if body:
             notes = "".join(f"\n{wrap(note)}" for note in table_notes(gate, entries or {}))
-            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + notes)
+            parts.append(f"{gate_title(gate)}\n{fit_table(header, body)}" + notes)
         recorded = report_hooks(gate).recorded
         if recorded is not None and (said := recorded(entries or {})):   # what `glmf capacity` printed
             parts.append("\n".join(map(wrap, said.splitlines())))
@@ -164,10 +162,10 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            out.append(f"### {TITLES.get(gate, gate)}\n\n{md_table(header, body)}")
+            out.append(f"### {gate_title(gate)}\n\n{md_table(header, body)}")
             out.extend(table_notes(gate, entries or {}))
-            if gate in DEFINITIONS:
-                out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
+            if (spec := GATES.get(gate)) is not None and spec.definitions:
+                out.append("\n".join(f"- {d}" for d in spec.definitions))
     if lines := cost_lines(doc.get("cost")):
         out.append("\n".join(f"- {line.strip()}" for line in lines))
     return "\n\n".join(out) + "\n"

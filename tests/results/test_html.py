@@ -315,12 +315,15 @@ def test_glmf_history_html_five_runs(runs, browser, tmp_path, capsys) -> None:
 
 
 def test_every_gate_declares_its_title_and_definitions_and_the_reports_use_them() -> None:
-    from pytest_glmf.results.report import DEFINITIONS, TITLES
+    from pytest_glmf.results.report import markdown_report, terminal_report
 
+    doc = {"lane": {"name": "x"}, "gates": {name: {"k": {"x": 1}} for name in GATES}}
+    terminal, markdown = terminal_report(doc), markdown_report(doc)
     for name, spec in GATES.items():
         assert spec.title and spec.title != name, name
         assert spec.definitions, name
-        assert TITLES[name] == spec.title and DEFINITIONS[name] == list(spec.definitions)
+        assert f"\n{spec.title}\n" in terminal and f"### {spec.title}\n" in markdown, name
+        assert all(f"- {d}\n" in markdown for d in spec.definitions), name
 
 
 def test_capacity_drift_and_acceptance_sections(runs, browser, tmp_path) -> None:
