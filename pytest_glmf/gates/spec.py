@@ -5,7 +5,9 @@ Each gate (`gates/<gate>/spec.py`) declares a `GateSpec`:
     (a fraction lies in [0, 1], a latency or a count is never negative);
   * its settings: a frozen dataclass whose field defaults are the gate's only defaults (the
     suite, the CLI and the measurement code read them from there);
-  * the other keys its section may hold (`rows`, `classes`, ...), each with a validator.
+  * the other keys its section may hold (`rows`, `classes`, ...), each with a validator;
+  * what the central places loop over: its `glmf` command, its report columns and place, and the
+    module of its folder whose `GateReport` says what it adds to the reports (`report`).
 
 `config/thresholds.py` asks the registry (`gates/registry.py`) for the specs and checks every
 section with `GateSpec.check_section` when the file is read, so a typo, a wrong type, `min > max`

@@ -13,8 +13,9 @@ take a session's.
                     what missed), as the command wrote it before this shape
 
 A command's document names no lane: the reader names it after the file (`curve.json` -> lane
-`curve`). Files written by older versions (the command's own shape at top level) are still read:
-their gate is then guessed from their keys (`legacy_document`), the only place a guess is left.
+`curve`). Files written by older versions (the command's own shape at top level) are still read
+(`legacy_document`): each gate reads its own command's older output (`GateReport.legacy`, in its
+folder), and what none of them reads goes to the gate most of whose metrics it carries.
 """
 from __future__ import annotations
 
