@@ -173,4 +173,4 @@ SPEC = GateSpec.declare("capacity", METRICS, CapacitySettings, keys={"slo": _che
                         report_columns=("users", "rate_per_s", "boundary_users", "boundary_per_s", "boundary_ci95",
                                         "stopped_by", "undecided", "kv_bound_users", "seats", "kv_tokens_per_user",
                                         "probes", "requests", "wall_s"),
-                        report_rank=30)
+                        report_rank=30, report="pytest_glmf.gates.capacity.report")

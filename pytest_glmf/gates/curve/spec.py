@@ -124,4 +124,4 @@ SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check
                         report_columns=("users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5",
                                         "ttft_p50_s", "ttft_p95_s", "itl_p95_s", "spread_pct", "runs",
                                         "tokens_per_user", "flags"),
-                        report_rank=20)
+                        report_rank=20, report="pytest_glmf.gates.curve.report")
