@@ -43,9 +43,9 @@ import httpx
 
 from pytest_glmf.engine.client import DONE, parse_sse_line
 from pytest_glmf.gates.curve.checks import client_check
-from pytest_glmf.gates.curve.records import per_user_tok_s, percentile, run_metrics, ttft_s
-from pytest_glmf.gates.curve.runner import CurveSettings, LagProbe, Target, Workload, event_loop_factory, measure_run
 from pytest_glmf.gates.verdict import render_table
+from pytest_glmf.load.records import per_user_tok_s, percentile, run_metrics, ttft_s
+from pytest_glmf.load.run import CurveSettings, LagProbe, Target, Workload, event_loop_factory, measure_run
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPT = "Write a synthesis of the briefing. " * 40

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from pytest_glmf.engine.introspect import parse_metrics
-from pytest_glmf.gates.curve import runner
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.load import run as runner
+from pytest_glmf.load.run import CurveSettings, Workload, run_rows
 from pytest_glmf.testing.truth_server import TruthServer
 
 METRICS = Path(__file__).parents[1] / "tests" / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"

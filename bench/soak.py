@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 
 from pytest_glmf.config.lanes import builtin_lanes
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.launch import launch_lane
+from pytest_glmf.load.run import CurveSettings, Workload, run_rows
+from pytest_glmf.load.workload import load_prompt_variants
 from pytest_glmf.results.recorder import SessionRecorder
 
 MIB = 1024 * 1024

@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from pytest_glmf.gates.curve import sockstamp
+from pytest_glmf.load import sockstamp
 
 perf = time.perf_counter
 

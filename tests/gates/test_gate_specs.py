@@ -12,11 +12,11 @@ from pytest_glmf.cli import main
 from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import settings_keys
+from pytest_glmf.load.run import CurveSettings, Workload
 
 CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_error_max_pct, client_retries, continuous_usage, cpu_max_frac, "
               "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, "

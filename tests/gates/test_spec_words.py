@@ -18,7 +18,6 @@ from pytest_glmf.gates.boot import table as boot_table
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.curve import measure
 from pytest_glmf.gates.curve import table as curve_table_module
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import TABLE_METRICS, curve_table
@@ -27,6 +26,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import GateSpec, Metric
 from pytest_glmf.gates.template import table as template_table
 from pytest_glmf.gates.tools import table as tools_table
+from pytest_glmf.load.run import CurveSettings, Workload
 
 
 def test_the_curve_table_heads_its_columns_with_the_specs_words(monkeypatch):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.gates.curve.cli import cli as curve_cli
-from pytest_glmf.gates.curve.endpoints import shell_facts
-from pytest_glmf.gates.curve.records import median, spread_pct
+from pytest_glmf.load.endpoints import shell_facts
+from pytest_glmf.load.records import median, spread_pct
 
 USERS = [1, 8, 32, 128]
 

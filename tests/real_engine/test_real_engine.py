@@ -178,8 +178,8 @@ def test_stream_shape_role_chunk_then_usage_chunk(oracle_client: Client) -> None
 
 def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: Client, real_report: dict) -> None:
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows, strip_records
     from pytest_glmf.gates.curve.table import curve_table
+    from pytest_glmf.load.run import CurveSettings, Workload, run_rows, strip_records
 
     # vLLM 404s an unknown model name; the load runner's default "default" only works on SGLang.
     # continuous_usage: vLLM puts usage on every chunk, so chunk-derived counts are exact too.

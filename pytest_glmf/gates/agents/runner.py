@@ -25,10 +25,10 @@ from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
 from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.agents.records import TurnRecord
 from pytest_glmf.gates.agents.sessions import Conversations, Session
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.endpoints import Target
-from pytest_glmf.gates.curve.records import record_from_lines
-from pytest_glmf.gates.curve.streams import event_loop_factory, wait_all
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.endpoints import Target
+from pytest_glmf.load.records import record_from_lines
+from pytest_glmf.load.streams import event_loop_factory, wait_all
 
 perf = time.perf_counter
 CONNECT_AHEAD_S = 0.5

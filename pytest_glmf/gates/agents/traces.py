@@ -41,19 +41,19 @@ from pytest_glmf.gates.agents.records import SummaryNumber
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
 from pytest_glmf.gates.bounds import lane_phrase
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.endpoints import Target
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.endpoints import Target
+from pytest_glmf.load.records import (
     RequestRecord,
     per_user_tok_s,
     percentile,
     send_lateness_s,
     ttft_s,
 )
-from pytest_glmf.gates.curve.runner import Progress
-from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
-from pytest_glmf.gates.curve.workload import count_tokens
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.load.run import Progress
+from pytest_glmf.load.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
+from pytest_glmf.load.workload import count_tokens
 
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
 WINDOW_S = 2.0          # connections are opened per window of this many seconds (wall), just before it

@@ -28,9 +28,10 @@ from pytest_glmf.gates.capacity.interval import boundary_estimate, capacity_inte
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
-from pytest_glmf.gates.curve.endpoints import Endpoints
 from pytest_glmf.gates.curve.measure import run_settings_for
-from pytest_glmf.gates.curve.runner import (
+from pytest_glmf.gates.curve.spec import CurveRowSettings
+from pytest_glmf.load.endpoints import Endpoints
+from pytest_glmf.load.run import (
     ClientCost,
     CurveSettings,
     Progress,
@@ -39,9 +40,8 @@ from pytest_glmf.gates.curve.runner import (
     measure_run,
     run_row,
 )
-from pytest_glmf.gates.curve.spec import CurveRowSettings
-from pytest_glmf.gates.curve.workers import available_cores
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
+from pytest_glmf.load.workers import available_cores
+from pytest_glmf.load.workload import fit_prompts, load_prompt_variants
 
 SCHEMA = 1
 TEMPLATE_TOKENS = 32       # chat template and session line around the fitted prompt, until usage says

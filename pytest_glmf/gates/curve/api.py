@@ -26,12 +26,12 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, workload_for
-from pytest_glmf.gates.curve.records import knee
-from pytest_glmf.gates.curve.runner import Progress, run_rows, strip_records
 from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 from pytest_glmf.gates.verdict import failed_checks, failure_message
+from pytest_glmf.load.records import knee
+from pytest_glmf.load.run import Progress, run_rows, strip_records
+from pytest_glmf.load.workload import fit_prompts, load_prompt_variants
 
 
 @dataclass

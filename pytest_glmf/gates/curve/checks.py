@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.curve.selfcheck import LABELS, advice_text, bound_size
 from pytest_glmf.gates.curve.spec import SPEC
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, fmt
+from pytest_glmf.load.selfcheck import LABELS, advice_text, bound_size
 
 
 def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None,

@@ -14,13 +14,13 @@ from typing import Any
 from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.curve.api import measure_curve, row_record
-from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
 from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, summary, workload_for
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
 from pytest_glmf.gates.verdict import fold
+from pytest_glmf.load.endpoints import replica_facts, shell_facts
+from pytest_glmf.load.workload import load_prompt_variants
 from pytest_glmf.results.gatejson import command_document, write_document
 
 # The client's settings, named alike by the curve and capacity (the names `glmf curve` and

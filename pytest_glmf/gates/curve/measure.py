@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_glmf.gates.curve.records import knee
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, strip_records
 from pytest_glmf.gates.curve.spec import SPEC, CurveRowSettings
+from pytest_glmf.load.records import knee
+from pytest_glmf.load.run import CurveSettings, Workload, strip_records
 
 SCHEMA = 1
 

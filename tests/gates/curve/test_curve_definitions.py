@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
 from pytest_glmf.gates.curve.cli import cli as curve_cli
-from pytest_glmf.gates.curve.records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
-from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
 from pytest_glmf.gates.curve.table import curve_table
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
+from pytest_glmf.load.run import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
@@ -300,7 +300,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
 def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch, unfold):
     """`--client-retries`: a negative count is refused naming the flag; a run the self-check marks
     (here: the first one, a stand-in for a stall) is measured again and the JSON says so."""
-    from pytest_glmf.gates.curve import runner
+    from pytest_glmf.load import run as runner
 
     with pytest.raises(SystemExit) as exc:
         curve_cli(["--url", "http://127.0.0.1:9", "--client-retries", "-1"])

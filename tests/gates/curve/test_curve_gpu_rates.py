@@ -21,10 +21,10 @@ import pytest
 
 from pytest_glmf.engine import introspect
 from pytest_glmf.gates.curve.checks import describe_flags
-from pytest_glmf.gates.curve.records import RequestRecord, median, percentile
-from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
-from pytest_glmf.gates.curve.selfcheck import advice_text
 from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.load.records import RequestRecord, median, percentile
+from pytest_glmf.load.run import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
+from pytest_glmf.load.selfcheck import advice_text
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 VLLM_METRICS = Path(__file__).parents[2] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
@@ -123,7 +123,7 @@ def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, mo
         time.sleep(0.03)
         return real(text, names)
 
-    from pytest_glmf.gates.curve import endpoints
+    from pytest_glmf.load import endpoints
 
     monkeypatch.setattr(endpoints, "parse_metrics", slow)
     settings = CurveSettings(users=[8], runs=1, warmup=False, metrics_sample_s=0.05)

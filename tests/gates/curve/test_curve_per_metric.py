@@ -15,12 +15,12 @@ import re
 import pytest
 
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.endpoints import Endpoints
-from pytest_glmf.gates.curve.records import RequestRecord, error_bounds, interval
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_row
-from pytest_glmf.gates.curve.selfcheck import advice_text, client_advice, client_check, workers_check
-from pytest_glmf.gates.curve.streams import ShardResult
 from pytest_glmf.gates.curve.table import curve_table
+from pytest_glmf.load.endpoints import Endpoints
+from pytest_glmf.load.records import RequestRecord, error_bounds, interval
+from pytest_glmf.load.run import CurveSettings, Workload, run_row
+from pytest_glmf.load.selfcheck import advice_text, client_advice, client_check, workers_check
+from pytest_glmf.load.streams import ShardResult
 
 GAP_S = 0.02
 
@@ -108,7 +108,7 @@ def _shard(records, worker=0, workers=1, pid=1):
 def fake_runs(monkeypatch, runs: list[list[int]], late_s: list[float] | None = None, load: float = 0.3):
     """run_row against no server: run k's streams arrive in reads `runs[k]` (the last one `late_s[k]`
     late), judged by the real self-check. Returns the list of runs measured."""
-    from pytest_glmf.gates.curve import runner
+    from pytest_glmf.load import run as runner
 
     measured: list[int] = []
 
@@ -275,7 +275,7 @@ def test_the_flags_the_advice_names_are_glmf_curves():
     import argparse
 
     from pytest_glmf.gates.curve.cli import FLAGS
-    from pytest_glmf.gates.curve.selfcheck import FLAG_OF
+    from pytest_glmf.load.selfcheck import FLAG_OF
 
     parser = argparse.ArgumentParser()
     FLAGS.add(parser, "settings")

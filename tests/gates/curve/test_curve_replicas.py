@@ -12,10 +12,10 @@ import pytest
 
 from pytest_glmf.config.lanes import LaneConfig, builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
-from pytest_glmf.gates.curve.endpoints import server_endpoints
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.launch import launch_lane, server_from_dict, server_to_dict
+from pytest_glmf.load.endpoints import server_endpoints
+from pytest_glmf.load.run import CurveSettings, Workload, run_rows
+from pytest_glmf.load.workload import load_prompt_variants
 
 
 def _sim(tmp_path_factory, slots: int):

@@ -14,9 +14,9 @@ import pytest
 
 from pytest_glmf.config.lanes import builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import count_tokens, fit_prompts, load_prompt_variants
 from pytest_glmf.launch import launch_lane
+from pytest_glmf.load.run import CurveSettings, Workload, run_rows
+from pytest_glmf.load.workload import count_tokens, fit_prompts, load_prompt_variants
 
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_curve.py"))
 # The batch lane with the round-1 state budget: 35 slots / 5 per request = 7 seats.
@@ -95,8 +95,8 @@ def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
     from pathlib import Path
 
     from pytest_glmf.config.lanes import LaneConfig
-    from pytest_glmf.gates.curve.workload import load_prompt_variants
     from pytest_glmf.launch import launch_lane
+    from pytest_glmf.load.workload import load_prompt_variants
 
     lane = LaneConfig(name="fit", launcher="sim", model="m", time_scale=0.01, boot_timeout_s=60)
     with tempfile.TemporaryDirectory() as tmp:

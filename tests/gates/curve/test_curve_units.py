@@ -6,11 +6,11 @@ import json
 import pytest
 
 from pytest_glmf.gates.curve.checks import memory_check, seat_check
-from pytest_glmf.gates.curve.http import decode_reads
-from pytest_glmf.gates.curve.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
-from pytest_glmf.gates.curve.selfcheck import advice_text, client_check
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import load_prompt_variants
+from pytest_glmf.load.http import decode_reads
+from pytest_glmf.load.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
+from pytest_glmf.load.selfcheck import advice_text, client_check
+from pytest_glmf.load.workload import load_prompt_variants
 
 
 def sse(obj) -> bytes:
@@ -186,7 +186,7 @@ def test_a_cancel_landing_as_a_one_shot_call_completes_is_not_dropped(monkeypatc
     `glmf capacity` then ran its whole search after a Ctrl-C (CI). The cancel must reach the caller."""
     import asyncio
 
-    from pytest_glmf.gates.curve import http as load_http
+    from pytest_glmf.load import http as load_http
 
     class Reader:
         async def read(self, n: int) -> bytes:

@@ -16,8 +16,9 @@ import pytest
 from scipy import stats
 
 from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.endpoints import Endpoints
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.load.endpoints import Endpoints
+from pytest_glmf.load.records import (
     RequestRecord,
     merge_records,
     run_metrics,
@@ -25,11 +26,10 @@ from pytest_glmf.gates.curve.records import (
     token_count_check,
     ttft_s,
 )
-from pytest_glmf.gates.curve.runner import ClientCost, CurveSettings, Workload, event_loop_factory, measure_run, run_row
-from pytest_glmf.gates.curve.selfcheck import workers_check
-from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.curve.streams import ShardResult
-from pytest_glmf.gates.curve.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
+from pytest_glmf.load.run import ClientCost, CurveSettings, Workload, event_loop_factory, measure_run, run_row
+from pytest_glmf.load.selfcheck import workers_check
+from pytest_glmf.load.streams import ShardResult
+from pytest_glmf.load.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20]
@@ -250,7 +250,7 @@ def test_closing_the_pool_mid_run_stops_it_at_once(truth):
 
 def test_auto_workers_at_default_settings_stay_in_process(truth):
     """The default: a row one core reads easily runs in this process, as before sharding."""
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load.run import run_rows
 
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
                    CurveSettings(users=[4], runs=1, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
@@ -277,8 +277,8 @@ def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypa
     """Run 2's self-check says client-bound (a stand-in for a stall of the machine): the runner
     measures a third run in its place, the row is valid, the table names what was replaced, and
     the server saw exactly three runs of requests."""
-    from pytest_glmf.gates.curve import runner
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load import run as runner
+    from pytest_glmf.load.run import run_rows
 
     real, calls = runner.workers_check, []
 
@@ -307,7 +307,7 @@ def test_retries_are_bounded_and_what_stays_unmeasured_fails_only_its_own_bound(
     and the probe's interval, allowed 0.001 %): `client_retries` more runs, then the numbers it could not
     tell are None with the reason; the row stays valid, and a bound set on one fails as the
     client's; every request the server saw is accounted for."""
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load.run import run_rows
 
     truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=5),

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_glmf.engine.client import Timeouts
-from pytest_glmf.gates.curve import http as load_http
 from pytest_glmf.gates.curve.checks import memory_check, seat_check
-from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
+from pytest_glmf.gates.curve.spec import DEFAULTS
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
     CURVE_METRICS,
     GEN_TOKENS,
     QUEUED,
@@ -33,14 +34,14 @@ from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_me
     pick,
     summed,
 )
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.load.records import (
     combine_runs,
     median,
     merge_records,
     run_metrics,
     token_count_check,
 )
-from pytest_glmf.gates.curve.selfcheck import (
+from pytest_glmf.load.selfcheck import (
     GATED_ERROR_METRICS,
     LABELS,
     SPEED_TTFT,
@@ -50,15 +51,14 @@ from pytest_glmf.gates.curve.selfcheck import (
     row_client,
     workers_check,
 )
-from pytest_glmf.gates.curve.spec import DEFAULTS
-from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
+from pytest_glmf.load.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
     LagProbe,
     ShardJob,
     StreamJob,
     event_loop_factory,
     stream_shard,
 )
-from pytest_glmf.gates.curve.workers import ARRIVALS, WorkerPool, arrival_offsets, auto_workers, available_cores, deal
+from pytest_glmf.load.workers import ARRIVALS, WorkerPool, arrival_offsets, auto_workers, available_cores, deal
 
 perf = time.perf_counter
 Progress = Callable[[str], None]

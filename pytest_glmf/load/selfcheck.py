@@ -13,7 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC
+from pytest_glmf.load.records import (
     ERROR_METRICS,
     combine_error_bounds,
     error_bounds,
@@ -21,7 +22,6 @@ from pytest_glmf.gates.curve.records import (
     percentile,
     send_lateness_s,
 )
-from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC
 
 MERGED_MAX_FRAC = 0.01      # info only: share of token events that shared a socket read with a later one
 

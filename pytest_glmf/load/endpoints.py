@@ -18,7 +18,7 @@ from pytest_glmf.engine.client import Client, Timeouts
 from pytest_glmf.engine.introspect import first_model_id, parse_metrics  # noqa: F401  (parse_metrics: re-exported)
 from pytest_glmf.engine.serverconfig import read_server_config
 from pytest_glmf.gates.boot.told import complete_facts_dict, told_facts
-from pytest_glmf.gates.curve import http as load_http
+from pytest_glmf.load import http as load_http
 
 if TYPE_CHECKING:
     from pytest_glmf.engine.serverconfig import ServerConfig

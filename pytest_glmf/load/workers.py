@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_glmf.gates.curve.streams import ShardJob, ShardResult, StreamJob, event_loop_factory, stream_shard
+from pytest_glmf.load.streams import ShardJob, ShardResult, StreamJob, event_loop_factory, stream_shard
 
 perf = time.perf_counter
 START_LEAD_S = 0.02          # from the barrier to the common start: every worker is awake by then
@@ -109,7 +109,7 @@ def _context() -> Any:
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["pytest_glmf.gates.curve.workers"])
+        ctx.set_forkserver_preload(["pytest_glmf.load.workers"])
     return ctx
 
 

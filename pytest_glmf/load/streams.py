@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.records import RequestRecord, record_from_lines
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.records import RequestRecord, record_from_lines
 
 perf = time.perf_counter
 
