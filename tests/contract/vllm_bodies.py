@@ -67,7 +67,7 @@ def gate_bodies() -> list[dict[str, Any]]:
     from pytest_glmf.gates.template.conversations import load_conversations
     from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
     from pytest_glmf.gates.tools.harness import applies, load_scenarios, run_turn
-    from pytest_glmf.load.run import Workload
+    from pytest_glmf.load import Workload
 
     rec = Recorder()
     for s in load_scenarios():

@@ -26,7 +26,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import GateSpec, Metric
 from pytest_glmf.gates.template import table as template_table
 from pytest_glmf.gates.tools import table as tools_table
-from pytest_glmf.load.run import CurveSettings, Workload
+from pytest_glmf.load import LoadSettings, Workload
 
 
 def test_the_curve_table_heads_its_columns_with_the_specs_words(monkeypatch):
@@ -47,7 +47,7 @@ def test_a_metric_without_a_column_word_is_headed_by_its_axis_label():
 
 
 def test_the_json_definitions_are_the_specs_glossary():
-    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), CurveSettings(users=[1]))
+    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), LoadSettings(users=[1]))
     assert doc["definitions"] == CURVE.glossary()
     assert doc["definitions"]["definitions"] == list(CURVE.definitions)
     assert doc["definitions"]["metrics"]["ttft_p95_s"] == {"label": "TTFT p95 (s)", "unit": "s",

@@ -30,7 +30,7 @@ from pytest_glmf.gates.capacity.search import Bound, SearchResult, search, users
 from pytest_glmf.gates.capacity.slo import Miss, Probe
 from pytest_glmf.gates.capacity.spec import SLO
 from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt, render_table
-from pytest_glmf.load.records import per_user_tok_s, percentile
+from pytest_glmf.load import per_user_tok_s, percentile
 
 
 def judge_agents(n: int, result: AgentsResult, slo: SLO) -> Probe:

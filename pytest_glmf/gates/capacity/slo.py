@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_glmf.gates.capacity.spec import SLO
-from pytest_glmf.gates.curve.checks import describe_flags
-from pytest_glmf.load.records import RequestRecord, median, per_user_tok_s, percentile, spread_pct, ttft_s
+from pytest_glmf.load import RequestRecord, describe_flags, median, per_user_tok_s, percentile, spread_pct, ttft_s
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pytest_glmf.gates.capacity.search import Bound, SearchResult
 from pytest_glmf.gates.capacity.slo import Miss, Probe, judge
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
 from pytest_glmf.gates.capacity.table import capacity_report, capacity_sentence, frontier_table, probes_table
-from pytest_glmf.load.records import RequestRecord
+from pytest_glmf.load import RequestRecord
 
 
 def record(user: int, ttft: float, tok_s: float, tokens: int = 101, error: str | None = None) -> dict:

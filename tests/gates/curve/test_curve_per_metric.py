@@ -14,11 +14,10 @@ import re
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.table import curve_table
-from pytest_glmf.load.endpoints import Endpoints
+from pytest_glmf.load import Endpoints, LoadSettings, Workload, describe_flags, run_row
 from pytest_glmf.load.records import RequestRecord, error_bounds, interval
-from pytest_glmf.load.run import CurveSettings, Workload, run_row
 from pytest_glmf.load.selfcheck import advice_text, client_advice, client_check, workers_check
 from pytest_glmf.load.streams import ShardResult
 
@@ -127,14 +126,14 @@ def fake_runs(monkeypatch, runs: list[list[int]], late_s: list[float] | None = N
     return measured
 
 
-def _row(settings: CurveSettings, users: int = 2) -> dict:
+def _row(settings: LoadSettings, users: int = 2) -> dict:
     workload = Workload(prompts=["p"], max_tokens=25)
     return asyncio.run(run_row(Endpoints.from_urls("http://127.0.0.1:9"), users, workload, settings, None))
 
 
 def test_a_row_stays_valid_for_the_numbers_measured_right(monkeypatch):
     measured = fake_runs(monkeypatch, [CHUNKED])
-    row = _row(CurveSettings(users=[2], runs=2, warmup=False, flush_cache=False, client_retries=2))
+    row = _row(LoadSettings(users=[2], runs=2, warmup=False, flush_cache=False, client_retries=2))
     # ITL p95 was not measured in any run: measured again twice (the bounded count), still not
     assert len(measured) == 4 and row["replaced_runs"] == 2
     assert row["valid"] and not row["client_bound"]
@@ -164,7 +163,7 @@ def test_a_row_stays_valid_for_the_numbers_measured_right(monkeypatch):
 
 def test_a_loaded_machine_is_named_in_the_advice_not_more_workers(monkeypatch):
     fake_runs(monkeypatch, [CHUNKED], load=6.8)
-    row = _row(CurveSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
+    row = _row(LoadSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
     (failed,) = [c for c in row_gate_checks(row, {"itl_p95_s": {"max": 0.01}}, lane="batch") if not c.ok]
     assert "load 6.8 on 2 cores: the client was starved of CPU; more workers will not help" in failed.hint
     assert "give the client more processes" not in failed.hint
@@ -175,7 +174,7 @@ def test_a_number_the_client_could_not_tell_is_none_and_fails_only_its_own_bound
     """The last read of each stream stamped 30 ms late with its events sharing it: per-user tok/s
     can be off far more than allowed, so it is not measured; TTFT stands."""
     fake_runs(monkeypatch, [[1] * 8 + [2]], late_s=[0.03])
-    row = _row(CurveSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
+    row = _row(LoadSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
     assert row["per_user_tok_s"] is None and "per_user_tok_s" in row["unmeasured"]
     assert row["ttft_p95_s"] == pytest.approx(0.1) and row["valid"]
     # speed is what a service level speaks of: the capacity search must not read this row as measured
@@ -195,7 +194,7 @@ def test_the_run_measured_again_is_the_one_that_bounds_worst(monkeypatch):
     """Runs 1 and 2 slightly over the allowed error on per-user tok/s, run 3 far over: run 3 is
     measured again first (not the first run that was over)."""
     measured = fake_runs(monkeypatch, [[1] * 8 + [2]] * 3 + [[1] * 9], late_s=[0.001, 0.001, 0.03, 0.0])
-    row = _row(CurveSettings(users=[2], runs=3, warmup=False, flush_cache=False, client_retries=1))
+    row = _row(LoadSettings(users=[2], runs=3, warmup=False, flush_cache=False, client_retries=1))
     assert len(measured) == 4 and row["replaced_why"][0].startswith("run 3: client timestamps can be off")
     assert "1 run(s) measured again for the client (run 3: " in "; ".join(describe_flags(row))
 

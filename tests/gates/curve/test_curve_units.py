@@ -5,12 +5,10 @@ import json
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import memory_check, seat_check
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.load.http import decode_reads
+from pytest_glmf.load import decode_reads, load_prompt_variants, memory_check, seat_check
 from pytest_glmf.load.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
 from pytest_glmf.load.selfcheck import advice_text, client_check
-from pytest_glmf.load.workload import load_prompt_variants
 
 
 def sse(obj) -> bytes:
