@@ -1,9 +1,9 @@
 """Drive N agents' sessions at once: each a task that sends its turns one after another, every turn
 the whole conversation so far, waiting the think time after each answer.
 
-A turn goes through the curve's lean reader (gates/curve/http.py: one connection per turn, opened
+A turn goes through the load engine's lean reader (load/http.py: one connection per turn, opened
 before the send, so connect time is never in a TTFT; kernel receive times where available) and
-becomes the curve's RequestRecord (records.record_from_lines, the one SSE parser), plus what a
+becomes the load engine's RequestRecord (record_from_lines, the one SSE parser), plus what a
 conversation needs from the answer: its text and tool calls (fed back in the next turn) and the
 server's cached-token report. A tool-result turn answers the previous answer's tool call (role
 `tool` with its id) when there was one; otherwise it is sent as a user message "Tool result: ..."

@@ -1,4 +1,4 @@
-"""One probe against the service level: a measured curve row (gates/curve/runner.run_row) in, a
+"""One probe against the service level: a measured curve row (load/run.py: run_row) in, a
 `Probe` (the numbers the service level speaks of, and what it missed) out. Pure functions.
 
 Per measured run: the share of requests whose decode speed reaches `per_user_tok_s` (a failed or

@@ -36,7 +36,7 @@ from pytest_glmf.load import Progress, describe_flags, fit_prompts, knee, load_p
 class CurveRow:
     """One users value, measured: the medians over `runs` measured runs (after a discarded warm
     pass), in recipe units when the simulator ran at a time scale (`measured` keeps the raw ones).
-    Definitions: `pytest_glmf/gates/curve/records.py`. `valid` is False when a run's open-loop
+    Definitions: `pytest_glmf/load/records.py`. `valid` is False when a run's open-loop
     sends were late, token counts disagreed or requests failed: then the numbers are not the
     server's, and `assert_curve` fails whatever the bounds. Each number is judged by its own
     error bound: one the client did not measure within `client_error_max_pct` is None, with the

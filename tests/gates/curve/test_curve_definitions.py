@@ -11,9 +11,21 @@ import pytest
 from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.cli import cli as curve_cli
 from pytest_glmf.gates.curve.table import curve_table
-from pytest_glmf.load import LoadSettings, Target, Workload, describe_flags, event_loop_factory, measure_run, run_rows
-from pytest_glmf.load import http as load_http
-from pytest_glmf.load.records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
+from pytest_glmf.load import (
+    LoadSettings,
+    Target,
+    Workload,
+    describe_flags,
+    event_loop_factory,
+    kernel_stamps_available,
+    measure_run,
+    per_user_tok_s,
+    run_metrics,
+    run_rows,
+    token_count_check,
+    ttft_first_chunk_s,
+    ttft_s,
+)
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
@@ -208,7 +220,7 @@ def test_a_starved_client_loop_leaves_its_numbers_not_measured(truth_factory):
     assert calm[1] < 0.04 < out["client"]["lag_p99_s"]
 
 
-@pytest.mark.skipif(not load_http.kernel_stamps_available(), reason="kernel receive timestamps are Linux-only")
+@pytest.mark.skipif(not kernel_stamps_available(), reason="kernel receive timestamps are Linux-only")
 def test_kernel_timestamps_stay_exact_while_the_client_runs_late(truth_factory):
     """A client whose event loop is blocked 5 ms out of every 10 reads late, but with kernel receive
     times its timestamps are still the chunks' arrival: each within 1 ms of the server's send (20
@@ -300,7 +312,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
 def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch, unfold):
     """`--client-retries`: a negative count is refused naming the flag; a run the self-check marks
     (here: the first one, a stand-in for a stall) is measured again and the JSON says so."""
-    from pytest_glmf.load import run as runner
+    from pytest_glmf.load import run as runner  # the self-check the runner calls, stood in for
 
     with pytest.raises(SystemExit) as exc:
         curve_cli(["--url", "http://127.0.0.1:9", "--client-retries", "-1"])

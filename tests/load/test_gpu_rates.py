@@ -36,7 +36,7 @@ from pytest_glmf.load import (
 )
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
-VLLM_METRICS = Path(__file__).parents[2] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
+VLLM_METRICS = Path(__file__).parents[1] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
 GPU = {"ttft_ms": 30, "itl_ms": 1.6, "tokens_per_chunk": 2, "pair_every": 40, "metrics_file": str(VLLM_METRICS)}
 SLACK_S = 2e-4   # a send on the server and its arrival here: loopback, both sides' kernels
