@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import pytest_glmf.plugin as plugin
-from pytest_glmf.gates import type_checking_imports
 from pytest_glmf.gates.registry import GATES
+from pytest_glmf.lazy import type_checking_imports
 from pytest_glmf.plugin.measuring import serial_fixtures
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_glmf"
@@ -71,7 +71,8 @@ def test_the_speed_and_numerics_fixtures_measure_alone() -> None:
         "glmf_curve", "glmf_acceptance", "glmf_drift", "glmf_agents", "glmf_replay", "glmf_capacity"}
 
 
-@pytest.mark.parametrize("package", [*(f"pytest_glmf.gates.{gate}" for gate in GATES), "pytest_glmf.compare"])
+@pytest.mark.parametrize("package", [*(f"pytest_glmf.gates.{gate}" for gate in GATES), "pytest_glmf.compare",
+                                     "pytest_glmf.load"])
 def test_a_packages_public_names_are_its_type_checking_imports_each_loaded_on_use(package: str) -> None:
     mod = importlib.import_module(package)
     homes = type_checking_imports(Path(mod.__file__ or ""))
@@ -100,6 +101,21 @@ def test_type_checking_imports_reads_only_the_guarded_absolute_imports(tmp_path:
 # accessors (plugin/accessors.py), as other plugins ask pytest-xdist's `is_xdist_worker`.
 BELOW_RESULTS = ("launch", "config")
 PLUGIN_INTERNALS = ("session", "run", "bookkeeping", "faults", "lanesched", "serial", "history", "options")
+# The load engine (pytest_glmf/load: the streaming client, workers, records, self-check) sits below the
+# gates: curve, capacity and agents measure through it as peers, by the names its package exports
+# (`from pytest_glmf.load import run_rows`), never its modules; it imports no gate, nor what sits above them.
+ABOVE_LOAD = ("gates", "plugin", "suites", "compare", "results", "upgrade")
+# A gate's own modules are its: another gate reaches it through its package's public names, its
+# declaration (spec.py, which the registry reads) or its fixtures. What one gate still imports of
+# another's modules, each named with why (the boot gate's facts, hints and parser are every gate's
+# reading of a server; agents' capacity is capacity's search over sessions; `glmf capacity` shares
+# the curve's client flags): nothing is added to this list without a reason.
+GATE_PUBLIC_MODULES = ("spec", "fixture")
+SHARED_GATE_MODULES = {
+    ("agents", "capacity.search"), ("agents", "capacity.slo"),
+    ("capacity", "boot.hints"), ("capacity", "boot.parse"), ("capacity", "boot.told"), ("capacity", "curve.cli"),
+    ("curve", "boot.hints"), ("curve", "boot.parse"), ("curve", "boot.told"),
+}
 
 
 def imported_modules(path: Path, package: Path) -> list[tuple[int, str]]:
@@ -133,7 +149,27 @@ def room_violations(package: Path) -> list[str]:
             if room != "plugin" and parts[1] == "plugin" and len(parts) > 2 and parts[2] in PLUGIN_INTERNALS:
                 out.append(f"{name}/{relative}:{line}: imports {name}.plugin.{parts[2]}, the plugin's internals: "
                            "use pytest_glmf.plugin.accessors")
+            if room != "load" and parts[1] == "load" and len(parts) > 2 and (package / "load" / f"{parts[2]}.py").is_file():
+                out.append(f"{name}/{relative}:{line}: imports {name}.load.{parts[2]}, a module of the load engine: "
+                           f"import its names from {name}.load")
+            if room == "load" and parts[1] in ABOVE_LOAD:
+                out.append(f"{name}/{relative}:{line}: load/ imports {'.'.join(parts[:3])}: the load engine sits "
+                           "below the gates")
+            out += gate_private_import(package, relative, line, parts)
     return list(dict.fromkeys(out))   # one line per import, however many names it takes
+
+
+def gate_private_import(package: Path, relative: str, line: int, parts: list[str]) -> list[str]:
+    """A gate's module importing another gate's own module (not its package, spec or fixtures)."""
+    here = relative.split("/")
+    if here[0] != "gates" or len(here) < 3 or parts[1] != "gates" or len(parts) < 4:
+        return []
+    gate, other, module = here[1], parts[2], parts[3]
+    if other == gate or module in GATE_PUBLIC_MODULES or not (package / "gates" / other / f"{module}.py").is_file() \
+            or (gate, f"{other}.{module}") in SHARED_GATE_MODULES:
+        return []
+    return [f"{package.name}/{relative}:{line}: imports {package.name}.gates.{other}.{module}, the {other} gate's "
+            f"own module: use {package.name}.gates.{other}'s public names (or, shared by both, {package.name}.load)"]
 
 
 def test_launch_and_config_never_import_results_and_only_the_plugin_reaches_the_session() -> None:
@@ -258,3 +294,34 @@ def test_the_bottom_check_names_each_import_up_and_each_helper_taken_from_elsewh
         "pytest_glmf/gates/drift/api.py:2: imports fmt from pytest_glmf.gates.verdict: its home is pytest_glmf.text",
         "pytest_glmf/plugin/verified.py:3: uses pytest_glmf.gates.verdict.fold: its home is pytest_glmf.text",
         "tests/test_x.py:1: imports fold from pytest_glmf.gates.verdict: its home is pytest_glmf.text"]
+
+
+def test_the_room_check_keeps_the_load_engine_below_the_gates_and_each_gates_modules_its_own(tmp_path: Path) -> None:
+    """The shapes of before issue 41 (the load engine inside the curve gate, reached by its modules
+    from capacity and agents) and their twins after it are each named; the public names pass."""
+    pkg = tmp_path / "pytest_glmf"
+    for part, text in {
+            "load/__init__.py": "",
+            "load/run.py": "from pytest_glmf.load.settings import LoadSettings\n"
+                           "from pytest_glmf.gates.curve.spec import DEFAULTS\n",
+            "load/settings.py": "",
+            "gates/curve/runner.py": "",
+            "gates/curve/spec.py": "from pytest_glmf.load import LOAD_DEFAULTS\n",
+            "gates/capacity/measure.py": "from pytest_glmf.gates.curve.runner import run_row\n"
+                                         "from pytest_glmf.gates.curve.spec import CurveRowSettings\n"
+                                         "from pytest_glmf.load import LoadSettings, run_row\n",
+            "gates/agents/runner.py": "from pytest_glmf.load import run as load_run\n"
+                                      "from pytest_glmf.load.run import Progress\n",
+            "gates/capacity/cli.py": "def cli():\n    from pytest_glmf.gates.boot.told import shell_facts\n",
+            "gates/boot/told.py": "",
+            "results/gatejson.py": "from pytest_glmf.gates.curve.runner import strip_records\n"}.items():
+        (pkg / part).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / part).write_text(text)
+    assert room_violations(pkg) == [
+        "pytest_glmf/gates/agents/runner.py:1: imports pytest_glmf.load.run, a module of the load engine: "
+        "import its names from pytest_glmf.load",
+        "pytest_glmf/gates/agents/runner.py:2: imports pytest_glmf.load.run, a module of the load engine: "
+        "import its names from pytest_glmf.load",
+        "pytest_glmf/gates/capacity/measure.py:1: imports pytest_glmf.gates.curve.runner, the curve gate's own "
+        "module: use pytest_glmf.gates.curve's public names (or, shared by both, pytest_glmf.load)",
+        "pytest_glmf/load/run.py:2: load/ imports pytest_glmf.gates.curve: the load engine sits below the gates"]

@@ -17,7 +17,6 @@ from pytest_glmf.gates.boot import table as boot_table
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.curve import measure
 from pytest_glmf.gates.curve import table as curve_table_module
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import TABLE_METRICS, curve_table
@@ -26,6 +25,7 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import GateSpec, Metric
 from pytest_glmf.gates.template import table as template_table
 from pytest_glmf.gates.tools import table as tools_table
+from pytest_glmf.load import LoadSettings, Workload
 from pytest_glmf.text import fit_table, render_table
 
 
@@ -47,7 +47,7 @@ def test_a_metric_without_a_column_word_is_headed_by_its_axis_label():
 
 
 def test_the_json_definitions_are_the_specs_glossary():
-    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), CurveSettings(users=[1]))
+    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), LoadSettings(users=[1]))
     assert doc["definitions"] == CURVE.glossary()
     assert doc["definitions"]["definitions"] == list(CURVE.definitions)
     assert doc["definitions"]["metrics"]["ttft_p95_s"] == {"label": "TTFT p95 (s)", "unit": "s",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_glmf.gates.curve.checks import describe_flags
 from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.load import describe_flags
 from pytest_glmf.text import fit_table, fmt
 
 # the metrics the recipe's table shows, in its order
