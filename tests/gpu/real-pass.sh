@@ -29,8 +29,9 @@ source .gpu/kit/env.sh
 repo=$PWD; export PYTHONPATH=$repo:$PYTHONPATH
 glmf() { python3 -m pytest_glmf.cli "$@"; }
 real=$GPU_ROOT/real
-# bf16 is the oracle's dtype; the hermes parser reads the tool-aware template convert_model.py baked in
-common=(--max-model-len 2048 --dtype bfloat16 --seed 0 --enable-auto-tool-choice --tool-call-parser hermes)
+# bf16 is the oracle's dtype; the hermes parser reads the tool-aware template convert_model.py baked in; 4096 tokens
+# of context hold the curve's default workload (a ~2,400-token briefing + 384 tokens: 2048 refused every request)
+common=(--max-model-len 4096 --dtype bfloat16 --seed 0 --enable-auto-tool-choice --tool-call-parser hermes)
 ngram='{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":4}'
 
 serve() {   # serve NAME [VLLM ARGS...]: a fresh server, its boot log kept as $out/NAME-boot.log
