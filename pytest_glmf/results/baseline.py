@@ -208,14 +208,16 @@ def machine_differences(now: Mapping[str, Any], base: Mapping[str, Any]) -> list
 
 
 def regression_table(comparisons: Iterable[Comparison]) -> str:
-    """metric | baseline | now | change | allowed, fitting 120 columns: where a reason a metric was
-    not measured makes it too wide, the reason goes under the table ("not measured note 1")."""
+    """metric | baseline | now | change | allowed. With a metric not measured, made to fit 120 columns:
+    a reason too long for its row goes under the table ("not measured note 1")."""
     comparisons = list(comparisons)
     header, rows = ["metric", "baseline", "now", "change", "allowed"], [c.row() for c in comparisons]
-    if max(map(len, render_table(rows, header).splitlines())) > WIDTH:
-        for c, row in zip(comparisons, rows):
-            if not c.compared:
-                row[3] = f"not measured [{c.unmeasured}]"    # fit_table's "value [note]": the value stays
+    table = render_table(rows, header)
+    if all(c.compared for c in comparisons) or max(map(len, table.splitlines())) <= WIDTH:
+        return table
+    for c, row in zip(comparisons, rows):
+        if not c.compared:
+            row[3] = f"not measured [{c.unmeasured}]"    # fit_table's "value [note]": the value stays
     return fit_table(header, rows)
 
 
