@@ -1,8 +1,8 @@
-"""The lines of the comparison's and the history's HTML charts join only numbers that compare: a row
-that is not a measurement of its users (seat-starved), a row whose users shared one prompt, and a
-number not measured are on no line, and no line runs across them (the pages drew one line through
-every point). Read from the SVG the CLI writes: a point is on a line when its centre is one of the
-line's vertices."""
+"""The lines of the charts join only numbers that compare (the comparison's and the history's HTML
+pages, the session's PNG): a row that is not a measurement of its users (seat-starved, invalid), a
+row whose users shared one prompt, and a number not measured are on no line, and no line runs
+across them (the pages drew one line through every point). Read from the SVG the CLI writes: a
+point is on a line when its centre is one of the line's vertices."""
 from __future__ import annotations
 
 import json
@@ -132,3 +132,22 @@ def test_the_history_page_breaks_a_trend_where_a_run_did_not_measure_the_number(
     (gap,) = [t for t in ttft.iterfind(".//s:text", NS) if t.get("class") == "gap"]
     assert gap.find("s:title", NS).text.startswith("users=48 @ #3 ") and "curve.ttft_p95_s not measured" in \
         gap.find("s:title", NS).text
+
+
+def test_the_run_png_breaks_its_line_where_a_number_was_not_measured() -> None:
+    """The session's PNG (results/plotting.py) as the pages: TTFT p95 not measured at 16 users is a
+    break in the line (NaN), not a line from 8 to 32 users; per-user tok/s, measured there, is whole."""
+    pytest.importorskip("matplotlib")
+    from pytest_glmf.results.plotting import curve_figure, draw, pyplot
+
+    fig = draw(curve_figure(B))
+    try:
+        per_user, _, ttft = fig.get_axes()
+        own = [c for c in ttft.containers if c.get_label() == "TTFT p95 (s)"][0].lines[0]
+        assert list(own.get_xdata()) == [1, 8, 16, 32, 64]
+        ys = list(own.get_ydata())
+        assert ys[2] != ys[2] and all(y == y for y in ys[:2] + ys[3:])    # NaN at 16 users only
+        whole = [c for c in per_user.containers if c.get_label().startswith("per-user")][0].lines[0]
+        assert all(y == y for y in whole.get_ydata())
+    finally:
+        pyplot().close(fig)
