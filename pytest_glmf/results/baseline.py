@@ -11,13 +11,14 @@ higher is worse). A change counts as a regression only when it is worse than the
 so a difference inside the run-to-run spread recorded in either run is never called a regression
 (pytest-benchmark's compare-fail knows one direction and no spread; this knows both).
 
+Tolerances come from thresholds.yaml: `lanes.<lane>.baseline: {rel_pct: 5, abs: 0, metrics:
+{ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise (5 %, and for
+latencies at least 5 ms).
+
 A number the new run declares not measured (None, with the reason in the entry's `unmeasured`:
 the curve's self-check could not vouch for it within its error bound) is neither a regression nor a
 pass: it is shown "not measured (reason)" and not counted among the compared metrics. A number the
 entry lacks without a reason is "missing", a regression.
-Tolerances come from thresholds.yaml: `lanes.<lane>.baseline: {rel_pct: 5, abs: 0, metrics:
-{ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise (5 %, and for
-latencies at least 5 ms).
 """
 from __future__ import annotations
 
