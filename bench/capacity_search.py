@@ -37,7 +37,7 @@ from pytest_glmf.gates.capacity.search import Bound, search, users_step
 from pytest_glmf.gates.capacity.slo import judge
 from pytest_glmf.gates.capacity.spec import SLO
 from pytest_glmf.gates.capacity.table import interval_text
-from pytest_glmf.gates.curve.records import RequestRecord, per_user_tok_s, percentile
+from pytest_glmf.load import RequestRecord, per_user_tok_s, percentile
 from pytest_glmf.testing.capacity_model import CURVES, ModelServer
 
 SLO45 = SLO(per_user_tok_s=45)
@@ -173,11 +173,11 @@ def truth_server_rows(peer: Peer | None) -> list[str]:
         rows.append(f"| truth server (truth 22) | glmf guided | {abs(r.users - 22)} / {r.users - 22:+d} | - | - | "
                     f"{ci} | {len(r.probes)} | {r.search.requests:,} (wall {time.perf_counter() - t0:.0f} s) |")
         if peer:
-            from pytest_glmf.gates.curve.runner import run_row
+            from pytest_glmf.load import run_row
 
             def measure(users: int) -> dict[str, Any]:
                 wl = session.workload(settings)
-                return session.runner.run(run_row(session.target, users, wl, session.curve_settings(settings, users),
+                return session.runner.run(run_row(session.target, users, wl, session.load_settings(settings, users),
                                                   None, None, run_offset=users * 1000 + 7, cost=session.cost))
 
             t0 = time.perf_counter()

@@ -21,7 +21,7 @@ Reported per client and users value:
   lag p99     the client self-check (ours, httpx): event-loop lag; stamps = where receive times came
               from (kernel: SO_TIMESTAMPNS; user: perf_counter on arrival); merged = token events that
               shared a socket read with a later one; client-bound = the self-check's verdict (ours: the
-              error bound over the row's spread, gates/curve/checks.py; httpx: no bound is computed, so
+              error bound over the row's spread, pytest_glmf/load/selfcheck.py; httpx: no bound is computed, so
               its lag and CPU are printed and nothing marks it)
 """
 from __future__ import annotations
@@ -42,11 +42,21 @@ from typing import Any
 import httpx
 
 from pytest_glmf.engine.client import DONE, parse_sse_line
-from pytest_glmf.gates.curve.checks import client_check
-from pytest_glmf.gates.curve.records import per_user_tok_s, percentile, run_metrics, ttft_s
-from pytest_glmf.gates.curve.runner import CurveSettings, LagProbe, Target, Workload, event_loop_factory, measure_run
-from pytest_glmf.gates.verdict import render_table
+from pytest_glmf.load import (
+    LagProbe,
+    LoadSettings,
+    Target,
+    Workload,
+    client_check,
+    event_loop_factory,
+    measure_run,
+    per_user_tok_s,
+    percentile,
+    run_metrics,
+    ttft_s,
+)
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
+from pytest_glmf.text import render_table
 
 PROMPT = "Write a synthesis of the briefing. " * 40
 perf = time.perf_counter
@@ -104,7 +114,7 @@ def _ms(x: float | None) -> float | None:
 
 def run_ours(ts: TruthServer, users: int, tokens: int) -> dict[str, Any]:
     workload = Workload(prompts=[PROMPT], max_tokens=tokens)
-    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0)
+    settings = LoadSettings(users=[users], runs=1, metrics_sample_s=0)
 
     async def go():
         target = Target(ts.url)

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from pytest_glmf.engine.introspect import parse_metrics
-from pytest_glmf.gates.curve import runner
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
+from pytest_glmf.load import LoadSettings, Workload, run_rows
+from pytest_glmf.load import run as runner
 from pytest_glmf.testing.truth_server import TruthServer
 
 METRICS = Path(__file__).parents[1] / "tests" / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
@@ -70,7 +70,7 @@ def main() -> int:
         runner.MetricsSampler = OnTheLoop if mode == "on-loop" else real   # type: ignore[misc,assignment]
         with TruthServer(ttft_ms=30, itl_ms=1.6, metrics_file=str(METRICS)) as ts:
             rows = run_rows(ts.url, Workload(prompts=["Summarise the briefing. " * 40], max_tokens=384),
-                            CurveSettings(users=[a.users], runs=a.runs, client_retries=0))
+                            LoadSettings(users=[a.users], runs=a.runs, client_retries=0))
         for i, run in enumerate(rows[0]["per_run"], 1):
             c, e = run["client"], run["client"]["error"]
             print(f"{mode:9} | {i:3} | {c['lag_p99_s'] * 1e3:10.2f} | {e['shared_events']:5} of {c['token_events']:5} "

@@ -35,12 +35,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity import PinnedTruth, summarize, table  # noqa: E402  (the sibling bench script)
 
-from pytest_glmf.gates.curve.endpoints import Endpoints  # noqa: E402
-from pytest_glmf.gates.curve.records import percentile  # noqa: E402
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, event_loop_factory, measure_run  # noqa: E402
-from pytest_glmf.gates.curve.workers import WorkerPool, available_cores  # noqa: E402
-from pytest_glmf.gates.verdict import render_table  # noqa: E402
+from pytest_glmf.load import (  # noqa: E402  # noqa: E402
+    Endpoints,  # noqa: E402
+    LoadSettings,
+    WorkerPool,
+    Workload,
+    available_cores,
+    event_loop_factory,
+    measure_run,
+    percentile,  # noqa: E402
+)
 from pytest_glmf.testing.truth_server import true_metrics  # noqa: E402
+from pytest_glmf.text import render_table  # noqa: E402
 
 PROMPT = "Write a synthesis of the briefing. " * 40
 
@@ -60,7 +66,7 @@ def pin_pool(pool: WorkerPool | None, cores: int, where: str) -> None:
 def one_run(ts: PinnedTruth, streams: int, tokens: int, pool: WorkerPool | None) -> dict[str, Any]:
     """A short warm pass and one measured run of `streams` at once; the truth of the measured run."""
     workload = Workload(prompts=[PROMPT], max_tokens=tokens)
-    settings = CurveSettings(users=[streams], runs=1, metrics_sample_s=0)
+    settings = LoadSettings(users=[streams], runs=1, metrics_sample_s=0)
     endpoints = Endpoints.from_urls(ts.url)
 
     async def go():
@@ -90,7 +96,7 @@ def fidelity(name: str, run: dict[str, Any]) -> dict[str, Any]:
     out, truth = run["out"], run["truth"]
     by_id = {t["id"]: t for t in truth}
     recs = [r for r in out["records"] if r.response_id in by_id]
-    from pytest_glmf.gates.curve.records import per_user_tok_s, run_metrics, ttft_s
+    from pytest_glmf.load import per_user_tok_s, run_metrics, ttft_s
 
     pairs = [(by_id[r.response_id], ttft_s(r), per_user_tok_s(r), r.completion_tokens) for r in recs]
     recv_lag = [r.t_first_token_s - true_metrics(by_id[r.response_id])["t_first_s"] for r in recs]

@@ -26,9 +26,8 @@ from pathlib import Path
 import psutil
 
 from pytest_glmf.config.lanes import builtin_lanes
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.launch import launch_lane
+from pytest_glmf.load import LoadSettings, Workload, load_prompt_variants, run_rows
 from pytest_glmf.results.recorder import SessionRecorder
 
 MIB = 1024 * 1024
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         server_proc = psutil.Process(int(server.provenance["pid"]))
         users = args.users or int(server.boot_facts.max_running_requests or 128)
         workload = Workload(prompts=load_prompt_variants(), max_tokens=args.max_tokens)
-        settings = CurveSettings(users=[users], runs=1, warmup=False)
+        settings = LoadSettings(users=[users], runs=1, warmup=False)
         recorder = SessionRecorder(results, session, lane.name)
         print(f"soak: lane {lane.name} (sim, time scale {args.time_scale:g}), {users} users x "
               f"{args.max_tokens} tokens per run, {args.minutes:g} min; results in {results}")

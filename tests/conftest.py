@@ -199,7 +199,7 @@ def glmf_sim() -> Callable[..., AbstractContextManager[str]]:
 
 
 def _unfold(text: str, width: int = 120) -> str:
-    """`text` as it was before `gates.verdict.wrap` folded it at `width`: a line indented by four
+    """`text` as it was before `pytest_glmf.text.wrap` folded it at `width`: a line indented by four
     spaces is joined to the line above when that line is full (its next word did not fit), the
     fold's own rule; any other indented line (a table, a traceback) stays where it is."""
     lines: list[str] = []
@@ -226,7 +226,7 @@ _NOTE = re.compile(r"^note (\d+): (.*)$")
 
 def _inline_notes(text: str) -> str:
     """`text` unfolded, each table's numbered notes put back into the cells that point to them ("note 1"
-    in a cell, "note 1: its text" under the table, as `gates.verdict.fit_table` moves a long cell) and
+    in a cell, "note 1: its text" under the table, as `pytest_glmf.text.fit_table` moves a long cell) and
     the note lines dropped: a row read whole, as one line, for a pin on its content. The layout
     itself (the note under the table, 120 columns) is pinned by tests/test_widths.py and the boot,
     curve and capacity suites' tests."""

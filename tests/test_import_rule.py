@@ -20,6 +20,9 @@ HEAVY = ("numpy", "scipy", "httpx", "docker", "matplotlib", "psycopg", "uvicorn"
 # What the plugin may load from pytest_glmf.gates: the registry, each gate's spec (its settings and
 # thresholds, needed to validate the files at configure), the verdict helpers and the fixture modules.
 LIGHT_GATE_MODULES = {"registry", "spec", "verdict", "bounds", "fixture"}
+# What the plugin may load of the load engine (pytest_glmf/load): its package (names loaded on use)
+# and its settings, whose defaults the curve's and capacity's specs read.
+LIGHT_LOAD_MODULES = {"settings"}
 
 # The three places where a function-local import is allowed (paths relative to pytest_glmf/; a
 # folder ends in "/", a pattern has "*"):
@@ -127,6 +130,8 @@ def heavy_modules(modules: list[str]) -> list[str]:
             continue
         if parts[1] in ("engine", "sim"):
             bad.append(name)
+        elif parts[1] == "load" and len(parts) > 2 and parts[2] not in LIGHT_LOAD_MODULES:
+            bad.append(name)
         elif parts[1] == "gates" and len(parts) > 2 and parts[-1] not in LIGHT_GATE_MODULES \
                 and not (PACKAGE / Path(*parts[1:]) / "__init__.py").exists():
             bad.append(name)
@@ -137,7 +142,8 @@ def test_importing_the_plugin_loads_no_heavy_or_measuring_module() -> None:
     import pytest_glmf.plugin as plugin
 
     loaded = plugin_modules_loaded()
-    assert {*plugin.FIXTURE_MODULES, "pytest_glmf.plugin.measuring", "pytest_glmf.gates.curve.fixture"} <= set(loaded)
+    assert {*plugin.FIXTURE_MODULES, "pytest_glmf.plugin.measuring", "pytest_glmf.gates.curve.fixture",
+            "pytest_glmf.load.settings"} <= set(loaded)
     bad = heavy_modules(loaded)
     assert not bad, ("importing pytest_glmf.plugin loaded " + ", ".join(bad) + ": import it inside the hook or "
                      "fixture that needs it (CONTRIBUTING.md, Imports)")
@@ -146,4 +152,6 @@ def test_importing_the_plugin_loads_no_heavy_or_measuring_module() -> None:
 def test_heavy_modules_names_what_the_rule_forbids() -> None:
     assert heavy_modules(["numpy.linalg", "httpx", "pytest_glmf.gates.curve", "pytest_glmf.gates.curve.spec",
                           "pytest_glmf.gates.registry", "pytest_glmf.gates.curve.api", "pytest_glmf.engine.client",
-                          "yaml"]) == ["httpx", "numpy", "pytest_glmf.gates.curve.api", "pytest_glmf.engine.client"]
+                          "pytest_glmf.load", "pytest_glmf.load.settings", "pytest_glmf.load.run",
+                          "yaml"]) == ["httpx", "numpy", "pytest_glmf.gates.curve.api", "pytest_glmf.engine.client",
+                                       "pytest_glmf.load.run"]

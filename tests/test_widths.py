@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_glmf.gates.template.table import render_summary
-from pytest_glmf.gates.verdict import Check, failure_message, fit_table, fold
+from pytest_glmf.gates.verdict import Check, failure_message
 from pytest_glmf.results.columns import gate_table
+from pytest_glmf.text import fit_table, fold
 
 PROSE = ("capacity: 2,432 prompt tokens + 384 completion tokens per user, p5 per-user tok/s >= 50, TTFT p95 <= 1 s; "
          "at most 128 users (the seats, max_running_requests 128); first probe 23")

@@ -21,8 +21,9 @@ import pytest
 from pytest_glmf.compare.judge import FLOOR_PCT, Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, from_document, from_rows
 from pytest_glmf.gates.bounds import caller_source
-from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt
+from pytest_glmf.gates.verdict import Check, failed_checks, failure_message
 from pytest_glmf.results.gatejson import read_result
+from pytest_glmf.text import fmt
 
 
 def crossover(a: Any, b: Any, metric: str = "per_user_tok_s", *, users: Sequence[int] | None = None,

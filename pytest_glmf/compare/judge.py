@@ -25,7 +25,7 @@ from typing import Literal
 
 from pytest_glmf.compare.lanecurve import LaneCurve, workload_difference
 from pytest_glmf.gates.registry import metric_directions
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.text import fmt
 
 FLOOR_PCT = 1.0
 

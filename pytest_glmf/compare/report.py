@@ -3,8 +3,9 @@ Markdown), the crossover sentences, and one PNG with each lane's curve.
 
 The curve table has the recipe's shape: users as rows, lanes as columns, each cell
 `aggregate · per-user/user · p95 TTFT`, and a flag where the row is not a measurement of that many
-users ("[16 users on 7 seats]"); the lanes' seats head their columns. Then acceptance per prompt
-class, capacity and frontier, drift per candidate, and the boot facts side by side.
+users ("[16 users on 7 seats]"); the lanes' seats head their columns. Then each gate's own table
+(`GateReport.compare`, declared in its folder: acceptance per prompt class, capacity and frontier,
+drift per candidate, the boot facts side by side).
 """
 from __future__ import annotations
 
@@ -15,15 +16,11 @@ from typing import Any
 
 from pytest_glmf.compare.judge import Crossover, judge
 from pytest_glmf.compare.lanecurve import LaneCurve, LaneRow, from_document, lane_name, workload_difference
-from pytest_glmf.gates.registry import metric_label
-from pytest_glmf.gates.verdict import fit_table, fmt, wrap
+from pytest_glmf.gates.registry import GATES, metric_label, report_hooks
+from pytest_glmf.gates.spec import Table
 from pytest_glmf.results.plotting import pyplot, run_verdict, save_png
-from pytest_glmf.results.report import md_table
-
-BOOT_ROWS = [("seats (max_running_requests)", "max_running_requests"),
-             ("requested seats", "requested_max_running_requests"), ("why capped", "cap_reason"),
-             ("max_mamba_cache_size", "max_mamba_cache_size"), ("state slots per request", "state_slots_per_request"),
-             ("KV pool tokens", "kv_tokens"), ("KV cache GiB", "kv_cache_memory_gib"), ("context", "context_len")]
+from pytest_glmf.results.report import incomplete_line
+from pytest_glmf.text import fit_table, fmt, md_table, wrap
 
 DEFINITIONS = [
     "cell: aggregate tok/s · per-user tok/s per user · TTFT p95, in recipe units; [flag]: the row is not a "
@@ -84,57 +81,30 @@ def workload_warning(curves: Sequence[LaneCurve]) -> str | None:
             "under the curve table); those rows are not compared")
 
 
-def _by_key(curves: Sequence[LaneCurve], gate: str, cell: Callable[[Mapping[str, Any]], str],
-            key_of: Callable[[str, Mapping[str, Any]], str | None]) -> tuple[list[str], list[list[str]]]:
+def lanes_by_key(lanes: Sequence[tuple[str, Mapping[str, Any]]], gate: str, cell: Callable[[Mapping[str, Any]], str],
+                 key_of: Callable[[str, Mapping[str, Any]], str | None]) -> Table:
+    """A table of the gate's entries across lanes: a row per key (`key_of`; None: not shown), a
+    column per lane, each cell the entry as `cell` says it, "-" where the lane has none."""
     table: dict[str, dict[str, str]] = {}
-    for c in curves:
-        for key, entry in (((c.doc.get("gates") or {}).get(gate)) or {}).items():
+    for name, doc in lanes:
+        for key, entry in (((doc.get("gates") or {}).get(gate)) or {}).items():
             if isinstance(entry, Mapping) and (k := key_of(key, entry)) is not None:
-                table.setdefault(k, {})[c.name] = cell(entry)
-    return ["", *(c.name for c in curves)], [[k, *(v.get(c.name, "-") for c in curves)] for k, v in table.items()]
+                table.setdefault(k, {})[name] = cell(entry)
+    names = [name for name, _ in lanes]
+    return ["", *names], [[k, *(v.get(name, "-") for name in names)] for k, v in table.items()]
 
 
-def acceptance_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
-    def cell(e: Mapping[str, Any]) -> str:
-        return f"{fmt(e.get('accept_rate'))} ({fmt(e.get('tok_s'))} tok/s)"
-    return _by_key(curves, "acceptance", cell, lambda k, e: str(e["class"]) if e.get("class") else None)
-
-
-def capacity_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
-    def cell(e: Mapping[str, Any]) -> str:
-        users = fmt(e.get("users")) if "users" in e else fmt(e.get("rate_per_s")) + "/s"
-        return f"{users} (stopped by {e.get('stopped_by') or '-'})"
-    return _by_key(curves, "capacity", cell, lambda k, e: k)
-
-
-def drift_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
-    rows = []
-    for c in curves:
-        for key, e in (((c.doc.get("gates") or {}).get("drift")) or {}).items():
-            if isinstance(e, Mapping) and "mean_abs_dlogp" in e:
-                rows.append([c.name, str(e.get("candidate") or key), fmt(e.get("mean_abs_dlogp")),
-                             fmt(e.get("argmax_mismatch")), _pair(e.get("ci95")), fmt(e.get("prompts"))])
-    return ["lane", "candidate", "mean |dlogp|", "argmax mismatch", "ci95", "prompts"], rows
-
-
-def _pair(v: Any) -> str:
-    return f"[{fmt(v[0])}, {fmt(v[1])}]" if isinstance(v, list) and len(v) == 2 else fmt(v)
-
-
-def boot_table(curves: Sequence[LaneCurve]) -> tuple[list[str], list[list[str]]]:
-    # why capped: the cap line's reason, not the engine's advice after it (the boot gate prints that)
-    facts = [{**f, "cap_reason": str(f["cap_reason"]).split("): ")[0] + ")" if f.get("cap_reason") else None}
-             for f in (_boot(c.doc) for c in curves)]
-    rows = [[label, *(fmt(f.get(key)) for f in facts)] for label, key in BOOT_ROWS
-            if any(f.get(key) is not None for f in facts)]
-    pools = [((c.doc.get("gates") or {}).get("boot") or {}).get("state_pool") or {} for c in curves]
-    if any(p.get("gb_per_seat") is not None for p in pools):
-        rows.append(["state pool GiB", *(fmt(p.get("total_gb")) for p in pools)])
-        rows.append(["state pool GiB per seat", *(fmt(p.get("gb_per_seat")) for p in pools)])
-    origins = [str((c.doc.get("lane") or {}).get("origin") or "") for c in curves]
-    if any(origins):
-        rows.insert(0, ["derived from", *(o or "-" for o in origins)])
-    return ["", *(c.name for c in curves)], rows
+def gate_tables(curves: Sequence[LaneCurve]) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """(gate, title, header, rows) of each gate's table in the comparison (`GateReport.compare`,
+    declared in the gate's folder), in their declared order; a table without rows is left out."""
+    lanes = [(c.name, c.doc) for c in curves]
+    declared = [(hooks.compare, gate) for gate in GATES if (hooks := report_hooks(gate)).compare is not None]
+    out = []
+    for table, gate in sorted(declared, key=lambda d: d[0].rank):
+        header, body = table.table(lanes)
+        if body:
+            out.append((gate, table.title, header, body))
+    return out
 
 
 def crossovers(curves: Sequence[LaneCurve], metric: str = "per_user_tok_s") -> list[Crossover]:
@@ -157,12 +127,7 @@ def _sections(docs: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str,
         excluded = sorted({(lane, u, why) for c in judged for lane, u, why in c.excluded}, key=lambda x: (x[0], x[1]))
         lines += [f"excluded: {lane} @ {u} users: {why}" for lane, u, why in excluded]
         out.append(("Crossover", [], "\n".join(lines)))
-    for title, make in (("Speculative acceptance per prompt class by lane", acceptance_table),
-                        ("Capacity and frontier by lane", capacity_table),
-                        ("Log-prob drift per candidate", drift_table), ("Boot facts side by side", boot_table)):
-        header, body = make(curves)
-        if body:
-            out.append((title, header, body))
+    out += [(title, header, body) for _, title, header, body in gate_tables(curves)]
     return out
 
 
@@ -184,9 +149,15 @@ def _headline(docs: Sequence[Mapping[str, Any]]) -> str:
     return "pytest-glmf comparison: " + "; ".join(parts)
 
 
+def incomplete_lines(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why each incomplete lane stopped before the end, as `glmf report` says it ("INCOMPLETE LANE: why")."""
+    return [line for d in docs if (line := incomplete_line(d, lane_name(d)))]
+
+
 def comparison_report(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
-    """The terminal comparison of several lanes' result documents."""
-    parts = [wrap(_headline(docs))]
+    """The terminal comparison of several lanes' result documents; the incomplete lanes' reasons
+    under the headline."""
+    parts = ["\n".join(map(wrap, [_headline(docs), *incomplete_lines(docs)]))]
     for title, header, body in _sections(docs, metric):
         text = "\n".join(map(wrap, body.splitlines())) if isinstance(body, str) else fit_table(header, body)
         parts.append(f"{title}\n{text}")
@@ -196,7 +167,7 @@ def comparison_report(docs: Sequence[Mapping[str, Any]], metric: str = "per_user
 def comparison_markdown(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> str:
     """The same comparison as Markdown, for a PR comment."""
 
-    out = [f"## {_headline(docs)}"]
+    out = [f"## {_headline(docs)}", *(f"**{line}**" for line in incomplete_lines(docs))]
     for title, header, body in _sections(docs, metric):
         if isinstance(body, str):
             out.append(f"### {title}\n\n" + "\n".join(f"- {line}" for line in body.splitlines()))

@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from pytest_glmf.text import one_line
+
 EXCERPT_CHARS = 160
 
 
@@ -39,8 +41,7 @@ def body_excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     message = _json_message(text) if text[:1] in "{[" else None
     if message is None and "<" in text and ">" in text:
         message = html.unescape(_TAG.sub(" ", _DROP.sub(" ", text)))
-    flat = " ".join((message if message is not None else text).split()) or "(empty page)"
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return one_line(message if message is not None else text, limit) or "(empty page)"
 
 
 def _json_message(text: str) -> str | None:

@@ -1,7 +1,8 @@
 """The gates, by name. The thresholds loader, the verdict helpers, the baseline comparison, the
 `glmf_gate` marker, the `glmf` command (each gate's subcommand) and the reports (each gate's
 columns and place) ask this registry; a new gate joins by adding its `spec.SPEC` here: what it
-declares there (`GateSpec.command`, `report_columns`, `report_rank`) does the rest."""
+declares there (`GateSpec.command`, `report_columns`, `report_rank`, and its report hooks,
+`GateSpec.report`) does the rest."""
 from __future__ import annotations
 
 from pytest_glmf.gates.acceptance.spec import SPEC as ACCEPTANCE
@@ -10,7 +11,7 @@ from pytest_glmf.gates.boot.spec import SPEC as BOOT
 from pytest_glmf.gates.capacity.spec import SPEC as CAPACITY
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.drift.spec import SPEC as DRIFT
-from pytest_glmf.gates.spec import GateCommand, GateSpec
+from pytest_glmf.gates.spec import NO_REPORT, GateCommand, GateReport, GateSpec
 from pytest_glmf.gates.template.spec import SPEC as TEMPLATE
 from pytest_glmf.gates.tools.spec import SPEC as TOOLS
 
@@ -38,6 +39,18 @@ def metric_label(gate: str, metric: str) -> str:
     spec = GATES.get(gate)
     declared = spec.metrics.get(metric) if spec is not None else None
     return declared.axis_label() if declared is not None else metric
+
+
+def report_hooks(name: str) -> GateReport:
+    """What gate `name` adds to the reports (`GateSpec.report`); nothing for a gate no spec declares."""
+    spec = GATES.get(name)
+    return spec.report_hooks() if spec is not None else NO_REPORT
+
+
+def gate_title(name: str) -> str:
+    """The gate's title in every report (`GateSpec.title`); the name itself for a gate no spec declares."""
+    spec = GATES.get(name)
+    return spec.title if spec is not None else name
 
 
 def report_order() -> tuple[str, ...]:

@@ -5,7 +5,9 @@ Each gate (`gates/<gate>/spec.py`) declares a `GateSpec`:
     (a fraction lies in [0, 1], a latency or a count is never negative);
   * its settings: a frozen dataclass whose field defaults are the gate's only defaults (the
     suite, the CLI and the measurement code read them from there);
-  * the other keys its section may hold (`rows`, `classes`, ...), each with a validator.
+  * the other keys its section may hold (`rows`, `classes`, ...), each with a validator;
+  * what the central places loop over: its `glmf` command, its report columns and place, and the
+    module of its folder whose `GateReport` says what it adds to the reports (`report`).
 
 `config/thresholds.py` asks the registry (`gates/registry.py`) for the specs and checks every
 section with `GateSpec.check_section` when the file is read, so a typo, a wrong type, `min > max`
@@ -16,11 +18,12 @@ nothing heavy: the plugin loads it for every pytest run.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -279,6 +282,55 @@ class GateCommand:
     group: str = MEASURE_GROUP
 
 
+Entries = Mapping[str, Any]                  # a gate's entries in a result document: key -> entry
+Comps = Mapping[tuple[str, str, str], tuple[str, str]]   # (gate, key, metric) -> (css class, change text)
+Table = tuple[list[str], list[list[str]]]    # header, rows
+
+
+@dataclass(frozen=True)
+class CompareTable:
+    """A gate's table in a comparison of lanes (`glmf compare`, the multi-lane session's, the HTML
+    page's): its title, its place among the gates' tables there (`rank`, ascending) and
+    `table(lanes) -> (header, rows)`, `lanes` the (lane name, result document) of each lane."""
+
+    title: str
+    rank: int
+    table: Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Table]
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """What a gate adds to the reports beyond its table of entries, each None where it adds nothing.
+    Declared in the gate's own folder (`GateSpec.report` names the module holding its `REPORT`) and
+    loaded when a report is written, so the specs stay light; the central reports loop over the
+    registry and call what is declared here (results/report.py, results/columns.py,
+    results/html_gates.py, results/gatejson.py, compare/report.py).
+
+      derive    (entries) -> (entries with derived columns, those columns): shown after the first column
+      notes     (entries) -> lines under its table (terminal, Markdown, HTML)
+      recorded  (entries) -> what its command printed, from the entries ('' for nothing; the terminal report)
+      bound     (section, key, entry, metric) -> the thresholds bound on an entry's metric, where the
+                gate's section keys its bounds otherwise than by metric (curve rows, acceptance classes)
+      html_body (entries, bounds, comps) -> the HTML section's body in place of the table, or None
+      charts    (entries, bounds) -> the HTML section's charts (SVG)
+      compare   its table in a comparison of lanes
+      legacy    (data) -> its entries from what an older version's `glmf <command> --json` wrote, or
+                None when `data` is not that (results/gatejson.py)
+    """
+
+    derive: Callable[[Entries], tuple[dict[str, Any], tuple[str, ...]]] | None = None
+    notes: Callable[[Entries], list[str]] | None = None
+    recorded: Callable[[Entries], str] | None = None
+    bound: Callable[[Mapping[str, Any], str, Mapping[str, Any], str], Any] | None = None
+    html_body: Callable[[Entries, Mapping[str, Any], Comps], str | None] | None = None
+    charts: Callable[[Entries, Mapping[str, Any]], list[str]] | None = None
+    compare: CompareTable | None = None
+    legacy: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None
+
+
+NO_REPORT = GateReport()
+
+
 @dataclass(frozen=True)
 class GateSpec:
     """A gate's declaration: metrics, settings dataclass, and the other keys of its section; and
@@ -295,14 +347,25 @@ class GateSpec:
     command: GateCommand | None = None                       # its `glmf` subcommand
     report_columns: tuple[str, ...] = ()                      # its entries' columns first in a report's table
     report_rank: int = 0                                      # its place among the gates of a report
+    report: str = ""                                          # the module whose REPORT is its GateReport
 
     @classmethod
     def declare(cls, name: str, metrics: list[Metric], settings: type,
                 keys: Mapping[str, SectionCheck] | None = None, doc: str = "", title: str = "",
                 definitions: tuple[str, ...] = (), command: GateCommand | None = None,
-                report_columns: tuple[str, ...] = (), report_rank: int = 0) -> "GateSpec":
+                report_columns: tuple[str, ...] = (), report_rank: int = 0, report: str = "") -> "GateSpec":
         return cls(name, {m.name: m for m in metrics}, settings, dict(keys or {}), doc, title or name,
-                   tuple(definitions), command, tuple(report_columns), report_rank)
+                   tuple(definitions), command, tuple(report_columns), report_rank, report)
+
+    def report_hooks(self) -> GateReport:
+        """What the gate adds to the reports (`GateReport`), loaded from the module `report` names
+        when a report first asks; nothing where it names none."""
+        if not self.report:
+            return NO_REPORT
+        hooks = getattr(importlib.import_module(self.report), "REPORT", None)
+        if not isinstance(hooks, GateReport):
+            raise TypeError(f"gate {self.name!r}: {self.report} has no REPORT = GateReport(...)")
+        return hooks
 
     @property
     def cli_module(self) -> str:

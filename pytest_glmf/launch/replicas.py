@@ -3,7 +3,7 @@ client reaches each at its own URL (`urls:`), or one router (`url:`) with the bo
 replicas behind it (`boot_logs:`). Each replica is attached like a single server (the attach
 launcher's readiness wait, its own boot log); the lane's Server carries them in `replicas`, and
 base_url / boot_log are the first replica's (or the router's) for the gates that talk to one
-server. The curve reads their boot facts one by one and sums the seats (gates/curve/endpoints.py).
+server. The curve reads their boot facts one by one and sums the seats (load/endpoints.py).
 """
 from __future__ import annotations
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_glmf.gates.verdict import fold
 from pytest_glmf.plugin import history, hooks
 from pytest_glmf.plugin.verified import PLUGIN_NAME as VERIFICATION
 from pytest_glmf.redact import Redactor
@@ -33,6 +32,7 @@ from pytest_glmf.results import recorder as results
 from pytest_glmf.results.cost import cost_block
 from pytest_glmf.results.ledger import cause_of
 from pytest_glmf.results.recorder import RUNNING, SessionRecorder
+from pytest_glmf.text import clip, fold
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig
@@ -99,7 +99,7 @@ def failure_text(longrepr: str, limit: int = 6000) -> str:
     said = [ln[4:] if ln.startswith("E   ") else ln[1:].lstrip() for ln in longrepr.splitlines()
             if ln.startswith("E ") or ln == "E"]
     text = "\n".join(said).strip() or "\n".join(longrepr.strip().splitlines()[-30:])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 # ---------------------------------------------------------------------------- result file

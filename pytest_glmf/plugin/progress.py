@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_glmf.gates.verdict import fold
+from pytest_glmf.text import fold
 
 
 def live_progress(config: pytest.Config) -> Callable[[str], None] | None:

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_glmf.config.thresholds import Thresholds
-from pytest_glmf.gates.verdict import fold
 from pytest_glmf.launch import cleanup, launch_lane, server_from_dict, server_to_dict
 from pytest_glmf.plugin import bookkeeping, faults, history, hooks, lanesched
 from pytest_glmf.plugin.run import LaneRun
 from pytest_glmf.plugin.serial import serial_lock_path, server_lock
+from pytest_glmf.text import fold
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig

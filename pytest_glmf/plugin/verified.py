@@ -36,6 +36,7 @@ from pytest_glmf.config.lanes import builtin_lanes, load_lanes
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates import verdict
 from pytest_glmf.results.ledger import CAUSE_PROPERTY
+from pytest_glmf.text import fold
 
 if TYPE_CHECKING:
     from pytest_glmf.config.thresholds import Thresholds
@@ -244,7 +245,7 @@ class Verification:
             for name in lanes:
                 for line in gate_lines(name if len(lanes) > 1 or name != self.session.lane.name else None,
                                        self.gates_of(name)):
-                    terminalreporter.write_line(verdict.fold(line))      # 120 columns, continued four in
+                    terminalreporter.write_line(fold(line))      # 120 columns, continued four in
         if self.reason is not None:
             terminalreporter.write_line(self.reason, red=True, bold=True)
             terminalreporter.stats.setdefault("unverified session", []).append(self.reason)

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.registry import metric_directions
-from pytest_glmf.gates.verdict import WIDTH, fit_table, fmt, note_evaluated, render_table
+from pytest_glmf.gates.verdict import note_evaluated
+from pytest_glmf.text import WIDTH, fit_table, fmt, render_table
 
 DEFAULT_REL_PCT = 5.0
 # Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.gates.registry import GATES, report_hooks
+from pytest_glmf.text import fmt
 
 
 def preferred_columns(gate: str) -> list[str]:
@@ -29,24 +29,22 @@ def cell(value: Any) -> str:
     return fmt(value)
 
 
+def derived(gate: str, entries: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The entries with the columns the gate's report derives from them (`GateReport.derive`: a
+    curve row's `prefix`, own or shared), and those columns; the entries as they are, and none,
+    where it derives nothing. The HTML page's cells read the same (html_gates.py)."""
+    derive = report_hooks(gate).derive
+    return derive(entries) if derive is not None else (dict(entries), ())
+
+
 def with_derived(gate: str, entries: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries with the columns a report derives from them: a curve row's `prefix` ("shared":
-    its users all sent one prompt, which a prefix cache computed once, so its TTFT is not the
-    others'; "own") when any row shared one. The HTML page's cells read the same (html_gates.py)."""
-    if gate != "curve" or not any(isinstance(v, Mapping) and v.get("shared_prefix") for v in entries.values()):
-        return dict(entries)
-    return {k: {**v, "prefix": "shared" if v.get("shared_prefix") else "own"} if isinstance(v, Mapping) else v
-            for k, v in entries.items()}
+    return derived(gate, entries)[0]
 
 
-def shared_prefix_note(entries: Mapping[str, Any]) -> str | None:
-    """Under the curve table: which rows shared a prompt prefix, and what that does to their TTFT."""
-    shared = sorted(v["users"] for v in entries.values() if isinstance(v, dict) and v.get("shared_prefix")
-                    and isinstance(v.get("users"), int))
-    if not shared:
-        return None
-    return (f"prefix shared: at {', '.join(map(str, shared))} users every user sent the same prompt, which a prefix "
-            "cache computes once: their TTFT is not comparable with the rows of users' own prompts")
+def table_notes(gate: str, entries: Mapping[str, Any]) -> list[str]:
+    """What the gate says under its table (`GateReport.notes`: curve's rows that shared a prompt prefix)."""
+    notes = report_hooks(gate).notes
+    return notes(entries) if notes is not None else []
 
 
 def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -58,9 +56,10 @@ def gate_table(gate: str, entries: Mapping[str, Any]) -> tuple[list[str], list[l
         for c, x in v.items():
             if c not in cols and not isinstance(x, (dict, list)) and len(cols) < 12:
                 cols.append(c)
-    if gate == "curve" and any(v.get("shared_prefix") for _, v in rows):
-        rows = list(with_derived(gate, dict(rows)).items())
-        cols.insert(1, "prefix")
+    shown, extra = derived(gate, dict(rows))
+    if extra:
+        rows = list(shown.items())
+        cols[1:1] = extra
     header = ["key", *cols]
     body = [[str(k), *(cell(v.get(c)) for c in cols)] for k, v in rows]
     # an entry with no value in any column (the boot gate's state_pool beside the facts) says nothing here

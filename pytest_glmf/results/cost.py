@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.text import fmt
 
 if TYPE_CHECKING:
     from pytest_glmf.config.lanes import LaneConfig

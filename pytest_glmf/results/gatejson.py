@@ -13,8 +13,9 @@ take a session's.
                     what missed), as the command wrote it before this shape
 
 A command's document names no lane: the reader names it after the file (`curve.json` -> lane
-`curve`). Files written by older versions (the command's own shape at top level) are still read:
-their gate is then guessed from their keys (`legacy_document`), the only place a guess is left.
+`curve`). Files written by older versions (the command's own shape at top level) are still read
+(`legacy_document`): each gate reads its own command's older output (`GateReport.legacy`, in its
+folder), and what none of them reads goes to the gate most of whose metrics it carries.
 """
 from __future__ import annotations
 
@@ -25,8 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_glmf.gates.curve.api import row_record
-from pytest_glmf.gates.registry import GATES
+from pytest_glmf.gates.registry import GATES, report_hooks
 
 RESULT_SCHEMA = 1
 COMMAND_OUTPUT = "command_output"
@@ -91,9 +91,6 @@ def _refusal(source: str | Path) -> str:
 
 # ---------------------------------------------------------------------------- older files
 
-COMMANDS = {"boot": "bootlog", "acceptance": "accept"}    # a gate's command, where its name differs
-
-
 def legacy_document(data: Mapping[str, Any], source: str | Path) -> dict[str, Any]:
     """What a `glmf <gate> --json` of an older version wrote (the command's own shape), as a result
     document: its gate guessed from its keys, its `incomplete` kept."""
@@ -101,7 +98,8 @@ def legacy_document(data: Mapping[str, Any], source: str | Path) -> dict[str, An
     incomplete = [str(x) for x in data.get("incomplete") or []]
     if not entries and not incomplete:
         raise NotAGateOutput(_refusal(source))
-    prov = {"written_by": f"glmf {COMMANDS.get(gate, gate)}"}
+    command = GATES[gate].command
+    prov = {"written_by": f"glmf {command.name if command is not None else gate}"}
     if isinstance(data.get("url"), str):
         prov["url"] = data["url"]
     doc = {"schema": RESULT_SCHEMA, "session_id": Path(source).stem, "lane": {"name": Path(source).stem},
@@ -112,15 +110,12 @@ def legacy_document(data: Mapping[str, Any], source: str | Path) -> dict[str, An
 
 
 def _read_gate(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    if isinstance(data.get("rows"), list) and "knee" in data:
-        return "curve", _curve(data)
-    if "slo" in data and any(k in data for k in ("capacity", "frontier", "rate")):
-        return "capacity", _capacity(data)
-    if isinstance(data.get("classes"), list) and "source" in data:
-        return "acceptance", {str(r.get("class") or r.get("name") or i): _scalars(r)
-                              for i, r in enumerate(data["classes"]) if isinstance(r, Mapping)}
-    if "ready" in data and "max_running_requests" in data:      # BootFacts.to_dict()
-        return "boot", {"facts": dict(data)}
+    """The gate whose older output `data` is, and its entries: the gate that knows its own output's
+    keys (`GateReport.legacy`), else the gate most of whose metrics it carries."""
+    for gate in GATES:
+        legacy = report_hooks(gate).legacy
+        if legacy is not None and (entries := legacy(data)) is not None:
+            return gate, entries
     scored = []
     for gate, spec in GATES.items():
         entries = _with_metrics(data, set(spec.metrics))
@@ -133,50 +128,19 @@ def _with_metrics(data: Mapping[str, Any], metrics: set[str]) -> dict[str, dict[
     """The summary itself when its keys are metrics, else the mappings in its lists (a candidate
     each, a scenario each) that carry metrics, keyed by their label."""
     if metrics & set(data):
-        return {"cli": _scalars(data)}
+        return {"cli": scalars(data)}
     out: dict[str, dict[str, Any]] = {}
     for key, value in data.items():
         if isinstance(value, Mapping) and metrics & set(value):     # {"agents": summary}
-            out[str(key)] = _scalars(value)
+            out[str(key)] = scalars(value)
             continue
         items = value if isinstance(value, list) else list(value.values()) if isinstance(value, Mapping) else []
         for i, item in enumerate(items):
             if isinstance(item, Mapping) and metrics & set(item):
-                out[str(item.get("label") or item.get("candidate") or item.get("name") or i)] = _scalars(item)
+                out[str(item.get("label") or item.get("candidate") or item.get("name") or i)] = scalars(item)
     return out
 
 
-def _scalars(d: Mapping[str, Any]) -> dict[str, Any]:
+def scalars(d: Mapping[str, Any]) -> dict[str, Any]:
     """A record without its bulky parts (per-request records, turn records)."""
     return {k: v for k, v in d.items() if k not in ("records", "turn_records", "per_run", "definitions")}
-
-
-def _curve(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {f"users={r['users']}": row_record(dict(r)) for r in data["rows"] if isinstance(r, Mapping) and "users" in r}
-
-
-def _capacity(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The suite's keys: `users@PROMPT+OUTPUT`, `frontier@CONTEXT` per frontier point, `rate`."""
-    out: dict[str, Any] = {}
-    if isinstance(data.get("capacity"), Mapping):
-        w = data["capacity"].get("workload") or {}
-        out[f"users@{w.get('prompt_tokens') or 'file'}+{w.get('max_tokens')}"] = _capacity_entry(data["capacity"])
-    for p in (data.get("frontier") or {}).get("points") or []:
-        if isinstance(p, Mapping):
-            out[f"frontier@{(p.get('workload') or {}).get('prompt_tokens')}"] = _capacity_entry(p)
-    if isinstance(data.get("rate"), Mapping):
-        out["rate"] = _capacity_entry(data["rate"])
-    return out
-
-
-def _capacity_entry(p: Mapping[str, Any]) -> dict[str, Any]:
-    """A search's output (`CapacityResult.to_dict`) with the entry's counts (`to_record`)."""
-    search = p.get("search") or {}
-    entry = {k: v for k, v in p.items() if k != "schema"}
-    if isinstance(search.get("probes"), list):
-        entry["probes"] = len(search["probes"])
-    cost = {**(search.get("cost") or {}), **search}
-    for k in ("requests", "wall_s"):
-        if k in cost:
-            entry[k] = cost[k]
-    return entry

@@ -21,7 +21,6 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results import ledger
 from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
 from pytest_glmf.results.cost import cost_lines
@@ -36,6 +35,7 @@ from pytest_glmf.results.html_blocks import (
     write_page,
 )
 from pytest_glmf.results.html_gates import baseline_cells, gate_section
+from pytest_glmf.text import fmt
 
 # ---------------------------------------------------------------------------- the session's page
 

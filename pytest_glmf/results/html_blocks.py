@@ -17,8 +17,6 @@ from pytest_glmf.results.recorder import write_atomic
 # The browser may load nothing: no network, no other file; inline styles and data: images only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Gates in the order a reader asks about them; gates not listed follow in the order recorded.
-GATE_ORDER = report_order()
-
 CSS = """
 :root{--fg:#1b1f23;--mute:#5b636b;--line:#d6dadf;--bg:#fff;--soft:#f5f7f9;--ok:#1e7a34;--bad:#b3261e;
 --warn:#8a5a00;--okbg:#e6f4ea;--badbg:#fce8e6;--warnbg:#fff4d6}
@@ -212,10 +210,6 @@ def metric_doc(gate: str, metric: str) -> str:
     return m.doc if m is not None else ""
 
 
-def gate_title(gate: str) -> str:
-    spec = GATES.get(gate)
-    return spec.title if spec is not None else gate
-
-
 def ordered_gates(gates: Mapping[str, Any]) -> list[str]:
-    return [g for g in GATE_ORDER if gates.get(g)] + [g for g in gates if g not in GATE_ORDER and gates.get(g)]
+    order = report_order()
+    return [g for g in order if gates.get(g)] + [g for g in gates if g not in order and gates.get(g)]

@@ -11,14 +11,14 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.compare import report as cmp
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.gates.curve.report import SHARED_PREFIX, SHARED_WHY
+from pytest_glmf.gates.registry import gate_title
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
 from pytest_glmf.results.html import verdict_of
 from pytest_glmf.results.html_blocks import (
     charts,
     definitions,
-    gate_title,
     metric_doc,
     page,
     section,
@@ -28,7 +28,7 @@ from pytest_glmf.results.html_blocks import (
     th,
     unit_of,
 )
-from pytest_glmf.results.html_gates import SHARED_PREFIX, SHARED_WHY
+from pytest_glmf.text import fmt
 
 if TYPE_CHECKING:
     from pytest_glmf.results.history.store import Run, SqlStore
@@ -67,13 +67,8 @@ def comparison_page(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_t
         excluded = sorted({(lane, u, why) for c in judged for lane, u, why in c.excluded}, key=lambda x: (x[0], x[1]))
         lines.append(definitions(f"excluded: {lane} @ {u} users: {why}" for lane, u, why in excluded))
         parts.append(section("crossover", "Crossover", "".join(lines)))
-    for ident, title, make in (("acceptance", "Speculative acceptance per prompt class by lane", cmp.acceptance_table),
-                               ("capacity", "Capacity and frontier by lane", cmp.capacity_table),
-                               ("drift", "Log-prob drift per candidate", cmp.drift_table),
-                               ("boot", "Boot facts side by side", cmp.boot_table)):
-        header, body = make(curves)
-        if body:
-            parts.append(section(ident, title, table(header, body)))
+    for gate, title, header, body in cmp.gate_tables(curves):
+        parts.append(section(gate, title, table(header, body)))
     parts.append(section("definitions", "Definitions", definitions(cmp.DEFINITIONS)))
     return page(f"pytest-glmf comparison {' vs '.join(names)}", "\n".join(parts))
 

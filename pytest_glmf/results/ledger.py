@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.gates.verdict import CAUSES
+from pytest_glmf.text import one_line
 
 LEDGER_NAME = "failure-ledger.md"
 CAUSE_PROPERTY = "glmf_cause"
@@ -35,11 +36,6 @@ def cause_of(properties: Iterable[tuple[str, Any]], default: str = "configuratio
     return next((c for c in CAUSES if c in found), default)
 
 
-def _one_line(text: str, limit: int = 400) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def append(results_dir: Path, *, lane: str, image: str | None, flags: list[str], cause: str,
            what: str = "gate", cause_class: str = "configuration") -> Path:
     """Append one line; returns the ledger's path. `what` is "boot" or the failed gate's name,
@@ -51,7 +47,7 @@ def append(results_dir: Path, *, lane: str, image: str | None, flags: list[str],
     new = not path.exists()
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     line = (f"- {when} | lane {lane} | {what} | {cause_class} | image {image or '-'} | "
-            f"flags `{_one_line(shlex.join(flags), 300)}` | {_one_line(cause)}\n")
+            f"flags `{one_line(shlex.join(flags), 300)}` | {one_line(cause, 400)}\n")
     with open(path, "a") as f:
         if new:
             f.write("# pytest-glmf failure ledger\n\nWhat did not work: one line per failed boot or gate "

@@ -17,9 +17,7 @@ from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
-from pytest_glmf.gates.capacity.table import recorded_report
-from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fit_table, fmt, render_table, wrap
+from pytest_glmf.gates.registry import GATES, gate_title, report_hooks
 from pytest_glmf.results.baseline import (
     BaselineError,
     baseline_label,
@@ -30,7 +28,7 @@ from pytest_glmf.results.baseline import (
     regression_table,
 )
 from pytest_glmf.results.columns import cell as _cell
-from pytest_glmf.results.columns import gate_table, shared_prefix_note
+from pytest_glmf.results.columns import gate_table, table_notes
 from pytest_glmf.results.cost import cost_lines
 from pytest_glmf.results.gatejson import NotAGateOutput, as_result_document
 from pytest_glmf.results.history import HistoryError, open_store, parse_location, queries
@@ -38,11 +36,10 @@ from pytest_glmf.results.history.schema import NotAResultFile
 from pytest_glmf.results.html import write_report_page
 from pytest_glmf.results.plotting import curve_bounds
 from pytest_glmf.results.plotting import plot_curve as draw_curve
+from pytest_glmf.text import fit_table, fmt, md_table, render_table, wrap
 
 # Each gate's title and what its numbers mean come from its declaration (gates/<gate>/spec.py), the one
 # home of those words; the Markdown prints the definitions under the tables so a reader need not guess.
-TITLES = {name: spec.title for name, spec in GATES.items()}
-DEFINITIONS = {name: list(spec.definitions) for name, spec in GATES.items() if spec.definitions}
 
 
 def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
@@ -52,9 +49,10 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            note = shared_prefix_note(entries or {}) if gate == "curve" else None
-            parts.append(f"{TITLES.get(gate, gate)}\n{fit_table(header, body)}" + (f"\n{wrap(note)}" if note else ""))
-        if gate == "capacity" and (said := recorded_report(entries or {})):   # what `glmf capacity` printed
+            notes = "".join(f"\n{wrap(note)}" for note in table_notes(gate, entries or {}))
+            parts.append(f"{gate_title(gate)}\n{fit_table(header, body)}" + notes)
+        recorded = report_hooks(gate).recorded
+        if recorded is not None and (said := recorded(entries or {})):   # what `glmf capacity` printed
             parts.append("\n".join(map(wrap, said.splitlines())))
     if lines := cost_lines(doc.get("cost")):
         parts.append("\n".join(map(wrap, lines)))
@@ -63,10 +61,11 @@ def terminal_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     return "\n\n".join(parts)
 
 
-def incomplete_line(doc: Mapping[str, Any]) -> str:
-    """'INCOMPLETE: why' when the session or command stopped before the end (its `incomplete`), else ''."""
+def incomplete_line(doc: Mapping[str, Any], lane: str = "") -> str:
+    """'INCOMPLETE: why' when the session or command stopped before the end (its `incomplete`), else '';
+    'INCOMPLETE LANE: why' naming the lane (a comparison of several)."""
     why = doc.get("incomplete") or []
-    return ("INCOMPLETE: " + "; ".join(map(str, why))) if why else ""
+    return (f"INCOMPLETE{' ' + lane if lane else ''}: " + "; ".join(map(str, why))) if why else ""
 
 
 def _headline(doc: Mapping[str, Any], incomplete: bool = True) -> str:
@@ -130,13 +129,6 @@ def history_table(doc: Mapping[str, Any], earlier: list[tuple[Any, dict[tuple[st
             + render_table(rows, header) + "\n" + "\n".join(legend))
 
 
-def md_table(header: list[str], body: list[list[str]]) -> str:
-    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in body]
-    return "\n".join(lines)
-
-
 def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> str:
     out = [f"## {_headline(doc)}"]
     prov = doc.get("provenance") or {}
@@ -163,11 +155,10 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
     for gate, entries in (doc.get("gates") or {}).items():
         header, body = gate_table(gate, entries or {})
         if body:
-            out.append(f"### {TITLES.get(gate, gate)}\n\n{md_table(header, body)}")
-            if gate == "curve" and (note := shared_prefix_note(entries or {})):
-                out.append(note)
-            if gate in DEFINITIONS:
-                out.append("\n".join(f"- {d}" for d in DEFINITIONS[gate]))
+            out.append(f"### {gate_title(gate)}\n\n{md_table(header, body)}")
+            out.extend(table_notes(gate, entries or {}))
+            if (spec := GATES.get(gate)) is not None and spec.definitions:
+                out.append("\n".join(f"- {d}" for d in spec.definitions))
     if lines := cost_lines(doc.get("cost")):
         out.append("\n".join(f"- {line.strip()}" for line in lines))
     return "\n\n".join(out) + "\n"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.text import fmt
 
 WIDTH, HEIGHT = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 62, 16, 26, 46

@@ -7,7 +7,7 @@ hit is autotune), then `runs` measured runs after a prefix-cache flush, with fre
 A row fails when a bound is missed, when users exceed the server's seats (the boot log's cap and
 the flag that raises it are in the failure; `allow_queueing: true` on the row accepts it), when
 the workload cannot fit the KV pool, when the client was the bottleneck, when token counts
-disagree, or when requests failed. Definitions: pytest_glmf/gates/curve/records.py.
+disagree, or when requests failed. Definitions: pytest_glmf/load/records.py.
 
 Settings (`curve.settings`; a row's own `settings:` override them for that row): declared, with
 their defaults and what each means, in pytest_glmf/gates/curve/spec.py (`CurveRowSettings`); an

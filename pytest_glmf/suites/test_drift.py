@@ -36,7 +36,7 @@ from pytest_glmf.gates.drift import (
     load_drift_reference,
 )
 from pytest_glmf.gates.drift.spec import DriftSettings
-from pytest_glmf.gates.verdict import fmt
+from pytest_glmf.text import fmt
 
 # glmf_serial: no other gate's traffic while scoring (batching changes numerics on real engines and
 # would break the exact self-check); it also keeps the module on one xdist worker, so the oracle

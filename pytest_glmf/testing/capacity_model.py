@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
-from pytest_glmf.gates.curve.records import RequestRecord
+from pytest_glmf.load import RequestRecord
 
 
 def smooth(n: float) -> float:

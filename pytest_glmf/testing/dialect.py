@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_glmf.engine.serverconfig import SGLANG_KEYS
-from pytest_glmf.gates.curve.endpoints import GEN_TOKENS, QUEUED, RUNNING
+from pytest_glmf.load import GEN_TOKENS, QUEUED, RUNNING
 
 Shape = dict[str, set[str]]
 

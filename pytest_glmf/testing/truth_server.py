@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from pytest_glmf.gates.curve import sockstamp
+from pytest_glmf.load import StampedSender, enable_kernel_stamps, recv_stamped
 
 perf = time.perf_counter
 
@@ -140,19 +140,19 @@ def _sse(obj: Any) -> bytes:
 
 class _SockTransport:
     """One accepted connection, read with recvmsg so every read carries the kernel's receive time
-    (sockstamp.recv); write() sends at once and buffers only what the socket would not take."""
+    (load/sockstamp.py); write() sends at once and buffers only what the socket would not take."""
 
     def __init__(self, sock: socket.socket, conn: "_Conn", loop: asyncio.AbstractEventLoop):
         self.sock, self.conn, self.loop = sock, conn, loop
-        self.sender = sockstamp.Sender(sock, loop, self.abort)
+        self.sender = StampedSender(sock, loop, self.abort)
         self.sender.on_drained = self._drained
         self.closed = False
-        self.stamped = sockstamp.enable(sock)     # else: the read time
+        self.stamped = enable_kernel_stamps(sock)     # else: the read time
         loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
         try:
-            data, t_recv = sockstamp.recv(self.sock)
+            data, t_recv = recv_stamped(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.text import WIDTH
 from pytest_glmf.upgrade import values
 from pytest_glmf.upgrade.base import ensure_base
 
@@ -298,9 +299,6 @@ def render(report: list[dict[str, Any]], plugin: list[dict[str, Any]]) -> str:
             lines += textwrap.wrap(f"{g['message']} ({g['detail']})", WIDTH, initial_indent="  ",
                                    subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines)
-
-
-WIDTH = 120     # tables fit 120 columns: a long detail wraps under its column
 
 
 EXIT_CODES = """exit codes:

@@ -104,7 +104,7 @@ def declared_vllm_lines() -> dict[str, bool]:
     return {name: bool(x.fmt and x.source) for name, x in VLLM_LINES.items()}
 
 
-# `/metrics` names the gates read (gates/curve/endpoints.py, gates/acceptance/probe.py)
+# `/metrics` names the gates read (load/endpoints.py, gates/acceptance/probe.py)
 def metric_names(engine: str) -> list[str]:
     """Every `ENGINE:` metric name written as a string in the project's gates."""
     prefix = f"{engine}:"

@@ -95,6 +95,24 @@ def test_glmf_compare_on_files_and_its_errors(tmp_path: Path, capsys) -> None:
     assert "--crossover takes two lane names of the results, A,B; lanes: dflash2-120, ar" in capsys.readouterr().err
 
 
+def test_glmf_compare_says_why_a_lane_is_incomplete(tmp_path: Path, capsys) -> None:
+    """An incomplete lane's reasons under the headline, as `glmf report` leads with them (the
+    comparison said INCOMPLETE and not why); the Markdown says them too."""
+    stopped = {**AR, "incomplete": ["interrupted (Ctrl-C / SIGINT) before the end", "the server died at 24 users"]}
+    paths = [tmp_path / "slots.json", tmp_path / "ar.json"]
+    for path, d in zip(paths, (SLOTS120, stopped)):
+        path.write_text(json.dumps(d))
+    assert main(["compare", *map(str, paths), "--markdown", str(tmp_path / "c.md")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("; ar (session s-ar, sglang) INCOMPLETE")
+    assert lines[1] == ("INCOMPLETE ar: interrupted (Ctrl-C / SIGINT) before the end; the server died at 24 users")
+    assert lines[2] == ""
+    md = (tmp_path / "c.md").read_text()
+    assert ("INCOMPLETE\n\n**INCOMPLETE ar: interrupted (Ctrl-C / SIGINT) before the end; the server died at 24 "
+            "users**\n\n### ") in md
+    assert "INCOMPLETE dflash2-120" not in md and comparison_report([SLOTS120, AR]).splitlines()[1] == ""
+
+
 def test_glmf_compare_plot(tmp_path: Path, capsys) -> None:
     pytest.importorskip("matplotlib")
     paths = []

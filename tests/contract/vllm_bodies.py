@@ -63,11 +63,11 @@ def _try(call: Any, *args: Any, **kw: Any) -> None:
 
 def gate_bodies() -> list[dict[str, Any]]:
     from pytest_glmf.gates.acceptance.probe import load_prompt_classes, probe
-    from pytest_glmf.gates.curve.runner import Workload
     from pytest_glmf.gates.drift.adapters import VLLMAdapter
     from pytest_glmf.gates.template.conversations import load_conversations
     from pytest_glmf.gates.template.served import served_prompt_ids, token_pieces
     from pytest_glmf.gates.tools.harness import applies, load_scenarios, run_turn
+    from pytest_glmf.load import Workload
 
     rec = Recorder()
     for s in load_scenarios():

@@ -4,6 +4,7 @@ takes the spec's default by reference (`DEFAULTS.max_tokens`), never as a copied
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest_glmf
 from pytest_glmf.gates.agents.spec import ReplaySettings
 from pytest_glmf.gates.flags import settings_of
 from pytest_glmf.gates.registry import GATES
+from pytest_glmf.load import LoadSettings
 
 GATES_DIR = Path(pytest_glmf.__file__).parent / "gates"
 # a name alike, a different thing
@@ -58,10 +60,24 @@ def test_no_gate_module_copies_a_settings_default(gate):
     assert not copies, "defaults copied from the spec (read them from DEFAULTS):\n" + "\n".join(copies)
 
 
-# A gate that measures through another gate's code reads the defaults of the settings it shares
-# with that gate from its spec (capacity probes are curve rows: `CURVE_DEFAULTS.runs`), never a
-# copied literal that would drift when the other gate's default changes.
-MEASURES_THROUGH = {"capacity": "curve"}
+# A gate that measures through the load engine (pytest_glmf/load) names the settings it shares
+# with it like the engine's and reads their defaults from the engine's one home (`LOAD_DEFAULTS`,
+# load/settings.py: `setting(LOAD.runs, ...)`), never as a copied literal that would drift when the
+# engine's default changes. The engine's own modules read them from there too.
+MEASURES_THROUGH_LOAD = ("curve", "capacity")
+LOAD_DIR = GATES_DIR.parent / "load"
+
+
+def load_defaults() -> dict[str, object]:
+    return {f.name: f.default for f in dataclasses.fields(LoadSettings)
+            if f.default is not None and f.default is not dataclasses.MISSING}
+
+
+def borrowed_copies(gate: str, spec_file: Path) -> list[str]:
+    lent = load_defaults()
+    return [f"{gate}/spec.py:{line}: {name} = {value!r}: read it from the load engine's (LOAD_DEFAULTS.{name})"
+            for name, value, line in setting_literals(spec_file, GATES[gate].settings.__name__)
+            if name in lent and value == lent[name] and type(value) is type(lent[name]) and not isinstance(value, bool)]
 
 
 def setting_literals(spec_file: Path, cls_name: str) -> list[tuple[str, object, int]]:
@@ -77,28 +93,31 @@ def setting_literals(spec_file: Path, cls_name: str) -> list[tuple[str, object, 
     return out
 
 
-def borrowed_copies(gate: str, lender: str, spec_file: Path) -> list[str]:
-    lent = gate_defaults(lender)
-    return [f"{gate}/spec.py:{line}: {name} = {value!r}: read it from {lender}'s spec ({lender.upper()}_DEFAULTS.{name})"
-            for name, value, line in setting_literals(spec_file, GATES[gate].settings.__name__)
-            if name in lent and value == lent[name] and type(value) is type(lent[name]) and not isinstance(value, bool)]
-
-
-@pytest.mark.parametrize("gate, lender", MEASURES_THROUGH.items())
-def test_a_gate_reads_the_defaults_it_shares_with_the_gate_it_measures_through(gate, lender):
-    copies = borrowed_copies(gate, lender, GATES_DIR / gate / "spec.py")
-    assert not copies, "defaults copied from another gate's spec:\n" + "\n".join(copies)
+@pytest.mark.parametrize("gate", MEASURES_THROUGH_LOAD)
+def test_a_gate_reads_the_defaults_it_shares_with_the_load_engine_from_it(gate):
+    copies = borrowed_copies(gate, GATES_DIR / gate / "spec.py")
+    assert not copies, "defaults copied from the load engine:\n" + "\n".join(copies)
 
 
 def test_the_borrowed_check_finds_a_copied_literal(tmp_path):
     spec = tmp_path / "spec.py"
     spec.write_text("class CapacitySettings:\n"
                     "    runs: int = setting(3, min=1)\n"
-                    "    max_tokens: int = setting(CURVE_DEFAULTS.max_tokens, min=1)\n"
+                    "    max_tokens: int = setting(LOAD.max_tokens, min=1)\n"
                     "    min_users: int = setting(1, min=1)\n"
                     "    shared_prefix: bool = setting(False)\n")
-    assert borrowed_copies("capacity", "curve", spec) == [
-        "capacity/spec.py:2: runs = 3: read it from curve's spec (CURVE_DEFAULTS.runs)"]
+    assert borrowed_copies("capacity", spec) == [
+        "capacity/spec.py:2: runs = 3: read it from the load engine's (LOAD_DEFAULTS.runs)"]
+
+
+def test_no_load_engine_module_copies_a_default_of_its_settings():
+    defaults = load_defaults()
+    copies = [f"load/{path.name}:{line}: {name} = {value!r}"
+              for path in sorted(LOAD_DIR.glob("*.py")) if path.name != "settings.py"
+              for name, value, line in literal_defaults(ast.parse(path.read_text()))
+              if name in defaults and value == defaults[name] and type(value) is type(defaults[name])
+              and not isinstance(value, bool)]
+    assert not copies, "defaults copied from load/settings.py (read them from DEFAULTS):\n" + "\n".join(copies)
 
 
 # The client's timeouts (engine/timeouts.py) are the only home of the 600 s and 60 s defaults.

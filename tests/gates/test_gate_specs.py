@@ -4,6 +4,7 @@ and bounds no measurement can meet. The same line comes from the loader, from `g
 FILE` and from pytest before any server boots."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,12 @@ import pytest
 from pytest_glmf.cli import main
 from pytest_glmf.config.thresholds import load_thresholds
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.curve.measure import run_settings_for, workload_for
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
+from pytest_glmf.gates.curve.measure import load_settings
 from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import settings_keys
+from pytest_glmf.load import LoadSettings, Workload
 
 CURVE_KEYS = ("arrival, between_tokens_timeout_s, client_error_max_pct, client_retries, continuous_usage, cpu_max_frac, "
               "first_token_timeout_s, lag_p99_max_s, max_tokens, model, path, prompt_file, prompt_tokens, "
@@ -160,12 +161,24 @@ def test_the_shipped_thresholds_become_typed_settings() -> None:
                                           "wrong_calls": {"max": 0}}
 
 
-def test_the_runner_takes_its_defaults_from_the_curve_spec() -> None:
-    """One home for defaults: the runner's objects built from the default settings are the runner's
-    own defaults, and a lane's timeouts fill what the settings leave unset."""
-    assert run_settings_for(CURVE_DEFAULTS, [4]) == CurveSettings(users=[4])
-    assert workload_for(CURVE_DEFAULTS, ["p"]) == Workload(prompts=["p"])
-    from_lane = run_settings_for(CURVE_DEFAULTS, [4], {"first_token_s": 5.0, "between_tokens_s": 2.0})
+def test_a_curve_row_is_one_load_run_with_the_load_engines_defaults() -> None:
+    """One home for defaults: the load run built from the curve's default settings is the load
+    engine's default run, and what every user sends its default workload; a lane's timeouts fill
+    what the settings leave unset, the client's (None) what neither sets."""
+    assert load_settings(CURVE_DEFAULTS, [4]) == LoadSettings(users=[4])
+    assert load_settings(CURVE_DEFAULTS, [4]).workload(["p"]) == Workload(prompts=["p"])
+    from_lane = load_settings(CURVE_DEFAULTS, [4], {"first_token_s": 5.0, "between_tokens_s": 2.0})
     assert (from_lane.first_token_timeout_s, from_lane.between_tokens_timeout_s) == (5.0, 2.0)
-    own = run_settings_for(CurveRowSettings(first_token_timeout_s=9.0, runs=1), [4], {"first_token_s": 5.0})
-    assert (own.first_token_timeout_s, own.runs) == (9.0, 1)
+    own = load_settings(CurveRowSettings(first_token_timeout_s=9.0, runs=1, max_tokens=8, shared_prefix=True), [4],
+                        {"first_token_s": 5.0})
+    assert (own.first_token_timeout_s, own.between_tokens_timeout_s, own.runs) == (9.0, None, 1)
+    assert (own.workload(["p"]).max_tokens, own.workload(["p"]).shared_prefix) == (8, True)
+
+
+@pytest.mark.parametrize("gate", ["curve", "capacity"])
+def test_a_gates_settings_named_like_the_load_engines_share_its_defaults(gate: str) -> None:
+    load = {f.name: f.default for f in dataclasses.fields(LoadSettings)}
+    defaults = GATES[gate].defaults()
+    shared = {f.name for f in dataclasses.fields(defaults)} & set(load)
+    assert {"max_tokens", "runs", "path", "spread_max_pct", "lag_p99_max_s", "client_retries"} <= shared
+    assert {name: getattr(defaults, name) for name in shared} == {name: load[name] for name in shared}

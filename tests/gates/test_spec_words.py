@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pytest_glmf.gates import verdict
 from pytest_glmf.gates.acceptance import table as acceptance_table
 from pytest_glmf.gates.agents import api as agents_api
 from pytest_glmf.gates.agents import table as agents_table
@@ -18,7 +17,6 @@ from pytest_glmf.gates.boot import table as boot_table
 from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.curve import measure
 from pytest_glmf.gates.curve import table as curve_table_module
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload
 from pytest_glmf.gates.curve.spec import SPEC as CURVE
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import TABLE_METRICS, curve_table
@@ -27,6 +25,8 @@ from pytest_glmf.gates.registry import GATES
 from pytest_glmf.gates.spec import GateSpec, Metric
 from pytest_glmf.gates.template import table as template_table
 from pytest_glmf.gates.tools import table as tools_table
+from pytest_glmf.load import LoadSettings, Workload
+from pytest_glmf.text import fit_table, render_table
 
 
 def test_the_curve_table_heads_its_columns_with_the_specs_words(monkeypatch):
@@ -47,7 +47,7 @@ def test_a_metric_without_a_column_word_is_headed_by_its_axis_label():
 
 
 def test_the_json_definitions_are_the_specs_glossary():
-    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), CurveSettings(users=[1]))
+    doc = measure.curve_result("http://x", [], Workload(prompts=["p"]), LoadSettings(users=[1]))
     assert doc["definitions"] == CURVE.glossary()
     assert doc["definitions"]["definitions"] == list(CURVE.definitions)
     assert doc["definitions"]["metrics"]["ttft_p95_s"] == {"label": "TTFT p95 (s)", "unit": "s",
@@ -106,15 +106,15 @@ def _heads(monkeypatch: pytest.MonkeyPatch, module: ModuleType, render: Callable
 
     def spy_render(rows: list[list[str]], header: list[str] | None = None) -> str:
         seen.append(list(header or []))
-        return verdict.render_table(rows, header)
+        return render_table(rows, header)
 
     def spy_fit(header: list[str], body: list[list[str]], *args: Any, **kw: Any) -> str:
         seen.append(list(header))
-        return verdict.fit_table(header, body, *args, **kw)
+        return fit_table(header, body, *args, **kw)
     for name, value in vars(module).copy().items():
-        if value is verdict.render_table:
+        if value is render_table:
             monkeypatch.setattr(module, name, spy_render)
-        elif value is verdict.fit_table:
+        elif value is fit_table:
             monkeypatch.setattr(module, name, spy_fit)
     render()
     return seen

@@ -9,7 +9,8 @@
 # Run from the root of this checkout on the GPU machine, after the carries docs/gpu.md lists (the kit's bundle parts
 # 1-3 stashed, the model's parts stashed with tests/gpu/real/model); the last part of the bundle and the kit ride
 # with this command (.gpu/part4, .gpu/kit). Each stage fits one 10-minute call: a step that would not fit in what is
-# left of BUDGET_S (default 560) is skipped and named. Everything measured lands under $OUT (or ./gpu-out): the
+# left of BUDGET_S (default 560) is skipped and named, as is one SKIP names by its first or last word (SKIP="capacity
+# nvfp4-mlp"). Everything measured lands under $OUT (or ./gpu-out): the
 # result files (with each gate's wall and GPU time, `cost`), the boot logs, the CLIs' outputs, and pass.log.
 set -o pipefail
 stage=${1:?usage: real-pass.sh oracle|candidates}
@@ -18,7 +19,9 @@ export PYTHONUNBUFFERED=1
 t0=$(date +%s); budget=${BUDGET_S:-560}
 say() { echo "== $(( $(date +%s) - t0 )) s: $* (load $(cut -d' ' -f1-3 /proc/loadavg))"; }
 left() { echo $(( budget - ($(date +%s) - t0) )); }
-fits() { [ "$(left)" -gt "$1" ] || { say "SKIPPED $2: $(left) s left, it needs about $1"; return 1; }; }
+fits() {   # fits SECONDS STEP: it runs if it fits what is left of BUDGET_S and SKIP names neither its first nor last word
+  case " ${SKIP:-} " in *" ${2%% *} "*|*" ${2##* } "*) say "SKIPPED $2: named in SKIP"; return 1 ;; esac
+  [ "$(left)" -gt "$1" ] || { say "SKIPPED $2: $(left) s left, it needs about $1"; return 1; }; }
 [ -d .gpu/part4 ] && bash .gpu/kit/stash .gpu/part4
 bash tests/gpu/real/model setup || exit 1
 export GPU_SERVED_NAME=smollm2-135m-instruct

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_glmf.gates.boot.told import shell_facts
 from pytest_glmf.gates.curve.cli import cli as curve_cli
-from pytest_glmf.gates.curve.endpoints import shell_facts
-from pytest_glmf.gates.curve.records import median, spread_pct
+from pytest_glmf.load import median, spread_pct
 
 USERS = [1, 8, 32, 128]
 

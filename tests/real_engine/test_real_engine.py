@@ -178,8 +178,8 @@ def test_stream_shape_role_chunk_then_usage_chunk(oracle_client: Client) -> None
 
 def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: Client, real_report: dict) -> None:
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows, strip_records
     from pytest_glmf.gates.curve.table import curve_table
+    from pytest_glmf.load import LoadSettings, Workload, run_rows, strip_records
 
     # vLLM 404s an unknown model name; the load runner's default "default" only works on SGLang.
     # continuous_usage: vLLM puts usage on every chunk, so chunk-derived counts are exact too.
@@ -188,7 +188,7 @@ def test_curve_small_rows_with_metrics_cross_check(oracle: Any, oracle_client: C
     # A run the client's self-check calls client-bound measured this box's other load, not vLLM: on a
     # shared 2-core CI machine that happens (CI at d31310e and 855fc17: stalls of 1.4-2.9 s at 1-4 % CPU).
     # The runner measures such a run again in its place (client_retries); the table says so.
-    settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
+    settings = LoadSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=50.0,
                              lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC,
                              client_retries=CURVE_CLIENT_RETRIES)
     rows = run_rows(oracle.base_url, workload, settings, oracle.boot_facts.to_dict())

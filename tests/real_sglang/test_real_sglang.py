@@ -148,14 +148,14 @@ def test_launched_by_the_plugin_preflight_identity_surface(oracle: Any, oracle_c
 
 def test_curve_rows_valid_with_counts_agreeing(oracle: Any, sglang_report: dict) -> None:
     from pytest_glmf.gates.curve.checks import row_gate_checks
-    from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows, strip_records
     from pytest_glmf.gates.curve.table import curve_table
+    from pytest_glmf.load import LoadSettings, Workload, run_rows, strip_records
 
     workload = Workload(prompts=CURVE_PROMPTS, max_tokens=CURVE_MAX_TOKENS)
-    settings = CurveSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=80.0,
+    settings = LoadSettings(users=list(CURVE_USERS), runs=CURVE_RUNS, spread_max_pct=80.0,
                              lag_p99_max_s=CURVE_LAG_P99_MAX_S, cpu_max_frac=CURVE_CPU_MAX_FRAC,
                              client_retries=CURVE_CLIENT_RETRIES)
-    from pytest_glmf.gates.curve.endpoints import server_endpoints
+    from pytest_glmf.load import server_endpoints
 
     urls, facts = server_endpoints(oracle)          # boot facts and decode_log_interval, as glmf_curve passes them
     rows = run_rows(urls, workload, settings, facts)
@@ -290,7 +290,7 @@ def test_capacity_small_search_answers(oracle: Any, sglang_report: dict) -> None
     from pytest_glmf.gates.capacity.measure import measure_capacity
     from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
     from pytest_glmf.gates.capacity.table import capacity_report
-    from pytest_glmf.gates.curve.endpoints import server_endpoints
+    from pytest_glmf.load import server_endpoints
 
     slo = SLO(per_user_tok_s=1.0, users_pct=50, ttft_s=30.0)
     settings = CapacitySettings(prompt_tokens=48, max_tokens=12, runs=1, warm_tokens=2, start_users=2,

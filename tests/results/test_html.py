@@ -25,9 +25,9 @@ from html_browser import INSTALL, Browser, chromium
 from pytest_glmf.cli import main
 from pytest_glmf.compare.report import crossovers, lane_curves
 from pytest_glmf.gates.registry import GATES
-from pytest_glmf.gates.verdict import fmt
 from pytest_glmf.results.baseline import compare_results
 from pytest_glmf.results.html_blocks import CSP
+from pytest_glmf.text import fmt
 
 pytestmark = pytest.mark.slow
 
@@ -315,12 +315,15 @@ def test_glmf_history_html_five_runs(runs, browser, tmp_path, capsys) -> None:
 
 
 def test_every_gate_declares_its_title_and_definitions_and_the_reports_use_them() -> None:
-    from pytest_glmf.results.report import DEFINITIONS, TITLES
+    from pytest_glmf.results.report import markdown_report, terminal_report
 
+    doc = {"lane": {"name": "x"}, "gates": {name: {"k": {"x": 1}} for name in GATES}}
+    terminal, markdown = terminal_report(doc), markdown_report(doc)
     for name, spec in GATES.items():
         assert spec.title and spec.title != name, name
         assert spec.definitions, name
-        assert TITLES[name] == spec.title and DEFINITIONS[name] == list(spec.definitions)
+        assert f"\n{spec.title}\n" in terminal and f"### {spec.title}\n" in markdown, name
+        assert all(f"- {d}\n" in markdown for d in spec.definitions), name
 
 
 def test_capacity_drift_and_acceptance_sections(runs, browser, tmp_path) -> None:
@@ -446,7 +449,7 @@ def test_shared_prefix_rows_are_drawn_hollow_and_apart_as_in_the_png(runs, brows
     """The 4-user row's users all sent one prompt: in every curve chart its points are hollow, in a
     series of their own named in the legend, and no line joins them to the 1- and 8-user rows (the
     PNG draws them hollow, "not comparable"; the page drew one solid line through them)."""
-    from pytest_glmf.results.columns import shared_prefix_note
+    from pytest_glmf.results.columns import table_notes
     from pytest_glmf.results.plotting import curve_figure
 
     doc = doc_of(runs["wide"][0])
@@ -470,7 +473,8 @@ def test_shared_prefix_rows_are_drawn_hollow_and_apart_as_in_the_png(runs, brows
         assert all(" @ 4: " in t and "a prefix cache computes once" in t for t in chart["hollow"])
         assert all(f"{m}, prefix shared (not comparable)" in chart["legend"] for m in metrics)
     # under the table, the terminal's sentence
-    assert shared_prefix_note(doc["gates"]["curve"]) in browser.eval("document.querySelector('#gate-curve').innerText")
+    (note,) = table_notes("curve", doc["gates"]["curve"])
+    assert note in browser.eval("document.querySelector('#gate-curve').innerText")
 
 
 def test_the_columns_say_what_the_terminal_table_says(runs, browser) -> None:

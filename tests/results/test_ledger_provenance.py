@@ -29,6 +29,15 @@ def test_ledger_appends_one_readable_line_per_failure(tmp_path: Path):
     assert (tmp_path / "failure-ledger.md").read_text().startswith("# pytest-glmf failure ledger")
 
 
+def test_a_failure_table_is_one_ledger_line_cut_at_400_characters(tmp_path: Path):
+    table = "curve: 1 threshold(s) missed\nmetric | measured | expected\n" + "ttft_p95_s | 2.4 | <= 1\n" * 40
+    ledger.append(tmp_path, lane="batch", image=None, flags=["--mem-fraction-static", "0.85"], cause=table)
+    (line,) = ledger.read(tmp_path)
+    assert "flags `--mem-fraction-static 0.85` | curve: 1 threshold(s) missed metric | measured | expected ttft_p95_s" \
+        in line
+    assert line.endswith("…") and len(line.split("0.85` | ", 1)[1]) == 400
+
+
 def test_ledger_cause_classes_are_a_closed_set(tmp_path: Path):
     with pytest.raises(ValueError, match="cause class 'timeout': use one of configuration, server, client-bound, "
                                          "network, interrupted"):

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_glmf.cli import main
-from pytest_glmf.results.report import TITLES
+from pytest_glmf.gates.registry import gate_title
 from pytest_glmf.testing.truth_server import TruthServer
 
 GATES = ["boot", "curve", "drift", "acceptance", "tools", "capacity", "template", "agents"]
@@ -75,14 +75,14 @@ def test_glmf_report_reads_every_gate_commands_json(gate: str, outputs: dict[str
     code, text = glmf("report", str(outputs[gate]))
     assert code == 0, text
     assert text.startswith(f"pytest-glmf results: lane {gate}"), text        # the lane named after the file
-    assert f"\n{TITLES[gate]}\n" in text, text
+    assert f"\n{gate_title(gate)}\n" in text, text
 
 
 def test_the_reports_of_curve_template_boot_and_capacity_show_what_the_commands_printed(outputs, daily_sim) -> None:
     curve = glmf("report", str(outputs["curve"]))[1]
     assert "\nusers | seats | aggregate |" in curve and "\n1     | " in curve and "\n2     | " in curve
     text = glmf("report", str(outputs["template"]))[1]   # one result: its header (on one or two lines), the rule, its row
-    lines = text.split(f"\n{TITLES['template']}\n", 1)[1].split("\n\n")[0].splitlines()
+    lines = text.split(f"\n{gate_title('template')}\n", 1)[1].split("\n\n")[0].splitlines()
     rule = next(i for i, ln in enumerate(lines) if "-+-" in ln)
     names = ["_".join(p for p in parts if p) for parts in zip(*([c.strip() for c in ln.split("|")]
                                                                  for ln in lines[:rule]))]
@@ -213,7 +213,7 @@ def test_files_of_older_versions_are_read_by_their_keys(gate: str, outputs, tmp_
     old = tmp_path / f"old-{gate}.json"
     old.write_text(json.dumps(old_shape(gate, json.loads(outputs[gate].read_text()))))
     code, text = glmf("report", str(old))
-    assert code == 0 and f"\n{TITLES[gate]}\n" in text, text
+    assert code == 0 and f"\n{gate_title(gate)}\n" in text, text
 
 
 def test_a_json_that_is_no_result_is_refused_naming_the_file(tmp_path: Path, capsys) -> None:

@@ -219,7 +219,7 @@ def test_round2_dflash2_120_beats_ar_per_user_on_the_briefing():
     users; AR 668 · 90/user, 1,075 · 72/user, ~1,350. "DFlash2 beats autoregressive per running request
     at every concurrency I could give it slots for." The briefing is the synthesis class (timing.py:
     the class the DFlash2 curve was measured on), not prose."""
-    from pytest_glmf.gates.curve.workload import load_prompt_variants
+    from pytest_glmf.load import load_prompt_variants
 
     classes = {timing.classify(p) for p in load_prompt_variants()}
     assert [c.name for c in classes] == ["synthesis"]

@@ -36,7 +36,8 @@ from pytest_glmf.gates.acceptance.probe import (
 from pytest_glmf.gates.acceptance.spec import DEFAULTS, POSITIONS, TEMPLATES
 from pytest_glmf.gates.acceptance.table import render_result
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message, note_evaluated, render_table
+from pytest_glmf.gates.verdict import checks_from_bounds, failed_checks, failure_message, note_evaluated
+from pytest_glmf.text import render_table
 
 MEAN = "mean"
 POSITION_KEYS = tuple(f"accept_pos{k}" for k in range(1, POSITIONS + 1))

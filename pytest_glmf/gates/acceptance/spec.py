@@ -75,4 +75,4 @@ SPEC = GateSpec.declare("acceptance", METRICS, AcceptanceSettings, keys={"classe
                         command=GateCommand("accept", "speculative acceptance per prompt class", rank=40),
                         report_columns=("class", "tok_s", "accept_rate", "accept_length", "accept_pos1", "accept_pos2",
                                         "accept_pos3", "requests", "source"),
-                        report_rank=50)
+                        report_rank=50, report="pytest_glmf.gates.acceptance.report")

@@ -5,7 +5,7 @@ from typing import Any
 
 from pytest_glmf.gates.acceptance.probe import NO_DRAFTS, mean_over_classes
 from pytest_glmf.gates.acceptance.spec import SPEC
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.text import fmt, render_table
 
 POSITIONS_SHOWN = 4     # the table's width: later positions are in the result file (accept_pos5..)
 

@@ -26,9 +26,9 @@ from pytest_glmf.gates.agents.sessions import Conversations, Session, as_convers
 from pytest_glmf.gates.agents.spec import DEFAULTS, SPEC, AgentsSettings
 from pytest_glmf.gates.agents.table import agents_table
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-from pytest_glmf.gates.curve.workload import count_tokens
 from pytest_glmf.gates.spec import GateSpec
 from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message
+from pytest_glmf.load import count_tokens
 
 SCHEMA = 1
 # recipe units on a simulator at a time scale: seconds / scale, tok/s x scale (lateness is the client's own)

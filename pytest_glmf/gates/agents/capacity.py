@@ -29,8 +29,9 @@ from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, search, users_step
 from pytest_glmf.gates.capacity.slo import Miss, Probe
 from pytest_glmf.gates.capacity.spec import SLO
-from pytest_glmf.gates.curve.records import per_user_tok_s, percentile
-from pytest_glmf.gates.verdict import Check, failed_checks, failure_message, fmt, render_table
+from pytest_glmf.gates.verdict import Check, failed_checks, failure_message
+from pytest_glmf.load import per_user_tok_s, percentile
+from pytest_glmf.text import fmt, render_table
 
 
 def judge_agents(n: int, result: AgentsResult, slo: SLO) -> Probe:

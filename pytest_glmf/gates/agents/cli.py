@@ -24,8 +24,8 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.agents.spec import REPLAY, SPEC, AgentsSettings, ReplaySettings
 from pytest_glmf.gates.flags import SettingFlags
 from pytest_glmf.gates.spec import GateSpec
-from pytest_glmf.gates.verdict import fold
 from pytest_glmf.results.gatejson import command_document, write_document
+from pytest_glmf.text import fold
 
 # The settings (spec.py) as flags of their names (gates/flags.py); the shorter names the CLI
 # had first stay as aliases.

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, overload
 
-from pytest_glmf.gates.curve.records import RequestRecord, per_user_tok_s, percentile, ttft_s
+from pytest_glmf.load import RequestRecord, per_user_tok_s, percentile, ttft_s
 
 
 class SummaryNumber:

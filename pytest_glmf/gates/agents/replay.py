@@ -27,8 +27,8 @@ from pytest_glmf.gates.agents.api import checked_settings, result_flags
 from pytest_glmf.gates.agents.spec import REPLAY, ReplaySettings
 from pytest_glmf.gates.agents.traces import PACKAGED, ReplayResult, Trace, load_trace, replay_trace
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-from pytest_glmf.gates.curve.runner import Progress
 from pytest_glmf.gates.verdict import Check, failed_checks, failure_message
+from pytest_glmf.load import Progress
 
 LATE_HINT = "the client, not the server, set the pace: run on a quieter machine or lower the speedup"
 

@@ -1,9 +1,9 @@
 """Drive N agents' sessions at once: each a task that sends its turns one after another, every turn
 the whole conversation so far, waiting the think time after each answer.
 
-A turn goes through the curve's lean reader (gates/curve/http.py: one connection per turn, opened
+A turn goes through the load engine's lean reader (load/http.py: one connection per turn, opened
 before the send, so connect time is never in a TTFT; kernel receive times where available) and
-becomes the curve's RequestRecord (records.record_from_lines, the one SSE parser), plus what a
+becomes the load engine's RequestRecord (record_from_lines, the one SSE parser), plus what a
 conversation needs from the answer: its text and tool calls (fed back in the next turn) and the
 server's cached-token report. A tool-result turn answers the previous answer's tool call (role
 `tool` with its id) when there was one; otherwise it is sent as a user message "Tool result: ..."
@@ -25,10 +25,15 @@ from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
 from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.gates.agents.records import TurnRecord
 from pytest_glmf.gates.agents.sessions import Conversations, Session
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.endpoints import Target
-from pytest_glmf.gates.curve.records import record_from_lines
-from pytest_glmf.gates.curve.streams import event_loop_factory, wait_all
+from pytest_glmf.load import (
+    Target,
+    build_request,
+    decode_reads,
+    event_loop_factory,
+    open_stream,
+    record_from_lines,
+    wait_all,
+)
 
 perf = time.perf_counter
 CONNECT_AHEAD_S = 0.5
@@ -141,11 +146,11 @@ async def _one_turn(target: Target, settings: SendOptions, body: dict[str, Any],
                     request_id: str, due: float) -> tuple[Any, Answer]:
     """Connect shortly before the turn is due (an idle connection held through a long think time
     would meet the server's keep-alive timeout, uvicorn's 5 s), then send it when due."""
-    request = load_http.build_request(target.host, target.port, target.prefix + settings.path, body,
+    request = build_request(target.host, target.port, target.prefix + settings.path, body,
                                       target.api_key, request_id=request_id)
     await asyncio.sleep(max(0.0, due - CONNECT_AHEAD_S - perf()))
     try:
-        proto = await load_http.open_stream(target.host, target.port, target.https, settings.kernel_stamps)
+        proto = await open_stream(target.host, target.port, target.https, settings.kernel_stamps)
     except OSError as exc:
         return record_from_lines(user, perf(), None, [], f"connect: {exc}"), Answer()
     try:
@@ -155,7 +160,7 @@ async def _one_turn(target: Target, settings: SendOptions, body: dict[str, Any],
     finally:
         if proto.transport is not None:
             proto.transport.close()
-    status, lines, error = load_http.decode_reads(proto.reads) if proto.reads else (None, [], "no response")
+    status, lines, error = decode_reads(proto.reads) if proto.reads else (None, [], "no response")
     error = timed_out.get(0, error)
     t_send = proto.t_send_s if proto.t_send_s is not None else math.nan
     return record_from_lines(user, t_send, status, lines, error), answer_from_lines(lines)

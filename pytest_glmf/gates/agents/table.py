@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.agents.spec import SPEC
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.text import fmt, render_table
 
 
 def _pct(x: Any) -> str:

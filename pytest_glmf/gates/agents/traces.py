@@ -41,19 +41,22 @@ from pytest_glmf.gates.agents.records import SummaryNumber
 from pytest_glmf.gates.agents.sessions import tokens_per_word, words
 from pytest_glmf.gates.agents.spec import REPLAY_DEFAULTS, ReplaySettings
 from pytest_glmf.gates.bounds import lane_phrase
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.endpoints import Target
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.load import (
+    Progress,
     RequestRecord,
+    ShardJob,
+    StreamJob,
+    Target,
+    build_request,
+    count_tokens,
+    event_loop_factory,
     per_user_tok_s,
     percentile,
     send_lateness_s,
+    stream_shard,
     ttft_s,
 )
-from pytest_glmf.gates.curve.runner import Progress
-from pytest_glmf.gates.curve.streams import ShardJob, StreamJob, event_loop_factory, stream_shard
-from pytest_glmf.gates.curve.workload import count_tokens
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.text import fmt, render_table
 
 PACKAGED = {"azure_llm_conv_2023_5min.csv"}
 WINDOW_S = 2.0          # connections are opened per window of this many seconds (wall), just before it
@@ -310,7 +313,7 @@ async def _replay(url: str, trace: Trace, scale: float, time_scale: float, model
     due = [r.t_s * scale for r in trace.requests]
     windows: dict[int, list[StreamJob]] = {}
     for i, body in enumerate(bodies):
-        request = load_http.build_request(target.host, target.port, target.prefix + path, body, request_id=f"trace-{i}")
+        request = build_request(target.host, target.port, target.prefix + path, body, request_id=f"trace-{i}")
         windows.setdefault(int(due[i] // WINDOW_S), []).append(StreamJob(user=i, endpoint=0, request=request,
                                                                          due_s=due[i]))
     t0 = time.perf_counter() + CONNECT_AHEAD_S

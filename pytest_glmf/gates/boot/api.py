@@ -22,16 +22,8 @@ from pytest_glmf.gates.boot.facts import BootFacts
 from pytest_glmf.gates.boot.hints import seat_cap_hint
 from pytest_glmf.gates.boot.told import BOOT_LOG, source_of
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-from pytest_glmf.gates.verdict import (
-    Check,
-    checks_from_bounds,
-    failed_checks,
-    failure_message,
-    fit_table,
-    fmt,
-    note_evaluated,
-    render_table,
-)
+from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message, note_evaluated
+from pytest_glmf.text import fit_table, fmt, render_table
 
 
 def _lane_kv(lane: Any) -> str:

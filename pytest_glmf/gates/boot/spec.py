@@ -47,4 +47,4 @@ SPEC = GateSpec.declare("boot", METRICS, BootSettings, keys={"kv_pool_dtypes": _
                         command=GateCommand("bootlog", "parse a boot log into facts (seats, cap reason, KV pools)", rank=80),
                         report_columns=("max_running_requests", "requested_max_running_requests", "kv_tokens",
                                         "context_len", "kv_pools", "cap_reason"),
-                        report_rank=10)
+                        report_rank=10, report="pytest_glmf.gates.boot.report")

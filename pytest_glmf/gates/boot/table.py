@@ -6,7 +6,7 @@ not give says where it came from ("1024 (/server_info)").
 from __future__ import annotations
 
 from pytest_glmf.gates.boot.parse import BootFacts
-from pytest_glmf.gates.verdict import fmt, render_table
+from pytest_glmf.text import fmt, render_table
 
 
 def render_facts(facts: BootFacts, version: str | None = None) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_glmf.engine.client import Client, Timeouts
+from pytest_glmf.engine.serverconfig import read_server_config
 from pytest_glmf.gates.boot.facts import BootFacts
 
 if TYPE_CHECKING:
@@ -80,3 +82,34 @@ def source_of(facts: BootFacts | Mapping[str, Any], key: str = "max_running_requ
     """Where a fact came from, for tables and notes ("boot log" when nothing says otherwise)."""
     sources = facts.get("sources") if isinstance(facts, Mapping) else facts.sources
     return (sources or {}).get(key, BOOT_LOG)
+
+
+# -- a shell command's facts (glmf curve, glmf capacity): no launched lane, maybe no boot log ------
+
+def server_word(base_url: str) -> "ServerConfig":
+    """What a server says of itself, for a shell command against a URL (no launched lane, maybe no
+    boot log): SGLang's /server_info, else vLLM's dev-mode /server_info, and /v1/models
+    (engine/serverconfig.py); a server that tells nothing gives an empty config."""
+    with Client(base_url, Timeouts(connect_s=3.0, first_token_s=10.0, between_tokens_s=10.0)) as client:
+        cfg = read_server_config(client, "sglang")
+        if not cfg.says("speculative_algorithm"):   # no SGLang /server_info: vLLM's (dev mode), if any
+            cfg = read_server_config(client, "vllm")
+    return cfg
+
+
+def facts_told(base_url: str) -> tuple[dict[str, Any], str]:
+    """What a server says of itself that the row checks use, in the boot facts' keys, with its
+    one-line summary; a server that tells nothing gives ({}, "not told")."""
+    cfg = server_word(base_url)
+    return told_facts(cfg), cfg.summary()
+
+
+def shell_facts(url: str, boot_facts: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    """A shell command's facts about one server: its boot log's (when given) completed by what the
+    server says of itself (this module, the one home of that rule: the log wins where it
+    says something, `sources` says where each number came from). Returns (facts or None, the
+    server's one-line summary)."""
+    cfg = server_word(url)
+    if not told_facts(cfg) and not boot_facts:
+        return None, cfg.summary()
+    return complete_facts_dict(boot_facts, cfg), cfg.summary()

@@ -25,7 +25,7 @@ from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, build_slo
 from pytest_glmf.gates.curve.cli import CLIENT_ALIASES, MODEL_HELP
 from pytest_glmf.gates.flags import Alias, SettingFlags
-from pytest_glmf.gates.verdict import fold
+from pytest_glmf.text import fold
 
 
 def parse_slo(text: str) -> SLO:
@@ -94,7 +94,7 @@ def cli(argv: list[str] | None = None) -> int:
             facts = parse_boot_log(a.boot_log.read_text(errors="replace")).to_dict()
         except OSError as exc:
             p.error(f"--boot-log: {exc}")
-    from pytest_glmf.gates.curve.endpoints import shell_facts
+    from pytest_glmf.gates.boot.told import shell_facts
 
     facts, said = shell_facts(a.url, facts)    # seats and KV pool the server says, where no log did
     print(f"glmf capacity: the server says: {said}", file=sys.stderr)

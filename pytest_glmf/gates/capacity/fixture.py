@@ -29,7 +29,7 @@ from pytest_glmf.plugin.measuring import LaneGates, call_settings
 if TYPE_CHECKING:
     from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, RateResult
     from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
-    from pytest_glmf.gates.curve.runner import Progress
+    from pytest_glmf.load import Progress
 
 SERIAL = ("glmf_capacity",)   # a speed measurement: the test measures alone
 
@@ -134,7 +134,7 @@ def glmf_capacity(_glmf_gates: LaneGates) -> LaneCapacity:
     """Capacity measurements on the session's server (see LaneCapacity); the lane's `capacity`
     section gives the default service level and settings. On the simulator, numbers are in the
     units of the GPU it models (its time scale applied)."""
-    from pytest_glmf.gates.curve.endpoints import server_endpoints
+    from pytest_glmf.load import server_endpoints
 
     gate = _glmf_gates.gate("capacity", "glmf_capacity")
     section, source = gate.section(), gate.source()

@@ -28,20 +28,19 @@ from pytest_glmf.gates.capacity.interval import boundary_estimate, capacity_inte
 from pytest_glmf.gates.capacity.search import Bound, SearchResult, rate_step, search, users_step
 from pytest_glmf.gates.capacity.slo import Probe, judge
 from pytest_glmf.gates.capacity.spec import DEFAULTS, SLO, CapacitySettings
-from pytest_glmf.gates.curve.endpoints import Endpoints
-from pytest_glmf.gates.curve.measure import run_settings_for
-from pytest_glmf.gates.curve.runner import (
+from pytest_glmf.load import (
     ClientCost,
-    CurveSettings,
+    Endpoints,
+    LoadSettings,
     Progress,
     Workload,
+    available_cores,
     event_loop_factory,
+    fit_prompts,
+    load_prompt_variants,
     measure_run,
     run_row,
 )
-from pytest_glmf.gates.curve.spec import CurveRowSettings
-from pytest_glmf.gates.curve.workers import available_cores
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 
 SCHEMA = 1
 TEMPLATE_TOKENS = 32       # chat template and session line around the fitted prompt, until usage says
@@ -231,20 +230,18 @@ class _Session:
                 self.prompts[key] = fitted
                 self.say(f"capacity: {len(fitted)} prompt(s) of {min(counts):,}-{max(counts):,} tokens "
                          f"({time.perf_counter() - t0:.1f} s to fit them with /tokenize)")
-        return Workload(prompts=self.prompts[key], max_tokens=settings.max_tokens, path=settings.path,
-                        model=self.model, shared_prefix=settings.shared_prefix, api_key=self.api_key,
-                        continuous_usage=settings.continuous_usage)
+        return self.load_settings(settings, 0).workload(self.prompts[key], api_key=self.api_key)
 
-    def curve_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> CurveSettings:
-        """The curve runner's settings for one probe (the warm pass is the probe's own, shorter)."""
+    def load_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> LoadSettings:
+        """One probe's load run, from the gate's settings (the one place they become one): the
+        settings named like the load engine's are its, the served model, the client processes a
+        client-bound probe asked for, no warm pass (the probe's own is shorter: `_measure`)."""
         workers = max(settings.workers or 0, self.workers or 0) or None
-        row = CurveRowSettings(runs=settings.runs, warmup=False, spread_max_pct=settings.spread_max_pct,
-                               client_retries=settings.client_retries, lag_p99_max_s=settings.lag_p99_max_s,
-                               client_error_max_pct=settings.client_error_max_pct, workers=workers)
-        return replace(run_settings_for(row, [users], self.timeouts), **kw)
+        return LoadSettings.of(settings, [users], timeouts=self.timeouts, model=self.model, workers=workers,
+                               warmup=False, **kw)
 
     # -- one probe ------------------------------------------------------------------------------
-    async def _measure(self, n: int, workload: Workload, run_settings: CurveSettings, settings: CapacitySettings,
+    async def _measure(self, n: int, workload: Workload, run_settings: LoadSettings, settings: CapacitySettings,
                        label: str) -> dict[str, Any]:
         """A short discarded pass at this shape, then the measured runs (a curve row). A run the
         client's self-check marks (the client, not the server, set its pace) is measured again, up
@@ -258,7 +255,7 @@ class _Session:
         return await run_row(self.target, n, workload, run_settings, self.facts, self.progress,
                              run_offset=self.tags * 1000, cost=self.cost)
 
-    def _probe(self, x: float, n: int, run_settings: CurveSettings, settings: CapacitySettings, label: str,
+    def _probe(self, x: float, n: int, run_settings: LoadSettings, settings: CapacitySettings, label: str,
                open_loop: bool = False) -> Probe:
         t0 = time.perf_counter()
         row = self.runner.run(self._measure(n, self.workload(settings), run_settings, settings, label))
@@ -277,17 +274,17 @@ class _Session:
             for key in ("seat", "memory"):
                 (row.get(key) or {})["notes"] = []
         probe = judge(x, row, self.slo, self.time_scale, wall_s=time.perf_counter() - t0)
-        probe.replaced_runs = row.get("replaced_runs", 0)     # the curve's flags say why (checks.describe_flags)
+        probe.replaced_runs = row.get("replaced_runs", 0)     # the row's flags say why (load: describe_flags)
         self._said(label, probe)
         return probe
 
     def probe_users(self, users: int, settings: CapacitySettings) -> Probe:
-        return self._probe(users, users, self.curve_settings(settings, users), settings, f"users={users}")
+        return self._probe(users, users, self.load_settings(settings, users), settings, f"users={users}")
 
     def probe_rate(self, rate: float, settings: CapacitySettings) -> Probe:
         n = settings.rate.requests
         # the simulator runs 1 / time_scale times faster: the same load is that many times the rate
-        run_settings = self.curve_settings(settings, n, rate_per_s=rate / self.time_scale, arrival="poisson",
+        run_settings = self.load_settings(settings, n, rate_per_s=rate / self.time_scale, arrival="poisson",
                                            seed=settings.rate.seed)
         return self._probe(rate, n, run_settings, settings, f"rate={rate:.3g}/s", open_loop=True)
 

@@ -1,4 +1,4 @@
-"""One probe against the service level: a measured curve row (gates/curve/runner.run_row) in, a
+"""One probe against the service level: a measured curve row (load/run.py: run_row) in, a
 `Probe` (the numbers the service level speaks of, and what it missed) out. Pure functions.
 
 Per measured run: the share of requests whose decode speed reaches `per_user_tok_s` (a failed or
@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_glmf.gates.capacity.spec import SLO
-from pytest_glmf.gates.curve.checks import describe_flags
-from pytest_glmf.gates.curve.records import RequestRecord, median, per_user_tok_s, percentile, spread_pct, ttft_s
+from pytest_glmf.load import RequestRecord, describe_flags, median, per_user_tok_s, percentile, spread_pct, ttft_s
 
 
 @dataclass

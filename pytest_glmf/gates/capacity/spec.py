@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pytest_glmf.config.yamlfile import ConfigError
-from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
 from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, build_settings, setting
+from pytest_glmf.load import LOAD_DEFAULTS as LOAD  # a probe is a load run: its defaults are the load engine's
 
 
 @dataclass(frozen=True)
@@ -89,11 +89,11 @@ class CapacitySettings:
     prompt_tokens: int | None = setting(2400, min=1, doc="prompt tokens per user, of the server's own tokenizer "
                                                          "(/tokenize; the recipe's briefing, repeated for long "
                                                          "contexts); null: the prompt file as it is")
-    max_tokens: int = setting(CURVE_DEFAULTS.max_tokens, min=1, doc="output tokens per request (ignore_eos: each produces them all)")
+    max_tokens: int = setting(LOAD.max_tokens, min=1, doc="output tokens per request (ignore_eos: each produces them all)")
     shared_prefix: bool = setting(False, doc="every user sends the same prompt, a unique line last (a prefix "
                                              "cache stores it once); default: distinct prompts per user")
     prompt_file: str | None = setting(None, doc="the text prompts are made of (None: the recipe's briefing.md)")
-    runs: int = setting(CURVE_DEFAULTS.runs, min=1, doc="measured runs per probe, after one short discarded warm pass")
+    runs: int = setting(LOAD.runs, min=1, doc="measured runs per probe, after one short discarded warm pass")
     warm_tokens: int = setting(16, min=1, doc="output tokens of the warm pass (it only has to hit the shape)")
     start_users: int | None = setting(None, min=1, doc="first users value tried (None: the users bound's min, "
                                                        "else 8, never above the seat/KV bound)")
@@ -106,23 +106,23 @@ class CapacitySettings:
                                                                 "(at least one user)")
     guided: bool = setting(True, doc="model-guided search (each probe where a monotone fit of the probes' margins "
                                      "puts the boundary); false: bracket and bisect only")
-    spread_max_pct: float = setting(CURVE_DEFAULTS.spread_max_pct, min=0, doc="a probe whose runs spread more than this is flagged")
-    client_retries: int = setting(CURVE_DEFAULTS.client_retries, min=0, doc="extra runs per probe (at most) to replace runs the client's "
+    spread_max_pct: float = setting(LOAD.spread_max_pct, min=0, doc="a probe whose runs spread more than this is flagged")
+    client_retries: int = setting(LOAD.client_retries, min=0, doc="extra runs per probe (at most) to replace runs the client's "
                                                 "self-check marks: their numbers are the client's, not the server's")
     workers: int | None = setting(None, min=1, doc="client worker processes reading a probe's streams (None: as "
                                                    "many as the measured CPU per token event needs); a probe still "
                                                    "client-bound is measured again with twice as many, up to the "
                                                    "cores, and the search is undecided when that does not help")
-    client_error_max_pct: float | None = setting(CURVE_DEFAULTS.client_error_max_pct, above=0,
+    client_error_max_pct: float | None = setting(LOAD.client_error_max_pct, above=0,
                                                  doc="client self-check: a probe's run is client-bound when its "
                                                      "timestamps can move TTFT, per-user tok/s or ITL by more than "
                                                      "this % (None: spread_max_pct; the curve's setting of the "
                                                      "same name)")
-    lag_p99_max_s: float = setting(CURVE_DEFAULTS.lag_p99_max_s, above=0,
+    lag_p99_max_s: float = setting(LOAD.lag_p99_max_s, above=0,
                                    doc="client self-check, information only: event-loop lag p99 above this is named "
                                        "beside the error bound it explains (the curve's setting of the same name)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
-    path: str = setting(CURVE_DEFAULTS.path, doc="the streamed endpoint (chat or plain completions)")
+    path: str = setting(LOAD.path, doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model)")
     frontier: FrontierSettings = setting(FrontierSettings(), doc="the search at several context lengths")
     rate: RateSettings = setting(RateSettings(), doc="open-loop rate capacity")
@@ -173,4 +173,4 @@ SPEC = GateSpec.declare("capacity", METRICS, CapacitySettings, keys={"slo": _che
                         report_columns=("users", "rate_per_s", "boundary_users", "boundary_per_s", "boundary_ci95",
                                         "stopped_by", "undecided", "kv_bound_users", "seats", "kv_tokens_per_user",
                                         "probes", "requests", "wall_s"),
-                        report_rank=30)
+                        report_rank=30, report="pytest_glmf.gates.capacity.report")

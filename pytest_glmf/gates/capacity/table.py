@@ -8,7 +8,7 @@ from pytest_glmf.gates.capacity.measure import CapacityResult, FrontierResult, R
 from pytest_glmf.gates.capacity.search import Bound, SearchResult
 from pytest_glmf.gates.capacity.slo import Miss, Probe
 from pytest_glmf.gates.capacity.spec import SLO
-from pytest_glmf.gates.verdict import fit_table, fmt, render_table
+from pytest_glmf.text import fit_table, fmt, render_table
 
 STOPPED = {"slo": "the service level", "seats": "the seats", "kv_pool": "the KV pool",
            "max_users": "the search's ceiling", "max_rate": "the search's ceiling", "floor": "the floor",

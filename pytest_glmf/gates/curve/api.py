@@ -24,21 +24,19 @@ import pytest
 
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.bounds import caller_source, checked_bounds, lane_phrase
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, workload_for
-from pytest_glmf.gates.curve.records import knee
-from pytest_glmf.gates.curve.runner import Progress, run_rows, strip_records
+from pytest_glmf.gates.curve.checks import row_gate_checks
+from pytest_glmf.gates.curve.measure import curve_result, load_settings
 from pytest_glmf.gates.curve.spec import DEFAULTS, SPEC, CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import fit_prompts, load_prompt_variants
 from pytest_glmf.gates.verdict import failed_checks, failure_message
+from pytest_glmf.load import Progress, describe_flags, fit_prompts, knee, load_prompt_variants, run_rows, strip_records
 
 
 @dataclass
 class CurveRow:
     """One users value, measured: the medians over `runs` measured runs (after a discarded warm
     pass), in recipe units when the simulator ran at a time scale (`measured` keeps the raw ones).
-    Definitions: `pytest_glmf/gates/curve/records.py`. `valid` is False when a run's open-loop
+    Definitions: `pytest_glmf/load/records.py`. `valid` is False when a run's open-loop
     sends were late, token counts disagreed or requests failed: then the numbers are not the
     server's, and `assert_curve` fails whatever the bounds. Each number is judged by its own
     error bound: one the client did not measure within `client_error_max_pct` is None, with the
@@ -195,11 +193,12 @@ def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, setti
         longest = max(counts)
     # a BootFacts, or its dict (several replicas: endpoints.replica_facts, seats summed)
     facts = boot_facts.to_dict() if hasattr(boot_facts, "to_dict") else dict(boot_facts or {})
-    workload, run_settings = workload_for(opts, prompts), run_settings_for(opts, values, timeouts)
-    raw_rows = run_rows(url, workload, run_settings, facts, progress, on_row)
+    load = load_settings(opts, values, timeouts)
+    workload = load.workload(prompts)
+    raw_rows = run_rows(url, workload, load, facts, progress, on_row)
     return CurveResult(rows=[_row(r, float(time_scale)) for r in raw_rows],
                        url=url if isinstance(url, str) else ", ".join(url), settings=opts,
-                       prompt_tokens=longest, run=curve_result(url, raw_rows, workload, run_settings))
+                       prompt_tokens=longest, run=curve_result(url, raw_rows, workload, load))
 
 
 def assert_curve(curve: CurveResult | CurveRow, *, source: str | None = None, lane: Any = None,

@@ -1,6 +1,6 @@
-"""Checks around a curve row: seats (the recipe's wrong verdict), KV memory, and the row's gate rows
-and flags (the client's self-check, number by number: selfcheck.py). Pure functions over plain data
-(boot facts as a dict, measured rows).
+"""The curve row's verdicts: its gate rows, from the bounds, the row's seat and KV-pool checks
+(load/seats.py) and the client's self-check, number by number (load/selfcheck.py); the row's flags
+are the load engine's (load/flags.py). Pure functions over plain data (measured rows).
 """
 from __future__ import annotations
 
@@ -9,81 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_glmf.gates.boot.hints import seat_cap_hint
-from pytest_glmf.gates.curve.selfcheck import LABELS, advice_text, bound_size
-from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.verdict import Check, checks_from_bounds, fmt
-
-
-def seat_check(users: int, facts: Mapping[str, Any] | None, observed: Mapping[str, Any] | None = None,
-               decode_steps: int | None = None) -> dict[str, Any]:
-    """Compare users with the server's effective seats (boot facts) and with what /metrics showed
-    running and queued during the run. SGLang refreshes its running gauge when it logs a prefill
-    (with the requests running before it) and every `decode_log_interval` decode steps
-    (srt/managers/scheduler_components/metrics_reporter.py): a run of fewer decode steps than that
-    (`decode_steps`, the output tokens) never shows its own requests running, so no note is made."""
-    facts = facts or {}
-    seats = facts.get("max_running_requests")
-    observed = observed or {}
-    notes: list[str] = []
-    shared = seats is not None and users > seats
-    if shared:
-        notes.append(f"{users} clients sharing {seats} seats")
-    max_running, max_queued = observed.get("max_running"), observed.get("max_queued")
-    # Informational only: SGLang queues requests transiently while it prefills a burst in chunks
-    # even with free seats, and sampling can miss the peak, so /metrics never decides a verdict.
-    refresh = facts.get("decode_log_interval")
-    stale = refresh is not None and decode_steps is not None and decode_steps < refresh
-    if max_running is not None and max_running < users and not stale:
-        notes.append(f"/metrics: at most {max_running} of {users} requests running when sampled "
-                     f"(up to {max_queued or 0} queued)")
-    replicas = []
-    if facts.get("replicas"):
-        # several replicas: the client deals streams round-robin, so each one's share is known
-        # (a router assigns its own: then only the summed seats are compared)
-        k = len(facts["replicas"])
-        dealt = facts.get("assigned_by", "client") == "client"
-        for i, rep in enumerate(facts["replicas"]):
-            share = users // k + (1 if i < users % k else 0) if dealt else None
-            rep_seats = rep.get("max_running_requests")
-            over = share is not None and rep_seats is not None and share > rep_seats
-            if over:
-                notes.append(f"replica {i + 1} ({rep.get('name')}): {share} clients sharing {rep_seats} seats")
-            replicas.append({"name": rep.get("name"), "users": share, "seats": rep_seats, "shared": over,
-                             "cap_reason": rep.get("cap_reason")})
-        shared = shared or any(r["shared"] for r in replicas)
-    # where the seats came from: the boot log, or the server's word where it had none (gates/boot/told.py)
-    source = (facts.get("sources") or {}).get("max_running_requests", "boot log")
-    return {"seats": seats, "seats_source": source, "shared": shared, "cap_reason": facts.get("cap_reason"),
-            "requested_seats": facts.get("requested_max_running_requests"),
-            "observed_max_running": max_running, "observed_max_queued": max_queued, "notes": notes,
-            "gauge_stale": stale,
-            "replicas": replicas}
-
-
-def memory_check(users: int, kv_tokens: int | None, prompt_tokens: float | None, max_tokens: int,
-                 shared_tokens: float = 0.0) -> dict[str, Any]:
-    """users x (prompt + output tokens) against the KV token pool: tokens per user the pool allows at
-    this row (the recipe: a 201K pool is ~4K per user at 48 users, 1.5K at 128). A prefix every
-    user shares (`shared_tokens`, a prefix cache stores it once) counts once; `need_per_user` is
-    then what each user adds beside it."""
-    shared = int(round(shared_tokens))
-    need = int(round((prompt_tokens or 0) + max_tokens)) - shared
-    if not kv_tokens:
-        return {"kv_tokens": None, "tokens_per_user": None, "need_per_user": need, "shared_tokens": shared,
-                "fits": None, "notes": []}
-    per_user = (kv_tokens - shared) // max(users, 1)
-    total = shared + users * need
-    fits = total <= kv_tokens
-    what = f"{shared:,} shared + {users} x {need:,}" if shared else f"{users} x {need:,}"
-    notes = [] if fits else [f"workload needs {what} = {total:,} KV tokens; pool holds "
-                             f"{kv_tokens:,} ({per_user:,} per user)"]
-    return {"kv_tokens": kv_tokens, "tokens_per_user": per_user, "need_per_user": need, "shared_tokens": shared,
-            "fits": fits, "notes": notes}
-
-
-def lane_name(lane: Any) -> str | None:
-    """A lane's name, from its config or the name itself (None: no lane)."""
-    return lane if isinstance(lane, str) or lane is None else getattr(lane, "name", None)
+from pytest_glmf.gates.verdict import Check, checks_from_bounds
+from pytest_glmf.load import advice_text, lane_name
+from pytest_glmf.text import fmt
 
 
 def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source: str = "",
@@ -150,42 +78,3 @@ def row_gate_checks(row: Mapping[str, Any], bounds: Mapping[str, Any], *, source
         checks.append(Check("failed requests", errors, {"max": 0}, where=where, hint="; ".join(examples),
                             cause="server"))
     return checks
-
-
-def describe_flags(row: Mapping[str, Any], names: str = "settings", lane: Any = None) -> list[str]:
-    """Human flags for the table's last column. The client's advice names its settings as the
-    reader sets them: `names="flags"` in a shell (glmf curve), else their thresholds names
-    (under the lane's curve settings when `lane` is given)."""
-    flags = list((row.get("seat") or {}).get("notes", [])) + list((row.get("memory") or {}).get("notes", []))
-    # a number a gate can bound that the client did not measure: shown as "-", said why here
-    unmeasured = {m: why for m, why in (row.get("unmeasured") or {}).items() if m in SPEC.metrics}
-    if unmeasured:
-        worst = max(unmeasured, key=lambda m: bound_size((row.get("client_error") or {}).get(m) or {}))
-        pcts = [(row.get("client_error") or {}).get(m, {}).get("bound_pct") for m in unmeasured]
-        advice = advice_text(row.get("client_advice"), names, lane_name(lane),
-                             need_pct=None if None in pcts else max(pcts))
-        labels = ", ".join(LABELS[m] for m in unmeasured)
-        flags.append(f"{labels} not measured ({unmeasured[worst]}" + (f"; {advice})" if advice else ")"))
-    runs = row.get("per_run", [])
-    late = [i for i, r in enumerate(runs, 1) if r["client"]["client_bound"]]
-    if late:
-        first = runs[late[0] - 1]["client"]
-        late_advice = advice_text(first.get("advice"), names, lane_name(lane))
-        flags.append(f"client-bound run(s) {','.join(map(str, late))} ({first['notes'][0]}"
-                     + (f"; {late_advice})" if late_advice else ")"))
-    if row.get("replaced_runs"):
-        flags.append(f"{row['replaced_runs']} run(s) measured again for the client ({row['replaced_why'][0]})")
-    for i, r in enumerate(runs, 1):
-        flags += [f"run {i}: {n}" for n in r["token_count"]["problems"]]
-        if r.get("speed_unmeasured"):
-            flags.append(f"run {i}: {r['speed_unmeasured']} request(s) without a measurable speed "
-                         "(all tokens in one read)")
-        if r["errors"]:
-            flags.append(f"run {i}: {r['errors']} failed requests")
-    if "flush_endpoint" in row and row["flush_endpoint"] is None:
-        # harmless for our numbers (every request starts with a unique line) but worth knowing
-        flags.append("prefix cache not flushed (no /flush_cache or /reset_prefix_cache)")
-    spread, limit = row.get("spread_pct"), row.get("spread_max_pct")
-    if spread is not None and limit is not None and spread > limit:
-        flags.append(f"spread {spread:.1f} % > {limit:g} %")
-    return flags

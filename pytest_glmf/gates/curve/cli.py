@@ -13,15 +13,15 @@ from typing import Any
 
 from pytest_glmf.cli import interrupted
 from pytest_glmf.config.yamlfile import ConfigError
+from pytest_glmf.gates.boot.told import shell_facts
 from pytest_glmf.gates.curve.api import measure_curve, row_record
-from pytest_glmf.gates.curve.endpoints import replica_facts, shell_facts
-from pytest_glmf.gates.curve.measure import curve_result, run_settings_for, summary, workload_for
+from pytest_glmf.gates.curve.measure import curve_result, load_settings, summary
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
-from pytest_glmf.gates.verdict import fold
+from pytest_glmf.load import load_prompt_variants, replica_facts
 from pytest_glmf.results.gatejson import command_document, write_document
+from pytest_glmf.text import fold
 
 # The client's settings, named alike by the curve and capacity (the names `glmf curve` and
 # `glmf capacity` had before their flags came from the specs stay as aliases).
@@ -88,7 +88,8 @@ def cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if finished:
             print(curve_table(finished, names="flags"))
-        run = curve_result(url, finished, workload_for(settings, prompts), run_settings_for(settings, users))
+        load = load_settings(settings, users)
+        run = curve_result(url, finished, load.workload(prompts), load)
         return interrupted("curve", a.json, curve_document(url, finished, run), f"{len(finished)} of {len(users)} rows")
     print(curve_table(result.run["rows"], names="flags"))
     print(knee_sentence(result.knee))

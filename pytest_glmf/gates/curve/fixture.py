@@ -53,8 +53,7 @@ def glmf_curve(request: pytest.FixtureRequest, _glmf_gates: LaneGates,
     `max_tokens=`, `runs=`...). Each row is recorded under `key` (default: the test's name and
     the users value)."""
     from pytest_glmf.gates.curve.api import measure_curve
-    from pytest_glmf.gates.curve.endpoints import server_endpoints
-    from pytest_glmf.gates.curve.workers import WorkerError
+    from pytest_glmf.load import WorkerError, server_endpoints
 
     gate = _glmf_gates.gate("curve", "glmf_curve")
 

@@ -7,8 +7,10 @@
         - {users: 96, aggregate_tok_s: {min: 3065}, allow_queueing: true, settings: {runs: 5}}
       beats: [{lane: batch, users: [1, 8]}]      # this lane beats batch per user there (compare/thresholds.py)
 
-A row's own `settings:` override the lane's for that row. The runner (`runner.CurveSettings`,
-`runner.Workload`), the checks and `glmf curve` take their defaults from `DEFAULTS` below.
+A row's own `settings:` override the lane's for that row. A row is a load run (pytest_glmf/load): the
+settings named like the load engine's (`LoadSettings`) are its, with its defaults (`LOAD_DEFAULTS`,
+written once there); measure.py turns them into the run's `LoadSettings`. The checks and `glmf curve`
+take their defaults from `DEFAULTS` below.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any, Literal
 from pytest_glmf.compare.thresholds import check_beats  # `beats:` another lane (compare/thresholds.py)
 from pytest_glmf.config.yamlfile import ConfigError
 from pytest_glmf.gates.spec import GateCommand, GateSpec, Metric, setting
+from pytest_glmf.load import LOAD_DEFAULTS as LOAD  # the load engine's defaults, the curve's own
 
 METRICS = [
     Metric("per_user_tok_s", "higher", "tok/s", doc="median over the row's users of each user's decode rate",
@@ -41,12 +44,12 @@ METRICS = [
 class CurveRowSettings:
     """What each row sends and how it is measured (`curve.settings`, a row's `settings:` on top)."""
 
-    max_tokens: int = setting(384, min=1, doc="output tokens per request (ignore_eos: each produces them all)")
-    runs: int = setting(3, min=1, doc="measured runs per row, after the warm pass")
-    warmup: bool = setting(True, doc="one discarded pass per batch shape first (the first hit is autotune)")
+    max_tokens: int = setting(LOAD.max_tokens, min=1, doc="output tokens per request (ignore_eos: each produces them all)")
+    runs: int = setting(LOAD.runs, min=1, doc="measured runs per row, after the warm pass")
+    warmup: bool = setting(LOAD.warmup, doc="one discarded pass per batch shape first (the first hit is autotune)")
     rate_per_s: float | None = setting(None, above=0, doc="open loop: requests arrive at this rate, not all at once")
-    spread_max_pct: float = setting(5.0, min=0, doc="a row whose runs spread more than this is flagged")
-    path: str = setting("/v1/chat/completions", doc="the streamed endpoint (chat or plain completions)")
+    spread_max_pct: float = setting(LOAD.spread_max_pct, min=0, doc="a row whose runs spread more than this is flagged")
+    path: str = setting(LOAD.path, doc="the streamed endpoint (chat or plain completions)")
     model: str | None = setting(None, doc="model name sent with each request (None: the server's first model, /v1/models)")
     continuous_usage: bool = setting(False, doc="ask for usage on every chunk (vLLM): exact chunk token counts")
     prompt_file: str | None = setting(None, doc="a briefing with '## ' sections: a path or a packaged fixture "
@@ -58,10 +61,10 @@ class CurveRowSettings:
     first_token_timeout_s: float | None = setting(None, above=0, doc="None: the lane's timeouts.first_token_s")
     between_tokens_timeout_s: float | None = setting(None, above=0,
                                                      doc="None: the lane's timeouts.between_tokens_s")
-    lag_p99_max_s: float = setting(0.002, above=0, doc="client self-check, information only: event-loop lag p99 "
+    lag_p99_max_s: float = setting(LOAD.lag_p99_max_s, above=0, doc="client self-check, information only: event-loop lag p99 "
                                                        "above this is named beside the error bound it explains "
                                                        "(and open-loop sends later than this mark a run)")
-    cpu_max_frac: float = setting(0.85, above=0, max=1, doc="client self-check, information only: the client's "
+    cpu_max_frac: float = setting(LOAD.cpu_max_frac, above=0, max=1, doc="client self-check, information only: the client's "
                                                             "CPU share of its cores above this is named")
     client_error_max_pct: float | None = setting(None, above=0, doc="client self-check: a number (TTFT, per-user "
                                                  "tok/s, ITL) whose timestamps can move it by more than this % is "
@@ -71,12 +74,12 @@ class CurveRowSettings:
     workers: int | None = setting(None, min=1, doc="client worker processes reading the row's streams (None: as "
                                                    "many as the measured CPU per token event needs, capped by the "
                                                    "cores; each worker is self-checked)")
-    client_retries: int = setting(2, min=0, doc="runs per row (at most) measured again where the client did not "
+    client_retries: int = setting(LOAD.client_retries, min=0, doc="runs per row (at most) measured again where the client did not "
                                                 "measure a number a gate can bound (its error bound over "
                                                 "client_error_max_pct) or sent open-loop requests late: the worst "
                                                 "run is replaced, its numbers being the client's or the machine's "
                                                 "other load's, not the server's")
-    arrival: Literal["uniform", "poisson"] = setting("uniform", doc="open loop (rate_per_s): requests every 1/rate "
+    arrival: Literal["uniform", "poisson"] = setting(LOAD.arrival, doc="open loop (rate_per_s): requests every 1/rate "
                                                                     "s, or a seeded Poisson process at that rate")
 
 
@@ -124,4 +127,4 @@ SPEC = GateSpec.declare("curve", METRICS, CurveRowSettings, keys={"rows": _check
                         report_columns=("users", "seats", "aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5",
                                         "ttft_p50_s", "ttft_p95_s", "itl_p95_s", "spread_pct", "runs",
                                         "tokens_per_user", "flags"),
-                        report_rank=20)
+                        report_rank=20, report="pytest_glmf.gates.curve.report")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_glmf.gates.curve.checks import describe_flags
 from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.verdict import fit_table, fmt
+from pytest_glmf.load import describe_flags
+from pytest_glmf.text import fit_table, fmt
 
 # the metrics the recipe's table shows, in its order
 TABLE_METRICS = ("aggregate_tok_s", "per_user_tok_s", "per_user_tok_s_p5", "ttft_p50_s", "ttft_p95_s", "spread_pct")

@@ -51,15 +51,8 @@ from pytest_glmf.gates.drift.reference import (
 from pytest_glmf.gates.drift.spec import DEFAULTS
 from pytest_glmf.gates.drift.stats import self_check_mode
 from pytest_glmf.gates.drift.table import render_table as drift_table
-from pytest_glmf.gates.verdict import (
-    Check,
-    checks_from_bounds,
-    failed_checks,
-    failure_message,
-    fmt,
-    note_evaluated,
-    render_table,
-)
+from pytest_glmf.gates.verdict import Check, checks_from_bounds, failed_checks, failure_message, note_evaluated
+from pytest_glmf.text import fmt, render_table
 
 HINTS = {
     "mean_abs_dlogp": "the checkpoint/quantization moved the model: compare candidates with `glmf drift compare`",

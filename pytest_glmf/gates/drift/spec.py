@@ -119,4 +119,4 @@ SPEC = GateSpec.declare("drift", METRICS, DriftSettings,
                                         "argmax_mismatch", "ci95", "kl_topk", "self_abs_dlogp", "self_check_mode",
                                         "floor_abs_dlogp", "excess_abs_dlogp", "output_length_ratio",
                                         "runaway_share", "prompts", "tokens"),
-                        report_rank=40)
+                        report_rank=40, report="pytest_glmf.gates.drift.report")

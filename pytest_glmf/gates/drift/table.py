@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_glmf.gates.drift.spec import SPEC
-from pytest_glmf.gates.verdict import fmt
-from pytest_glmf.gates.verdict import render_table as _table
+from pytest_glmf.text import fmt
+from pytest_glmf.text import render_table as _table
 
 
 def _pct(x: Any) -> str:

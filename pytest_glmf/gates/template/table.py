@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_glmf.gates.verdict import render_table, wrap
+from pytest_glmf.text import render_table, wrap
 
 
 def _position(d: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_glmf.gates.tools.harness import ToolAnswer
-from pytest_glmf.gates.verdict import render_table
+from pytest_glmf.text import render_table
 
 
 def failure_table(summary: dict[str, Any]) -> str:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results.baseline import Tolerance
+from pytest_glmf.text import fmt, render_table
 
 ALPHA = 0.01
 MIN_WINDOW = 3     # below 3 against 3 the exact rank test cannot reach p < 0.05, let alone 0.01

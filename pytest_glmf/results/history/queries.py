@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_glmf.gates.registry import GATES, metric_directions
-from pytest_glmf.gates.verdict import fmt, render_table
 from pytest_glmf.results import plotting
 from pytest_glmf.results.baseline import median_baseline
 from pytest_glmf.results.history.schema import COMPLETE, PASSED, LaneKey, run_row
 from pytest_glmf.results.history.store import Run, SqlStore
+from pytest_glmf.text import fmt, render_table
 
 MetricId = tuple[str, str, str]   # (gate, key, metric)
 

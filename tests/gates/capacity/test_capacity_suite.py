@@ -158,7 +158,7 @@ def test_a_client_bound_probe_is_measured_again_with_more_client_processes(pytes
     """Issue 31: a probe the client could not measure is not a miss. With two client processes the
     client keeps up here: the answer is the truth's, each probe measured again once, and the
     processes it took are kept for the next probe."""
-    from pytest_glmf.gates.curve.workers import available_cores
+    from pytest_glmf.load import available_cores
 
     if available_cores() < 2:
         pytest.skip("needs 2 cores for a second client process")
@@ -178,7 +178,7 @@ def test_a_capacity_the_client_cannot_measure_is_undecided_and_fails_naming_why(
     """Issue 31: "none: even 1 users missed the service level" from probes the client could not
     measure, and a suite that passed without an answer. Now: measured again with as many client
     processes as the cores allow, then undecided, and the test fails saying why, bounds or not."""
-    from pytest_glmf.gates.curve.workers import available_cores
+    from pytest_glmf.load import available_cores
 
     starve(pytester, keeps_up=10_000)
     result = run_suite(pytester, truth.url, "", "-p", "starved_client")   # no users bound: no pass without an answer

@@ -11,8 +11,7 @@ import pytest
 
 from pytest_glmf.gates.capacity.measure import measure_capacity
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings, RateSettings
-from pytest_glmf.gates.curve.records import median, percentile
-from pytest_glmf.gates.curve.workload import load_prompt_variants
+from pytest_glmf.load import load_prompt_variants, median, percentile
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 # slow streams (20-50 tok/s): a loaded CI box keeps up with them. The client's self-check is sized

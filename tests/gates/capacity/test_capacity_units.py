@@ -11,7 +11,7 @@ from pytest_glmf.gates.capacity.search import Bound, SearchResult
 from pytest_glmf.gates.capacity.slo import Miss, Probe, judge
 from pytest_glmf.gates.capacity.spec import SLO, CapacitySettings
 from pytest_glmf.gates.capacity.table import capacity_report, capacity_sentence, frontier_table, probes_table
-from pytest_glmf.gates.curve.records import RequestRecord
+from pytest_glmf.load import RequestRecord
 
 
 def record(user: int, ttft: float, tok_s: float, tokens: int = 101, error: str | None = None) -> dict:
@@ -294,14 +294,15 @@ def test_the_curves_client_flags_are_checked_like_the_settings(args, message, ca
 
 
 def test_a_probe_is_judged_by_the_curves_error_bound_setting():
-    # the client self-check's deciding setting (issue 31): capacity passes it to every probe's curve rows
+    # the client self-check's deciding setting (issue 31): capacity passes it to every probe's load run
     from pytest_glmf.gates.capacity.measure import _Session
-    from pytest_glmf.gates.curve.spec import DEFAULTS as CURVE_DEFAULTS
+    from pytest_glmf.load import LOAD_DEFAULTS
 
     settings = CapacitySettings(client_error_max_pct=12.5, lag_p99_max_s=0.05)
-    probe = _Session("http://127.0.0.1:9", settings, SLO95).curve_settings(settings, 8)
+    probe = _Session("http://127.0.0.1:9", settings, SLO95).load_settings(settings, 8)
     assert (probe.client_error_max_pct, probe.error_max_pct, probe.lag_p99_max_s) == (12.5, 12.5, 0.05)
-    assert CapacitySettings().client_error_max_pct == CURVE_DEFAULTS.client_error_max_pct
+    assert (probe.users, probe.warmup, probe.runs) == ([8], False, settings.runs)   # the probe's warm pass is its own
+    assert CapacitySettings().client_error_max_pct == LOAD_DEFAULTS.client_error_max_pct
 
 
 def _frontier(*users_steps: tuple[int | None, float]) -> FrontierResult:

@@ -8,12 +8,24 @@ import time
 
 import pytest
 
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
+from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.cli import cli as curve_cli
-from pytest_glmf.gates.curve.records import per_user_tok_s, run_metrics, token_count_check, ttft_first_chunk_s, ttft_s
-from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
 from pytest_glmf.gates.curve.table import curve_table
+from pytest_glmf.load import (
+    LoadSettings,
+    Target,
+    Workload,
+    describe_flags,
+    event_loop_factory,
+    kernel_stamps_available,
+    measure_run,
+    per_user_tok_s,
+    run_metrics,
+    run_rows,
+    token_count_check,
+    ttft_first_chunk_s,
+    ttft_s,
+)
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
@@ -37,7 +49,7 @@ def truth_factory():
 def one_run(url, users, max_tokens=30, continuous_usage=False, starve=None, kernel_stamps=True):
     """One measured run of `users` simultaneous requests; returns (records, run output)."""
     workload = Workload(prompts=PROMPTS, max_tokens=max_tokens, continuous_usage=continuous_usage)
-    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0.05, kernel_stamps=kernel_stamps)
+    settings = LoadSettings(users=[users], runs=1, metrics_sample_s=0.05, kernel_stamps=kernel_stamps)
 
     async def go():
         target = Target(url)
@@ -148,7 +160,7 @@ FACTS = {"max_running_requests": 2, "kv_tokens": 100_000,
 
 def test_users_beyond_seats_are_flagged_and_fail_the_gate(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)  # seats only
+    settings = LoadSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)  # seats only
     rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, FACTS)
     row = rows[0]
     assert row["seats"] == 2 and "4 clients sharing 2 seats" in row["seat"]["notes"]
@@ -167,7 +179,7 @@ def test_the_seat_hint_leaves_out_what_the_lane_already_passes(truth_factory):
 
     lanes = builtin_lanes()          # batch passes --mamba-ssm-dtype bfloat16, daily does not
     ts = truth_factory(ttft_ms=10, itl_ms=2, seats=2)
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
+    settings = LoadSettings(users=[4], runs=1, metrics_sample_s=0.02, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     facts = {**FACTS, "cap_reason": FACTS["cap_reason"] + ". To raise it: increase --mamba-full-memory-ratio or "
              "--max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype bfloat16."}
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings, facts)[0]
@@ -183,7 +195,7 @@ def test_the_seat_hint_leaves_out_what_the_lane_already_passes(truth_factory):
 def test_noisy_runs_are_flagged_by_spread(truth_factory):
     # each /flush_cache (one per measured run) switches the server between full and 60 % speed
     ts = truth_factory(ttft_ms=10, itl_ms=3, speed_schedule="1.0,1.6")
-    settings = CurveSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
+    settings = LoadSettings(users=[2], runs=3, warmup=False, spread_max_pct=5, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=30), settings)[0]
     assert row["spread_pct"] > 30 and row["noisy"]
     assert any("spread" in f for f in describe_flags(row))
@@ -208,7 +220,7 @@ def test_a_starved_client_loop_leaves_its_numbers_not_measured(truth_factory):
     assert calm[1] < 0.04 < out["client"]["lag_p99_s"]
 
 
-@pytest.mark.skipif(not load_http.kernel_stamps_available(), reason="kernel receive timestamps are Linux-only")
+@pytest.mark.skipif(not kernel_stamps_available(), reason="kernel receive timestamps are Linux-only")
 def test_kernel_timestamps_stay_exact_while_the_client_runs_late(truth_factory):
     """A client whose event loop is blocked 5 ms out of every 10 reads late, but with kernel receive
     times its timestamps are still the chunks' arrival: each within 1 ms of the server's send (20
@@ -272,14 +284,14 @@ def test_cli_writes_contract_rows(truth_factory, tmp_path, capsys):
 
 def test_open_loop_rate_spaces_the_sends(truth_factory):
     ts = truth_factory(ttft_ms=10, itl_ms=2)
-    settings = CurveSettings(users=[4], runs=1, warmup=False, rate_per_s=20, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
+    settings = LoadSettings(users=[4], runs=1, warmup=False, rate_per_s=20, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10), settings)[0]
     sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
     gaps = [b - a for a, b in zip(sends, sends[1:])]
     assert all(g == pytest.approx(0.05, abs=0.02) for g in gaps), gaps   # 20 requests/s
     # closed loop (the default) sends all users at once
     row = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
+                   LoadSettings(users=[4], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
     sends = sorted(r["t_send_s"] for r in row["per_run"][0]["records"])
     assert sends[-1] - sends[0] < 0.01
 
@@ -300,7 +312,7 @@ def test_cli_reads_seats_from_a_boot_log(truth_factory, tmp_path, capsys):
 def test_cli_client_retries_reaches_the_runner_and_is_checked(truth_factory, tmp_path, capsys, monkeypatch, unfold):
     """`--client-retries`: a negative count is refused naming the flag; a run the self-check marks
     (here: the first one, a stand-in for a stall) is measured again and the JSON says so."""
-    from pytest_glmf.gates.curve import runner
+    from pytest_glmf.load import run as runner  # the self-check the runner calls, stood in for
 
     with pytest.raises(SystemExit) as exc:
         curve_cli(["--url", "http://127.0.0.1:9", "--client-retries", "-1"])

@@ -12,10 +12,8 @@ import pytest
 
 from pytest_glmf.config.lanes import LaneConfig, builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
-from pytest_glmf.gates.curve.endpoints import server_endpoints
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import load_prompt_variants
 from pytest_glmf.launch import launch_lane, server_from_dict, server_to_dict
+from pytest_glmf.load import LoadSettings, Workload, load_prompt_variants, run_rows, server_endpoints
 
 
 def _sim(tmp_path_factory, slots: int):
@@ -64,7 +62,7 @@ def test_a_router_with_its_replicas_boot_logs_sums_the_seats_and_leaves_the_assi
     assert urls == [two_sims[0].base_url] and facts["assigned_by"] == "router"
     assert facts["max_running_requests"] == 17
     assert [r["name"] for r in facts["replicas"]] == [str(s.boot_log_path) for s in two_sims]
-    from pytest_glmf.gates.curve.checks import seat_check
+    from pytest_glmf.load import seat_check
 
     seat = seat_check(16, facts)     # 16 <= 17 summed; how the router splits them is its own business
     assert not seat["shared"] and [r["users"] for r in seat["replicas"]] == [None, None]
@@ -74,7 +72,7 @@ def test_a_router_with_its_replicas_boot_logs_sums_the_seats_and_leaves_the_assi
 def test_the_curve_deals_its_streams_over_both_replicas(replica_lane, two_sims):
     urls, facts = server_endpoints(replica_lane)
     workload = Workload(prompts=load_prompt_variants(), max_tokens=12)
-    settings = CurveSettings(users=[12, 16], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
+    settings = LoadSettings(users=[12, 16], runs=1, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
     twelve, sixteen = run_rows(urls, workload, settings, facts)
     run = twelve["per_run"][0]
     assert run["errors"] == 0 and run["token_count"]["ok"], run["token_count"]

@@ -14,9 +14,8 @@ import pytest
 
 from pytest_glmf.config.lanes import builtin_lanes
 from pytest_glmf.gates.curve.checks import row_gate_checks
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_rows
-from pytest_glmf.gates.curve.workload import count_tokens, fit_prompts, load_prompt_variants
 from pytest_glmf.launch import launch_lane
+from pytest_glmf.load import LoadSettings, Workload, count_tokens, fit_prompts, load_prompt_variants, run_rows
 
 SUITE = str(resources.files("pytest_glmf.suites").joinpath("test_curve.py"))
 # The batch lane with the round-1 state budget: 35 slots / 5 per request = 7 seats.
@@ -36,7 +35,7 @@ def test_curve_on_the_sim_flags_clients_sharing_seats(seven_seat_sim):
     facts = seven_seat_sim.boot_facts.to_dict()
     assert facts["max_running_requests"] == 7
     workload = Workload(prompts=load_prompt_variants(), max_tokens=24)
-    settings = CurveSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
+    settings = LoadSettings(users=[1, 8], runs=2, lag_p99_max_s=1.0, client_error_max_pct=math.inf, metrics_sample_s=0.05)
     one, eight = run_rows(seven_seat_sim.base_url, workload, settings, facts)
     for row in (one, eight):
         assert row["seats"] == 7 and row["runs"] == 2
@@ -95,8 +94,8 @@ def test_fit_prompts_trims_to_the_servers_own_token_count_and_keeps_the_task():
     from pathlib import Path
 
     from pytest_glmf.config.lanes import LaneConfig
-    from pytest_glmf.gates.curve.workload import load_prompt_variants
     from pytest_glmf.launch import launch_lane
+    from pytest_glmf.load import load_prompt_variants
 
     lane = LaneConfig(name="fit", launcher="sim", model="m", time_scale=0.01, boot_timeout_s=60)
     with tempfile.TemporaryDirectory() as tmp:

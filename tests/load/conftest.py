@@ -1,4 +1,4 @@
-"""Helpers of the curve's own tests."""
+"""Helpers of the load engine's own tests (pytest_glmf/load)."""
 from __future__ import annotations
 
 import math

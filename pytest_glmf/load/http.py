@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_glmf.engine.httperror import body_excerpt
-from pytest_glmf.gates.curve import sockstamp
+from pytest_glmf.load import sockstamp
 
 perf = time.perf_counter
 

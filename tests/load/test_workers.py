@@ -15,9 +15,20 @@ import time
 import pytest
 from scipy import stats
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.endpoints import Endpoints
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.gates.curve.checks import row_gate_checks
+from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.load import (
+    ClientCost,
+    Endpoints,
+    LoadSettings,
+    Workload,
+    describe_flags,
+    event_loop_factory,
+    measure_run,
+    run_row,
+    workers_check,
+)
+from pytest_glmf.load.records import (
     RequestRecord,
     merge_records,
     run_metrics,
@@ -25,11 +36,8 @@ from pytest_glmf.gates.curve.records import (
     token_count_check,
     ttft_s,
 )
-from pytest_glmf.gates.curve.runner import ClientCost, CurveSettings, Workload, event_loop_factory, measure_run, run_row
-from pytest_glmf.gates.curve.selfcheck import workers_check
-from pytest_glmf.gates.curve.spec import SPEC
-from pytest_glmf.gates.curve.streams import ShardResult
-from pytest_glmf.gates.curve.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
+from pytest_glmf.load.streams import ShardResult
+from pytest_glmf.load.workers import WorkerError, WorkerPool, arrival_offsets, auto_workers, deal
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
 PROMPTS = ["Summarise the briefing. " * 20]
@@ -78,7 +86,7 @@ def test_one_arrival_process_at_the_total_rate_is_dealt_to_the_workers():
     dealt = deal(list(range(10)), 3)                                        # round-robin in arrival order
     assert dealt == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):
-        CurveSettings(users=[1], workers=0)
+        LoadSettings(users=[1], workers=0)
 
 
 # -- merging --------------------------------------------------------------------------------------
@@ -112,7 +120,7 @@ def test_a_sharded_run_merges_into_the_truth(truth):
     """Two workers, 40 streams: every stream's TTFT is the truth server's (its first content send on
     the same clock), each worker read its dealt half, and the run's statistics are those of the
     two workers' records put together."""
-    settings = CurveSettings(users=[40], runs=1, metrics_sample_s=0.05, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
+    settings = LoadSettings(users=[40], runs=1, metrics_sample_s=0.05, lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     truth.reset()
     with WorkerPool(2) as pool:
         out = measure(truth.url, 40, settings, pool)
@@ -136,7 +144,7 @@ def test_a_sharded_run_merges_into_the_truth(truth):
 def test_open_loop_arrivals_across_workers_keep_the_one_process(truth):
     """Poisson at 150 requests/s over two workers: each request goes out when the one drawn schedule
     says (not two processes at half the rate), so the merged sends' gaps are the drawn gaps."""
-    settings = CurveSettings(users=[60], runs=1, rate_per_s=150.0, arrival="poisson", metrics_sample_s=0,
+    settings = LoadSettings(users=[60], runs=1, rate_per_s=150.0, arrival="poisson", metrics_sample_s=0,
                              lag_p99_max_s=1.0, client_error_max_pct=math.inf)
     with WorkerPool(2) as pool:
         out = measure(truth.url, 60, settings, pool, max_tokens=5, seed=11)
@@ -165,7 +173,7 @@ def _starve(pid: int, stop: threading.Event, stopped_s: float = 0.03, every_s: f
 
 
 def test_a_starved_worker_is_named_and_what_it_could_not_tell_is_not_measured(truth, inside):
-    settings = CurveSettings(users=[16], runs=1, warmup=False, metrics_sample_s=0, workers=2, client_retries=0)
+    settings = LoadSettings(users=[16], runs=1, warmup=False, metrics_sample_s=0, workers=2, client_retries=0)
     workload = Workload(prompts=PROMPTS, max_tokens=120)
     with WorkerPool(2) as pool:
         victim = pool.pids[1]
@@ -219,7 +227,7 @@ def test_workers_check_with_one_worker_is_that_workers_check():
 def test_a_worker_that_cannot_connect_fails_the_run_naming_it(truth):
     from pytest_glmf.launch.process import free_port
 
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0)
+    settings = LoadSettings(users=[4], runs=1, metrics_sample_s=0)
     dead = f"http://127.0.0.1:{free_port()}"
     with WorkerPool(2) as pool:
         with pytest.raises(WorkerError, match=r"worker 1 of 2 \(pid \d+\): (ConnectionRefusedError|OSError).*; "
@@ -233,7 +241,7 @@ def test_a_worker_that_cannot_connect_fails_the_run_naming_it(truth):
 def test_closing_the_pool_mid_run_stops_it_at_once(truth):
     """Ctrl-C or a failing test closes the pool while a run is going: the run returns at once with
     a WorkerError and no worker is left behind."""
-    settings = CurveSettings(users=[4], runs=1, metrics_sample_s=0)
+    settings = LoadSettings(users=[4], runs=1, metrics_sample_s=0)
     pool = WorkerPool(2)
     pids = pool.pids
     timer = threading.Timer(0.5, pool.close)
@@ -250,10 +258,10 @@ def test_closing_the_pool_mid_run_stops_it_at_once(truth):
 
 def test_auto_workers_at_default_settings_stay_in_process(truth):
     """The default: a row one core reads easily runs in this process, as before sharding."""
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load import run_rows
 
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=1, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
+                   LoadSettings(users=[4], runs=1, lag_p99_max_s=1.0, client_error_max_pct=math.inf))[0]
     assert row["workers"] == 1 and row["workers_plan"].startswith("auto: 1 (4 streams x ")
     assert row["per_run"][0]["client"]["per_worker"][0]["pid"] == os.getpid()
     cost = ClientCost()
@@ -277,8 +285,8 @@ def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypa
     """Run 2's self-check says client-bound (a stand-in for a stall of the machine): the runner
     measures a third run in its place, the row is valid, the table names what was replaced, and
     the server saw exactly three runs of requests."""
-    from pytest_glmf.gates.curve import runner
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load import run as runner
+    from pytest_glmf.load import run_rows
 
     real, calls = runner.workers_check, []
 
@@ -292,7 +300,7 @@ def test_a_client_bound_run_is_measured_again_in_its_place(quiet_truth, monkeypa
     monkeypatch.setattr(runner, "workers_check", second_run_stalls)
     truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=10),
-                   CurveSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, client_retries=3,
+                   LoadSettings(users=[4], runs=2, warmup=False, lag_p99_max_s=1.0, client_error_max_pct=math.inf, client_retries=3,
                                  flush_cache=False))[0]
     assert len(calls) == 3 and len(truth.truth()) == 4 * 3
     assert row["runs"] == 2 and row["replaced_runs"] == 1 and row["valid"] and not row["client_bound"]
@@ -307,11 +315,11 @@ def test_retries_are_bounded_and_what_stays_unmeasured_fails_only_its_own_bound(
     and the probe's interval, allowed 0.001 %): `client_retries` more runs, then the numbers it could not
     tell are None with the reason; the row stays valid, and a bound set on one fails as the
     client's; every request the server saw is accounted for."""
-    from pytest_glmf.gates.curve.runner import run_rows
+    from pytest_glmf.load import run_rows
 
     truth = quiet_truth
     row = run_rows(truth.url, Workload(prompts=PROMPTS, max_tokens=5),
-                   CurveSettings(users=[2], runs=1, warmup=False, client_error_max_pct=0.001, client_retries=2,
+                   LoadSettings(users=[2], runs=1, warmup=False, client_error_max_pct=0.001, client_retries=2,
                                  flush_cache=False, kernel_stamps=False))[0]
     assert len(truth.truth()) == 2 * 3 and row["runs"] == 1 and row["replaced_runs"] == 2
     assert row["valid"] and row["client_bound"] and row["per_user_tok_s"] is None and row["ttft_p95_s"] is None

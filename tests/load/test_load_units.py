@@ -1,16 +1,14 @@
-"""Pure parts of the curve: stream decoding, metrics, checks, prompts, the table."""
+"""Pure parts of the load engine: stream decoding, metrics, seat and KV checks, the self-check, prompts."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import memory_check, seat_check
-from pytest_glmf.gates.curve.http import decode_reads
-from pytest_glmf.gates.curve.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
-from pytest_glmf.gates.curve.selfcheck import advice_text, client_check
-from pytest_glmf.gates.curve.table import curve_table, knee_sentence
-from pytest_glmf.gates.curve.workload import load_prompt_variants
+from pytest_glmf.gates.curve.table import knee_sentence
+from pytest_glmf.load import decode_reads, load_prompt_variants, memory_check, seat_check
+from pytest_glmf.load.records import combine_runs, interval, knee, percentile, record_from_lines, spread_pct
+from pytest_glmf.load.selfcheck import advice_text, client_check
 
 
 def sse(obj) -> bytes:
@@ -158,18 +156,6 @@ def test_briefing_variants_are_recipe_sized_and_distinct():
     assert len(firsts) == len(prompts)             # each variant starts its body differently
 
 
-def test_curve_table_pins_the_recipe_columns():
-    row = {"users": 16, "seats": 7, "aggregate_tok_s": 503.0, "per_user_tok_s": 70.2, "per_user_tok_s_p5": 60.0,
-           "ttft_p50_s": 0.37, "ttft_p95_s": 0.52, "spread_pct": 1.5, "valid": True,
-           "seat": {"notes": ["16 clients sharing 7 seats"]}, "memory": {"notes": []}, "per_run": []}
-    table = curve_table([row]).splitlines()
-    assert table[0].split(" | ")[:7] == ["users", "aggregate tok/s", "per-user tok/s", "p5 tok/s", "TTFT p50 s",
-                                         "TTFT p95 s", "spread"]
-    # 124 columns with the flag in its cell: the flag goes under the table (fits 120 columns)
-    assert table[2].endswith("| 7 (shared) | note 1") and table[3] == "note 1: 16 clients sharing 7 seats"
-    assert max(map(len, table)) <= 120
-
-
 def test_prompt_files_resolve_by_path_or_packaged_name(tmp_path):
     essay = load_prompt_variants("briefing_history_essay.md")      # the daily lane's single-stream row
     assert len(essay) == 1 and "essay" in essay[0]
@@ -186,7 +172,7 @@ def test_a_cancel_landing_as_a_one_shot_call_completes_is_not_dropped(monkeypatc
     `glmf capacity` then ran its whole search after a Ctrl-C (CI). The cancel must reach the caller."""
     import asyncio
 
-    from pytest_glmf.gates.curve import http as load_http
+    from pytest_glmf.load import http as load_http
 
     class Reader:
         async def read(self, n: int) -> bytes:

@@ -1,4 +1,4 @@
-"""The async curve runner: per users value one discarded warm pass, then R measured runs, each after a
+"""The load runner (a concurrency curve): per users value one discarded warm pass, then R measured runs, each after a
 prefix-cache flush, with distinct prompts per run and user, while the client watches itself.
 
 Closed loop by default: all N users send at once (one request each). With `rate_per_s`, the N
@@ -6,7 +6,9 @@ requests arrive open loop instead, at that total rate (`arrival`: uniform spacin
 Poisson process). A row's streams go round-robin to its server URLs (endpoints.py) and, past what
 one client core reads with the self-check green, are read by several worker processes
 (`workers`; workers.py), merged into one run's records. Each run returns plain data; the metrics
-are pure functions in records.py, the client's self-check in selfcheck.py, the verdicts in checks.py.
+are pure functions in records.py, the client's self-check in selfcheck.py, seats and KV fit in
+seats.py; the settings and the workload in settings.py; a gate's verdicts are its own
+(gates/curve/checks.py).
 """
 from __future__ import annotations
 
@@ -15,13 +17,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_glmf.engine.client import Timeouts
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.checks import memory_check, seat_check
-from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_metrics: the runner's public names)
+from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.endpoints import (
     CURVE_METRICS,
     GEN_TOKENS,
     QUEUED,
@@ -29,18 +30,18 @@ from pytest_glmf.gates.curve.endpoints import (  # noqa: F401  (Target, parse_me
     Endpoints,
     Target,
     as_endpoints,
-    parse_metrics,
     pick,
     summed,
 )
-from pytest_glmf.gates.curve.records import (
+from pytest_glmf.load.records import (
     combine_runs,
     median,
     merge_records,
     run_metrics,
     token_count_check,
 )
-from pytest_glmf.gates.curve.selfcheck import (
+from pytest_glmf.load.seats import memory_check, seat_check
+from pytest_glmf.load.selfcheck import (
     GATED_ERROR_METRICS,
     LABELS,
     SPEED_TTFT,
@@ -50,108 +51,18 @@ from pytest_glmf.gates.curve.selfcheck import (
     row_client,
     workers_check,
 )
-from pytest_glmf.gates.curve.spec import DEFAULTS
-from pytest_glmf.gates.curve.streams import (  # noqa: F401  (LagProbe, event_loop_factory: public names)
-    LagProbe,
+from pytest_glmf.load.settings import DEFAULTS, LoadSettings, Workload
+from pytest_glmf.load.streams import (
     ShardJob,
     StreamJob,
     event_loop_factory,
     stream_shard,
 )
-from pytest_glmf.gates.curve.workers import ARRIVALS, WorkerPool, arrival_offsets, auto_workers, available_cores, deal
+from pytest_glmf.load.workers import WorkerPool, arrival_offsets, auto_workers, available_cores, deal
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
-SESSION_LINE_TOKENS = 16
 SHOWN_BOUNDS = ("per_user_tok_s", "ttft_p50_s", "itl_p95_s")   # in each run's progress line
-
-
-@dataclass
-class Workload:
-    """What every user sends. Prompts are variants; each request also starts with a unique session
-    line so no two requests (in a run or across runs) share a cacheable prefix beyond the template.
-    With `shared_prefix` every user sends the first prompt and the unique line comes last: the
-    recipe's "every user sent the same briefing", which a prefix cache computes and stores once."""
-
-    prompts: list[str]
-    max_tokens: int = DEFAULTS.max_tokens
-    path: str = DEFAULTS.path
-    model: str | None = DEFAULTS.model
-    system: str | None = None
-    extra_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True, "temperature": 0.0})
-    continuous_usage: bool = DEFAULTS.continuous_usage   # vLLM: usage on every chunk, makes chunk counts exact
-    api_key: str | None = None
-    shared_prefix: bool = DEFAULTS.shared_prefix
-
-    def body(self, tag: str, user: int, variant: int) -> dict[str, Any]:
-        opts: dict[str, Any] = {"include_usage": True}
-        if self.continuous_usage:
-            opts["continuous_usage_stats"] = True
-        body: dict[str, Any] = {"model": self.model or "default", "max_tokens": self.max_tokens,
-                                "stream": True, "stream_options": opts, **self.extra_body}
-        session = f"Session {tag}-u{user}."
-        chat = self.path.endswith("chat/completions")
-        if self.shared_prefix:
-            # the shared text leads; in chat it is the system message (what a product shares
-            # between users), the user's own turn is the unique line
-            shared = "\n\n".join(p for p in (self.system, self.prompts[0]) if p)
-            if chat:
-                body["messages"] = [{"role": "system", "content": shared},
-                                    {"role": "user", "content": f"{session} Answer the task above."}]
-            else:
-                body["prompt"] = f"{shared}\n\n{session}"
-            return body
-        text = f"{session}\n\n{self.prompts[variant % len(self.prompts)]}"
-        if chat:
-            msgs = ([{"role": "system", "content": self.system}] if self.system else [])
-            body["messages"] = msgs + [{"role": "user", "content": text}]
-        else:
-            body["prompt"] = text
-        return body
-
-    def estimated_prompt_tokens(self) -> int:
-        return max(len(p) for p in self.prompts) // 4 + 16  # ~4 characters per token until usage says
-
-    def shared_tokens(self, prompt_tokens: float) -> float:
-        """Of `prompt_tokens` per request, those every user of a run shares (the session line and
-        the chat template's tail, ~16 tokens, are each user's own)."""
-        return max(0.0, prompt_tokens - SESSION_LINE_TOKENS) if self.shared_prefix else 0.0
-
-
-@dataclass
-class CurveSettings:
-    """How the runner measures (defaults: the gate's settings in spec.py, the client's timeouts)."""
-
-    users: list[int]
-    runs: int = DEFAULTS.runs
-    warmup: bool = DEFAULTS.warmup
-    rate_per_s: float | None = DEFAULTS.rate_per_s
-    flush_cache: bool = True
-    spread_max_pct: float = DEFAULTS.spread_max_pct
-    lag_p99_max_s: float = DEFAULTS.lag_p99_max_s
-    cpu_max_frac: float = DEFAULTS.cpu_max_frac
-    client_error_max_pct: float | None = DEFAULTS.client_error_max_pct   # None: spread_max_pct
-    first_token_timeout_s: float = Timeouts.first_token_s
-    between_tokens_timeout_s: float = Timeouts.between_tokens_s
-    metrics_sample_s: float = 0.2         # /metrics running/queued sampling during a run (0: off)
-    lag_probe_s: float = 0.001           # the lag probe's interval: a read can be late by its lag max + this
-    kernel_stamps: bool = True            # kernel receive times where available (load_http)
-    workers: int | None = None            # client worker processes; None: auto (workers.auto_workers)
-    arrival: str = DEFAULTS.arrival       # open loop: "uniform" (every 1/rate s) or "poisson" (seeded)
-    seed: int = 0                         # of the Poisson arrivals (run k draws with seed + k)
-    client_retries: int = DEFAULTS.client_retries   # runs measured again where the client did not measure
-
-    @property
-    def error_max_pct(self) -> float:
-        """How far (%) the client's timestamps may move a run's numbers (selfcheck.client_check)."""
-        return self.spread_max_pct if self.client_error_max_pct is None else self.client_error_max_pct
-
-    def __post_init__(self) -> None:
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 1):
-            raise ValueError(f"workers must be an integer >= 1 (or unset: auto), got {self.workers!r}")
-        if self.arrival not in ARRIVALS:
-            raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
 
 
 @dataclass
@@ -206,8 +117,8 @@ class MetricsSampler:
         self._thread.join()
 
 
-async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any]], settings: CurveSettings,
-                      path: str, pool: WorkerPool | None = None, seed: int = 0) -> dict[str, Any]:
+async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any]], settings: LoadSettings,
+                      path: str, pool: WorkerPool | None = None, seed: int = DEFAULTS.seed) -> dict[str, Any]:
     """Send every body (all at once, or at settings.rate_per_s) and return records plus the client
     self-check and the server's /metrics observations. Body i goes to endpoint i mod K; with a
     pool of N workers, stream i is read by worker i mod N, all starting on one barrier."""
@@ -222,8 +133,8 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
     workers = pool.size if pool is not None else 1
     jobs = [ShardJob(worker=k, workers=workers, endpoints=[(t.host, t.port, t.https) for t in endpoints.targets],
                      streams=share, kernel_stamps=settings.kernel_stamps, lag_probe_s=settings.lag_probe_s,
-                     first_token_timeout_s=settings.first_token_timeout_s,
-                     between_tokens_timeout_s=settings.between_tokens_timeout_s)
+                     first_token_timeout_s=_or(settings.first_token_timeout_s, FIRST_TOKEN_S),
+                     between_tokens_timeout_s=_or(settings.between_tokens_timeout_s, BETWEEN_TOKENS_S))
             for k, share in enumerate(deal(streams, workers))]
     before = await endpoints.metrics_each(CURVE_METRICS)
     sample = settings.metrics_sample_s and summed(before) is not None
@@ -259,13 +170,13 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
 
 # -- a row and the curve -------------------------------------------------------------------------------------
 
-def _plan(settings: CurveSettings, users: int, cost: ClientCost) -> tuple[int, str]:
+def _plan(settings: LoadSettings, users: int, cost: ClientCost) -> tuple[int, str]:
     if settings.workers is not None:
         return settings.workers, "set"
     return auto_workers(users, cost.events_per_stream_s, cost.cpu_per_event_s)
 
 
-async def run_row(target: Target | Endpoints, users: int, workload: Workload, settings: CurveSettings,
+async def run_row(target: Target | Endpoints, users: int, workload: Workload, settings: LoadSettings,
                   facts: Mapping[str, Any] | None, progress: Progress | None = None,
                   run_offset: int = 0, cost: ClientCost | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     """One users value: warm pass, then `settings.runs` measured runs. `cost` carries the client's
@@ -405,6 +316,10 @@ def _run_to_redo(per_run: Sequence[Mapping[str, Any]], error_max_pct: float) -> 
     return i, why
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def _max(values: Any) -> int | None:
     xs = [v for v in values if v is not None]
     return max(xs) if xs else None
@@ -422,7 +337,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f} ms"
 
 
-def run_rows(base_url: str | Sequence[str], workload: Workload, settings: CurveSettings,
+def run_rows(base_url: str | Sequence[str], workload: Workload, settings: LoadSettings,
              facts: Mapping[str, Any] | None = None, progress: Progress | None = None,
              on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every users value of `settings.users` (sync entry point; owns its event loop).

@@ -34,7 +34,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_glmf.gates.curve.streams import ShardJob, ShardResult, StreamJob, event_loop_factory, stream_shard
+from pytest_glmf.load.settings import ARRIVALS, DEFAULTS
+from pytest_glmf.load.streams import ShardJob, ShardResult, StreamJob, event_loop_factory, stream_shard
 
 perf = time.perf_counter
 START_LEAD_S = 0.02          # from the barrier to the common start: every worker is awake by then
@@ -42,7 +43,6 @@ SPIN_S = 0.002               # the last stretch before the start is a busy wait 
 CONNECT_TIMEOUT_S = 120.0    # every worker's streams connected, or the run fails naming the late one
 WORKER_BUSY_FRAC = 0.5       # auto: the share of a core one worker is planned to use
 ONE_CORE_EVENTS_S = 5_000    # auto: below this many token events/s one worker, whatever a small pass cost
-ARRIVALS = ("uniform", "poisson")
 
 
 class WorkerError(RuntimeError):
@@ -79,7 +79,7 @@ def auto_workers(users: int, events_per_stream_s: float | None, cpu_per_event_s:
                f"= {need:.2f} cores at {busy_frac:.0%} per worker -> {n} of {cores} cores{capped}")
 
 
-def arrival_offsets(n: int, rate_per_s: float | None, process: str = "uniform", seed: int = 0) -> list[float] | None:
+def arrival_offsets(n: int, rate_per_s: float | None, process: str = DEFAULTS.arrival, seed: int = DEFAULTS.seed) -> list[float] | None:
     """Open loop: each request's arrival time after the start, for one process at the total rate
     (uniform: every 1/rate s; poisson: exponential gaps with mean 1/rate, seeded). None: closed
     loop (all at once)."""
@@ -109,7 +109,7 @@ def _context() -> Any:
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["pytest_glmf.gates.curve.workers"])
+        ctx.set_forkserver_preload(["pytest_glmf.load.workers"])
     return ctx
 
 

@@ -20,14 +20,23 @@ from pathlib import Path
 import pytest
 
 from pytest_glmf.engine import introspect
-from pytest_glmf.gates.curve.checks import describe_flags
-from pytest_glmf.gates.curve.records import RequestRecord, median, percentile
-from pytest_glmf.gates.curve.runner import CurveSettings, Target, Workload, event_loop_factory, measure_run, run_rows
-from pytest_glmf.gates.curve.selfcheck import advice_text
 from pytest_glmf.gates.curve.spec import SPEC
+from pytest_glmf.load import (
+    LoadSettings,
+    RequestRecord,
+    Target,
+    Workload,
+    advice_text,
+    describe_flags,
+    event_loop_factory,
+    measure_run,
+    median,
+    percentile,
+    run_rows,
+)
 from pytest_glmf.testing.truth_server import TruthServer, true_metrics
 
-VLLM_METRICS = Path(__file__).parents[2] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
+VLLM_METRICS = Path(__file__).parents[1] / "testing" / "data" / "vllm_0.26.0_h200_metrics.txt"
 PROMPTS = ["Summarise the briefing. " * 20, "Write a synthesis. " * 20]
 GPU = {"ttft_ms": 30, "itl_ms": 1.6, "tokens_per_chunk": 2, "pair_every": 40, "metrics_file": str(VLLM_METRICS)}
 SLACK_S = 2e-4   # a send on the server and its arrival here: loopback, both sides' kernels
@@ -105,7 +114,7 @@ def test_gpu_rate_rows_with_a_gpu_sized_metrics_are_valid_and_true(gpu_truth):
     valid and its per-user tok/s and TTFT are the truth's (the old client, which fetched and parsed
     that /metrics on the loop that stamps the tokens, flagged every such row on the GPU); on a
     loaded runner a number the client could not tell is marked so, the truth inside its bound."""
-    settings = CurveSettings(users=[1, 8, 32], runs=2, client_retries=3)   # a shared runner's worst minutes
+    settings = LoadSettings(users=[1, 8, 32], runs=2, client_retries=3)   # a shared runner's worst minutes
     rows = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)
     for row in rows:
         assert row["per_run"][0]["server"]["samples"] > 0
@@ -123,10 +132,10 @@ def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, mo
         time.sleep(0.03)
         return real(text, names)
 
-    from pytest_glmf.gates.curve import endpoints
+    from pytest_glmf.load import endpoints
 
     monkeypatch.setattr(endpoints, "parse_metrics", slow)
-    settings = CurveSettings(users=[8], runs=1, warmup=False, metrics_sample_s=0.05)
+    settings = LoadSettings(users=[8], runs=1, warmup=False, metrics_sample_s=0.05)
     row = run_rows(gpu_truth.url, Workload(prompts=PROMPTS, max_tokens=240), settings)[0]
     run = row["per_run"][0]
     assert run["server"]["samples"] >= 2 and row["valid"], describe_flags(row)
@@ -135,7 +144,7 @@ def test_a_blocking_metrics_parse_no_longer_touches_the_timestamps(gpu_truth, mo
 
 def _measure(url, users, max_tokens, starve=None):
     workload = Workload(prompts=PROMPTS, max_tokens=max_tokens)
-    settings = CurveSettings(users=[users], runs=1, metrics_sample_s=0.2)
+    settings = LoadSettings(users=[users], runs=1, metrics_sample_s=0.2)
 
     async def go():
         bodies = [workload.body("s", u, u) for u in range(users)]
@@ -208,7 +217,7 @@ def test_a_shared_runner_keeps_correct_rows_valid_or_names_the_setting(tmp_path)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         with TruthServer(ttft_ms=200, itl_ms=7) as ts:
-            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=96), CurveSettings(users=[1, 32], runs=2))
+            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=96), LoadSettings(users=[1, 32], runs=2))
             for row in rows:
                 assert row["valid"], describe_flags(row)
                 assert_row_true(row, ts)
@@ -236,7 +245,7 @@ def test_a_gpu_paced_stream_on_one_client_core_keeps_speed_and_ttft(tmp_path):
         os.sched_setaffinity(ts.proc.pid, set(cores[1:]))
         os.sched_setaffinity(0, {cores[0]})
         try:
-            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=384), CurveSettings(users=[1, 4], runs=2))
+            rows = run_rows(ts.url, Workload(prompts=PROMPTS, max_tokens=384), LoadSettings(users=[1, 4], runs=2))
         finally:
             os.sched_setaffinity(0, before)
         for row in rows:

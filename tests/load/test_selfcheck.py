@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 
 import pytest
 
-from pytest_glmf.gates.curve.checks import describe_flags, row_gate_checks
-from pytest_glmf.gates.curve.endpoints import Endpoints
-from pytest_glmf.gates.curve.records import RequestRecord, error_bounds, interval
-from pytest_glmf.gates.curve.runner import CurveSettings, Workload, run_row
-from pytest_glmf.gates.curve.selfcheck import advice_text, client_advice, client_check, workers_check
-from pytest_glmf.gates.curve.streams import ShardResult
+from pytest_glmf.gates.curve.checks import row_gate_checks
 from pytest_glmf.gates.curve.table import curve_table
+from pytest_glmf.load import Endpoints, LoadSettings, Workload, describe_flags, run_row
+from pytest_glmf.load.records import RequestRecord, error_bounds, interval
+from pytest_glmf.load.selfcheck import advice_text, client_advice, client_check, workers_check
+from pytest_glmf.load.streams import ShardResult
 
 GAP_S = 0.02
 
@@ -108,7 +106,7 @@ def _shard(records, worker=0, workers=1, pid=1):
 def fake_runs(monkeypatch, runs: list[list[int]], late_s: list[float] | None = None, load: float = 0.3):
     """run_row against no server: run k's streams arrive in reads `runs[k]` (the last one `late_s[k]`
     late), judged by the real self-check. Returns the list of runs measured."""
-    from pytest_glmf.gates.curve import runner
+    from pytest_glmf.load import run as runner
 
     measured: list[int] = []
 
@@ -127,14 +125,14 @@ def fake_runs(monkeypatch, runs: list[list[int]], late_s: list[float] | None = N
     return measured
 
 
-def _row(settings: CurveSettings, users: int = 2) -> dict:
+def _row(settings: LoadSettings, users: int = 2) -> dict:
     workload = Workload(prompts=["p"], max_tokens=25)
     return asyncio.run(run_row(Endpoints.from_urls("http://127.0.0.1:9"), users, workload, settings, None))
 
 
 def test_a_row_stays_valid_for_the_numbers_measured_right(monkeypatch):
     measured = fake_runs(monkeypatch, [CHUNKED])
-    row = _row(CurveSettings(users=[2], runs=2, warmup=False, flush_cache=False, client_retries=2))
+    row = _row(LoadSettings(users=[2], runs=2, warmup=False, flush_cache=False, client_retries=2))
     # ITL p95 was not measured in any run: measured again twice (the bounded count), still not
     assert len(measured) == 4 and row["replaced_runs"] == 2
     assert row["valid"] and not row["client_bound"]
@@ -164,7 +162,7 @@ def test_a_row_stays_valid_for_the_numbers_measured_right(monkeypatch):
 
 def test_a_loaded_machine_is_named_in_the_advice_not_more_workers(monkeypatch):
     fake_runs(monkeypatch, [CHUNKED], load=6.8)
-    row = _row(CurveSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
+    row = _row(LoadSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
     (failed,) = [c for c in row_gate_checks(row, {"itl_p95_s": {"max": 0.01}}, lane="batch") if not c.ok]
     assert "load 6.8 on 2 cores: the client was starved of CPU; more workers will not help" in failed.hint
     assert "give the client more processes" not in failed.hint
@@ -175,7 +173,7 @@ def test_a_number_the_client_could_not_tell_is_none_and_fails_only_its_own_bound
     """The last read of each stream stamped 30 ms late with its events sharing it: per-user tok/s
     can be off far more than allowed, so it is not measured; TTFT stands."""
     fake_runs(monkeypatch, [[1] * 8 + [2]], late_s=[0.03])
-    row = _row(CurveSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
+    row = _row(LoadSettings(users=[2], runs=1, warmup=False, flush_cache=False, client_retries=0))
     assert row["per_user_tok_s"] is None and "per_user_tok_s" in row["unmeasured"]
     assert row["ttft_p95_s"] == pytest.approx(0.1) and row["valid"]
     # speed is what a service level speaks of: the capacity search must not read this row as measured
@@ -195,7 +193,7 @@ def test_the_run_measured_again_is_the_one_that_bounds_worst(monkeypatch):
     """Runs 1 and 2 slightly over the allowed error on per-user tok/s, run 3 far over: run 3 is
     measured again first (not the first run that was over)."""
     measured = fake_runs(monkeypatch, [[1] * 8 + [2]] * 3 + [[1] * 9], late_s=[0.001, 0.001, 0.03, 0.0])
-    row = _row(CurveSettings(users=[2], runs=3, warmup=False, flush_cache=False, client_retries=1))
+    row = _row(LoadSettings(users=[2], runs=3, warmup=False, flush_cache=False, client_retries=1))
     assert len(measured) == 4 and row["replaced_why"][0].startswith("run 3: client timestamps can be off")
     assert "1 run(s) measured again for the client (run 3: " in "; ".join(describe_flags(row))
 
@@ -211,74 +209,3 @@ def test_a_flag_over_several_workers_names_the_worst_worker():
     assert check["unmeasured"]["itl_p50_s"].startswith("client timestamps can be off by up to 10.00 ms on ITL p50")
     assert "; worker 2 of 2 (pid 4242, 2 streams): ITL p50 is 0.00 ms as stamped" in check["unmeasured"]["itl_p50_s"]
     assert math.isclose(check["error"]["per_user_tok_s"]["bound"], 0.0, abs_tol=1e-9)
-
-
-OWN_TEST = '''
-from pytest_glmf.gates.curve import assert_curve
-
-
-def test_speed(glmf_curve):
-    curve = glmf_curve(2, max_tokens=12, runs=1, warmup=False)
-    row = curve[2]
-    # a bound inside the interval of a number the client did not measure: it cannot be told
-    name = next(m for m in ("itl_p95_s", "per_user_tok_s", "ttft_p95_s") if m in row.unmeasured)
-    b = row.detail["client_error"][name]
-    assert getattr(row, name) is None and b["lo"] < b["hi"]
-    assert_curve(curve, **{name: {"max": (b["lo"] + min(b["hi"], 2 * b["value"] + 1)) / 2}})
-'''
-
-
-def test_inside_pytest_the_advice_names_the_settings_by_their_thresholds_names(pytester):
-    """A user's own curve test, its client allowed 0.001 % (thresholds.yaml), a server that writes
-    every other event with the next: the failure says the number was not measured and why, and
-    names the client's settings as the thresholds file spells them, under the lane; no CLI flag."""
-    from pytest_glmf.testing.truth_server import TruthServer
-
-    th = pytester.makefile(".yaml", th="schema: 1\nlanes:\n  truth:\n    curve:\n      settings: "
-                                       "{client_error_max_pct: 0.001, client_retries: 0}\n")
-    pytester.makepyfile(test_own=OWN_TEST)
-    with TruthServer(ttft_ms=5, itl_ms=2, pair_every=2) as ts:
-        lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  truth: {{launcher: attach, url: '{ts.url}'}}\n")
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--glmf-lanes", str(lanes), "--glmf-lane",
-                                               "truth", "--glmf-thresholds", str(th), "test_own.py")
-    result.assert_outcomes(failed=1)
-    out = " ".join(line.strip() for line in result.stdout.lines)      # the notes fold at 120 columns
-    assert "note 1: not measured; client timestamps can be off by up to" in out
-    assert re.search(r"client_error_max_pct: [0-9.]+ \(thresholds.yaml: lanes.truth.curve.settings\) would have passed",
-                     out)
-    assert "(curve setting)" not in out          # the results table's flags too name the lane
-    assert "--client-error-max" not in out and "--workers" not in out
-
-
-def test_glmf_curve_names_its_flags_and_fails_a_row_without_speed_or_ttft(tmp_path, capsys, unfold):
-    """In a shell the advice names the flags (the CLI keeps them); the exit status is 1 when a
-    row's per-user tok/s or TTFT was not measured (what a shell's curve is for), 0 when only ITL was."""
-    import json
-
-    from pytest_glmf.gates.curve.cli import cli as curve_cli
-    from pytest_glmf.testing.truth_server import TruthServer
-
-    out = tmp_path / "curve.json"
-    with TruthServer(ttft_ms=5, itl_ms=2, pair_every=2) as ts:
-        rc = curve_cli(["--url", ts.url, "--users", "2", "--max-tokens", "12", "--runs", "1", "--no-warmup",
-                        "--client-error-max", "0.001", "--client-retries", "0", "--json", str(out)])
-    row = json.loads(out.read_text())["command_output"]["rows"][0]   # what only the command has
-    printed = unfold(capsys.readouterr().out)
-    assert row["unmeasured"] and "not measured (" in printed
-    assert re.search(r"--client-error-max [0-9.]+ would have passed", printed) and "thresholds.yaml" not in printed
-    assert rc == (1 if row["client_bound"] else 0)
-    assert row["client_bound"] == any(m in row["unmeasured"] for m in ("per_user_tok_s", "per_user_tok_s_p5",
-                                                                       "ttft_p50_s", "ttft_p95_s"))
-
-
-def test_the_flags_the_advice_names_are_glmf_curves():
-    import argparse
-
-    from pytest_glmf.gates.curve.cli import FLAGS
-    from pytest_glmf.gates.curve.selfcheck import FLAG_OF
-
-    parser = argparse.ArgumentParser()
-    FLAGS.add(parser, "settings")
-    for setting, flag in FLAG_OF.items():
-        action = parser._option_string_actions[flag]
-        assert action.dest.endswith(f"_settings_{setting}"), (flag, action.dest)   # the flag sets that setting

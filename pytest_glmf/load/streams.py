@@ -20,8 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
-from pytest_glmf.gates.curve import http as load_http
-from pytest_glmf.gates.curve.records import RequestRecord, record_from_lines
+from pytest_glmf.load import http as load_http
+from pytest_glmf.load.records import RequestRecord, record_from_lines
+from pytest_glmf.load.settings import DEFAULTS
 
 perf = time.perf_counter
 
@@ -45,7 +46,7 @@ class ShardJob:
     endpoints: list[tuple[str, int, bool]]
     streams: list[StreamJob]
     kernel_stamps: bool = True
-    lag_probe_s: float = 0.001
+    lag_probe_s: float = DEFAULTS.lag_probe_s
     first_token_timeout_s: float = FIRST_TOKEN_S
     between_tokens_timeout_s: float = BETWEEN_TOKENS_S
 
