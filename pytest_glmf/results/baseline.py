@@ -10,9 +10,15 @@ higher is worse). A change counts as a regression only when it is worse than the
 
 so a difference inside the run-to-run spread recorded in either run is never called a regression
 (pytest-benchmark's compare-fail knows one direction and no spread; this knows both).
+
 Tolerances come from thresholds.yaml: `lanes.<lane>.baseline: {rel_pct: 5, abs: 0, metrics:
 {ttft_p95_s: {rel_pct: 10, abs: 0.05}}}`; the defaults below apply otherwise (5 %, and for
 latencies at least 5 ms).
+
+A number the new run declares not measured (None, with the reason in the entry's `unmeasured`:
+the curve's self-check could not vouch for it within its error bound) is neither a regression nor a
+pass: it is shown "not measured (reason)" and not counted among the compared metrics. A number the
+entry lacks without a reason is "missing", a regression.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from typing import Any
 
 from pytest_glmf.gates.registry import metric_directions
 from pytest_glmf.gates.verdict import note_evaluated
-from pytest_glmf.text import fmt, render_table
+from pytest_glmf.text import WIDTH, fit_table, fmt, render_table
 
 DEFAULT_REL_PCT = 5.0
 # Latencies (metrics in seconds) also get an absolute floor: a few milliseconds of client/OS
@@ -67,6 +73,12 @@ class Comparison:
     allowed_pct: float
     direction: str           # "higher" | "lower" is better
     setup_changes: tuple[str, ...] = ()   # what the entries' recorded `setup` says changed (draft settings)
+    unmeasured: str = ""     # why the new run did not measure it (its entry's `unmeasured`); then not compared
+
+    @property
+    def compared(self) -> bool:
+        """A verdict was given: False where the new run declared the metric not measured."""
+        return not self.unmeasured
 
     @property
     def change(self) -> float | None:
@@ -87,16 +99,22 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
+        if not self.compared:
+            return False
         return self.now is None or (self.worse_by is not None and self.worse_by > self.allowed + 1e-12)
 
     def row(self) -> list[str]:
         pct = self.change_pct
-        change = "missing" if self.change is None else (
-            f"{self.change:+.4g}" + (f" ({pct:+.1f} %)" if pct is not None else ""))
         word = "drop" if self.direction == "higher" else "rise"
         changed = f"; changed: {', '.join(self.setup_changes)}" if self.setup_changes else ""
-        return [f"{self.gate}.{self.metric} [{self.key}]", fmt(self.baseline), fmt(self.now), change,
-                f"{word} <= {fmt(self.allowed)} ({self.allowed_pct:.1f} %){changed}"]
+        allowed = f"{word} <= {fmt(self.allowed)} ({self.allowed_pct:.1f} %){changed}"
+        if not self.compared:
+            change, allowed = f"not measured ({self.unmeasured})", "not compared"
+        elif self.change is None:
+            change = "missing"
+        else:
+            change = f"{self.change:+.4g}" + (f" ({pct:+.1f} %)" if pct is not None else "")
+        return [f"{self.gate}.{self.metric} [{self.key}]", fmt(self.baseline), fmt(self.now), change, allowed]
 
 
 def load_baseline(path: str | Path, schema: int) -> dict[str, Any]:
@@ -138,6 +156,8 @@ def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str
     drafter's settings, `{"draft": {...}}`); what differs is named beside each comparison."""
     out = []
     changes = tuple(setup_changes(base.get("setup"), now.get("setup")))
+    said = now.get("unmeasured")
+    unmeasured: Mapping[str, Any] = said if isinstance(said, Mapping) else {}
     for metric, direction in metric_directions(gate).items():
         if metric == "spread_pct":
             continue  # the spread is the noise yardstick, not a figure of merit
@@ -148,8 +168,9 @@ def compare_entry(gate: str, key: str, now: Mapping[str, Any], base: Mapping[str
         tol = Tolerance.for_metric(tolerance, metric)
         allowed_pct = max([tol.rel_pct, *spreads])
         allowed = max(abs(b) * allowed_pct / 100, tol.abs)
+        why = unmeasured.get(metric) if _number(now.get(metric)) is None else None
         out.append(Comparison(gate, key, metric, b, _number(now.get(metric)), allowed, allowed_pct, direction,
-                              changes))
+                              changes, str(why) if why else ""))
     return out
 
 
@@ -189,20 +210,41 @@ def machine_differences(now: Mapping[str, Any], base: Mapping[str, Any]) -> list
 
 
 def regression_table(comparisons: Iterable[Comparison]) -> str:
-    return render_table([c.row() for c in comparisons], ["metric", "baseline", "now", "change", "allowed"])
+    """metric | baseline | now | change | allowed. With a metric not measured, made to fit 120 columns:
+    a reason too long for its row goes under the table ("not measured note 1")."""
+    comparisons = list(comparisons)
+    header, rows = ["metric", "baseline", "now", "change", "allowed"], [c.row() for c in comparisons]
+    table = render_table(rows, header)
+    if all(c.compared for c in comparisons) or max(map(len, table.splitlines())) <= WIDTH:
+        return table
+    for c, row in zip(comparisons, rows):
+        if not c.compared:
+            row[3] = f"not measured [{c.unmeasured}]"    # fit_table's "value [note]": the value stays
+    return fit_table(header, rows)
+
+
+def comparison_summary(comparisons: Sequence[Comparison]) -> str:
+    """"1 regression(s) in 4 compared metrics", and how many the new run did not measure (not
+    compared, so neither a regression nor a pass): "; 1 not measured (not compared)"."""
+    compared = [c for c in comparisons if c.compared]
+    unmeasured = len(comparisons) - len(compared)
+    return (f"{sum(c.regressed for c in compared)} regression(s) in {len(compared)} compared metrics"
+            + (f"; {unmeasured} not measured (not compared)" if unmeasured else ""))
 
 
 def regression_message(comparisons: Iterable[Comparison], baseline_path: str | Path = "") -> str | None:
-    """The failure text for the regressed metrics (None when nothing regressed). Each comparison
-    is a verdict given, counted as a check (plugin/verified.py)."""
+    """The failure text for the regressed metrics (None when nothing regressed), with the metrics
+    the new run did not measure after them. Each comparison made is a verdict given, counted as a
+    check (plugin/verified.py); a metric not measured is not."""
     comparisons = list(comparisons)
-    note_evaluated(len(comparisons))
+    note_evaluated(sum(c.compared for c in comparisons))
     bad = [c for c in comparisons if c.regressed]
     if not bad:
         return None
     label = str(baseline_path)
     src = "" if not label else f" ({label})" if label.startswith("history:") else f" (baseline: {label})"
-    return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad)}"
+    unmeasured = [c for c in comparisons if not c.compared]
+    return f"{len(bad)} regression(s) against the baseline{src}\n{regression_table(bad + unmeasured)}"
 
 
 def numeric_metrics(gate: str, data: Mapping[str, Any]) -> dict[str, float]:

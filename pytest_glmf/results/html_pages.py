@@ -11,6 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from pytest_glmf.compare import report as cmp
+from pytest_glmf.gates.curve.report import SHARED_PREFIX, SHARED_WHY
 from pytest_glmf.gates.registry import gate_title
 from pytest_glmf.results import svg
 from pytest_glmf.results.history.queries import key_order
@@ -73,21 +74,42 @@ def comparison_page(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_t
 
 
 def lane_charts(curves: Sequence[Any], metric: str) -> list[str]:
-    """Each lane's curve on one chart per quantity (the judged metric, TTFT p95); rows that are not
-    a measurement of their users hollow."""
+    """Each lane's curve on one chart per quantity (the judged metric, TTFT p95), as the comparison
+    reads it: rows that are not a measurement of their users hollow and on no line, rows whose users
+    shared a prompt prefix hollow in a series of their own (as the session's page draws them), and
+    a row whose number was not measured a break in the line with a cross saying why."""
     out = []
     for key, label in ((metric, metric.replace("_", " ")), ("ttft_p95_s", "TTFT p95 (s)")):
         series = []
-        for c in curves:
-            pts = [svg.Point(r.users, r.get(key), marked=r.excluded or "") for r in c.rows if r.get(key) is not None]
-            if pts:
-                series.append(svg.Series(c.name, pts))
-        if series:
+        for i, c in enumerate(curves):
+            color = svg.COLORS[i % len(svg.COLORS)]
+            own, shared, gaps = [], [], []
+            for r in c.rows:
+                value = r.get(key)
+                if value is None:
+                    gaps.append((r.users, not_measured(r, key)))
+                elif r.values.get("shared_prefix"):     # as the PNG and the tables tell them
+                    why = "; ".join(x for x in (SHARED_WHY, r.excluded) if x)
+                    shared.append(svg.Point(r.users, value, marked=why, apart=True))
+                else:
+                    own.append(svg.Point(r.users, value, marked=r.excluded or "", apart=bool(r.excluded)))
+            if own or gaps:
+                series.append(svg.Series(c.name, own, color=color, gaps=gaps))
+            if shared:
+                series.append(svg.Series(f"{c.name}, {SHARED_PREFIX}", shared, color=color, joined=False))
+        if any(s.points for s in series):
             unit = unit_of("curve", key)
             out.append(svg.line_chart(svg.Chart(f"{label} against users", f"{label}" + (f" ({unit})" if unit and
                                                 unit not in label else ""), "concurrent users", series,
-                                                marked_legend="hollow: not a measurement of its users")))
+                                                marked_legend="hollow: not a measurement of its users, or not "
+                                                              "comparable (on no line)")))
     return out
+
+
+def not_measured(row: Any, metric: str) -> str:
+    """Why a row has no number for `metric`: the client's reason (the curve's self-check), else that none was recorded."""
+    why = (row.values.get("unmeasured") or {}).get(metric)
+    return f"not measured ({why})" if why else "no number recorded"
 
 
 # ---------------------------------------------------------------------------- the history
@@ -129,19 +151,25 @@ def lane_history(name: str, runs: list["Run"], store: "SqlStore", metrics: Seque
                     th("engine version"), th("model revision"), th("incomplete")], rows, raw=True)]
     index = {r.id: i for i, r in enumerate(runs)}
     series: dict[tuple[str, str], dict[str, list[tuple[int, float, float | None]]]] = defaultdict(dict)
+    recorded: dict[tuple[str, str], set[int]] = defaultdict(set)    # (gate, key) -> the runs that stored it
     for m in store.metrics(index):
+        recorded[(m.gate, m.key)].add(index[m.run_id])
         if (metrics and (m.gate, m.metric) not in metrics) or (key is not None and m.key != key):
             continue
         series[(m.gate, m.metric)].setdefault(m.key, []).append((index[m.run_id], m.value, m.spread_pct))
     figs = []
     for (gate, metric), by_key in sorted(series.items()):
-        figs.append(trend_chart(gate, metric, by_key, runs, labels) + trend_table(gate, metric, by_key, labels))
+        figs.append(trend_chart(gate, metric, by_key, runs, labels, {k: recorded[(gate, k)] for k in by_key})
+                    + trend_table(gate, metric, by_key, labels))
     inner.append(charts(figs) if figs else "<p>No metric stored for these runs.</p>")
     return section(f"lane-{name}", f"Lane {name}: {len(runs)} runs", "".join(inner))
 
 
 def trend_chart(gate: str, metric: str, by_key: Mapping[str, list[tuple[int, float, float | None]]],
-                runs: Sequence["Run"], labels: list[str]) -> str:
+                runs: Sequence["Run"], labels: list[str], recorded: Mapping[str, set[int]] | None = None) -> str:
+    """One series per key over the runs (failed and incomplete runs hollow). `recorded`: per key the
+    runs that stored any of its numbers; one of them between two of the series' points without
+    this metric did not measure it there, and the line breaks at it."""
     unit = unit_of(gate, metric)
     series = []
     for k, points in sorted(by_key.items(), key=lambda kv: key_order(kv[0])):
@@ -151,7 +179,10 @@ def trend_chart(gate: str, metric: str, by_key: Mapping[str, list[tuple[int, flo
             bad = runs[i].verdict != "passed"
             pts.append(svg.Point(labels[i], value, lo, hi, f"{runs[i].verdict} run" if bad else "",
                                  runs[i].session_id))
-        series.append(svg.Series(k, pts))
+        have = [i for i, _, _ in points]
+        gaps = [(labels[i], f"{runs[i].session_id}: {gate}.{metric} not measured (the run stored {k}'s other numbers)")
+                for i in sorted((recorded or {}).get(k, set()) - set(have)) if min(have) < i < max(have)]
+        series.append(svg.Series(k, pts, gaps=gaps))
     title = f"{gate_title(gate)}: {metric}"
     return svg.line_chart(svg.Chart(title, f"{metric}" + (f" ({unit})" if unit else ""), "run (image)", series,
                                     categories=labels, marked_legend="hollow: failed or incomplete run"))

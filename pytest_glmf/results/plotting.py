@@ -8,6 +8,7 @@ takes the same `Figure`.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from pytest_glmf.gates.registry import metric_label
 class Series:
     label: str
     x: list[float]
-    y: list[float]
+    y: list[float]                         # NaN where a row's number was not measured: the line breaks there
     spread: list[float] | None = None      # half the run-to-run range at each point (error bars)
     style: str = "line"                    # "line" | "dashed" | "bound-min" | "bound-max" | "hollow"
     color: str | None = None
@@ -121,6 +122,10 @@ def _rows(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return sorted(rows, key=lambda r: r["users"])
 
 
+def _measured(row: Mapping[str, Any], metric: str) -> bool:
+    return isinstance(row.get(metric), (int, float)) and not isinstance(row.get(metric), bool)
+
+
 def _half_range(row: Mapping[str, Any], metric: str) -> float:
     pct = (row.get("spread_by_metric_pct") or {}).get(metric)
     if pct is None and metric.endswith("tok_s"):
@@ -149,11 +154,14 @@ def curve_figure(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None = No
             label = metric_label("curve", metric)
             for part, style in ((lambda r: not r.get("shared_prefix"), "line"), (lambda r: r.get("shared_prefix"),
                                                                                   "hollow")):
-                pts = [r for r in rows if part(r) and isinstance(r.get(metric), (int, float))]
-                if pts:
+                # a row whose number was not measured stays in the line as NaN: the line breaks there
+                pts = [r for r in rows if part(r) and (style == "line" or _measured(r, metric))]
+                if any(_measured(r, metric) for r in pts):
                     panel.series.append(Series(label + (" (prefix shared)" if style == "hollow" else ""),
-                                               [r["users"] for r in pts], [float(r[metric]) for r in pts],
-                                               [_half_range(r, metric) for r in pts], style, color))
+                                               [r["users"] for r in pts],
+                                               [float(r[metric]) if _measured(r, metric) else math.nan for r in pts],
+                                               [_half_range(r, metric) if _measured(r, metric) else 0.0 for r in pts],
+                                               style, color))
             pts = [r for r in base if isinstance(r.get(metric), (int, float))]
             if pts:
                 panel.series.append(Series(f"{label}, baseline", [r["users"] for r in pts],

@@ -3,13 +3,18 @@ with their spread as bars, bound lines, marked points (not a measurement, failed
 here, not by matplotlib, so the page needs no optional extra and every number stays text a
 browser, a test and a screen reader can read (each point carries a <title>).
 
+A series' line joins only points that compare with each other: it breaks at a point drawn `apart`
+(a row excluded from comparison: not a measurement of its users) and at a `gap` (a row whose
+number was not measured, drawn as a cross on the x axis), so no line runs from a comparable point
+to one that is not, or across a number nobody measured.
+
 A chart is `line_chart(Chart(...))`: x numeric (users, context) or categorical (runs, labelled by
 image), one or more `Series` of `Point`s.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -28,6 +33,7 @@ class Point:
     hi: float | None = None
     marked: str = ""               # why the point is hollow (not a measurement, failed run); "" when solid
     note: str = ""                 # more words for its tooltip
+    apart: bool = False            # no line joins it (excluded from comparison): the series' line breaks here
 
 
 @dataclass
@@ -37,6 +43,8 @@ class Series:
     dashed: bool = False
     color: str | None = None       # None: the next of COLORS
     joined: bool = True            # a line through the points (False: categories with no order)
+    gaps: Sequence[tuple[float | str, str]] = ()   # (x, why) where the series has no
+    # number (not measured): the line breaks there, and a cross on the x axis says why
 
 
 @dataclass
@@ -82,20 +90,24 @@ def line_chart(chart: Chart) -> str:
     y_lo, y_hi = min(0.0, min(ys)), max(ys)
     yt = _ticks(y_lo, y_hi * 1.05 if y_hi > 0 else y_hi + 1)
     y_lo, y_hi = yt[0], yt[-1]
+    gaps = [g for s in chart.series for g in s.gaps]
     if chart.categories is not None:
         cats = chart.categories
         x_of = {c: i for i, c in enumerate(cats)}
         x_lo, x_hi = -0.5, len(cats) - 0.5
 
-        def xv(p: Point) -> float:
-            return float(x_of[str(p.x)])
+        def xpos(x: float | str) -> float:
+            return float(x_of[str(x)])
     else:
-        xs = [float(p.x) for p in pts]
+        xs = [float(p.x) for p in pts] + [float(x) for x, _ in gaps]
         pad = (max(xs) - min(xs)) * 0.05 or 1.0
         x_lo, x_hi = min(xs) - pad, max(xs) + pad
 
-        def xv(p: Point) -> float:
-            return float(p.x)
+        def xpos(x: float | str) -> float:
+            return float(x)
+
+    def xv(p: Point) -> float:
+        return xpos(p.x)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def sx(x: float) -> float:
@@ -138,10 +150,13 @@ def line_chart(chart: Chart) -> str:
                    f'<text class="fl" x="{LEFT + 4}" y="{y - 4:.1f}">{escape(label)}</text>')
     for s, color in zip(chart.series, colors(chart.series)):
         ordered = sorted(s.points, key=xv)
-        if len(ordered) > 1 and s.joined:
-            path = " ".join(f"{sx(xv(p)):.1f},{sy(p.y):.1f}" for p in ordered)
+        for part in (line_parts(ordered, [xpos(x) for x, _ in s.gaps], xv) if s.joined else []):
+            path = " ".join(f"{sx(xv(p)):.1f},{sy(p.y):.1f}" for p in part)
             dash = ' stroke-dasharray="6 4"' if s.dashed else ""
             out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>')
+        for x, why in s.gaps:     # a cross on the x axis: here the series has no number
+            out.append(f'<text class="gap" x="{sx(xpos(x)):.1f}" y="{TOP + plot_h - 3:.1f}" text-anchor="middle" '
+                       f'fill="{color}" font-size="13">×<title>{escape(f"{s.label} @ {x}: {why}")}</title></text>')
         for p in ordered:
             x, y = sx(xv(p)), sy(p.y)
             if p.lo is not None and p.hi is not None:
@@ -162,6 +177,19 @@ def line_chart(chart: Chart) -> str:
     return "".join(out) + legend(chart)
 
 
+def line_parts(ordered: Sequence[Point], gaps: Sequence[float], xv: Callable[[Point], float]) -> list[list[Point]]:
+    """The runs of points (in x order) a series' line joins: broken at a point drawn apart and at
+    a gap's x; runs of one point get no line."""
+    parts: list[list[Point]] = [[]]
+    for p in ordered:
+        last = parts[-1][-1] if parts[-1] else None
+        if p.apart or (last is not None and any(xv(last) < g < xv(p) for g in gaps)):
+            parts.append([])
+        if not p.apart:
+            parts[-1].append(p)
+    return [part for part in parts if len(part) > 1]
+
+
 def colors(series: Sequence[Series]) -> list[str]:
     out, i = [], 0
     for s in series:
@@ -180,6 +208,8 @@ def legend(chart: Chart) -> str:
         items.append(f'<span><i style="border-top:2px {style} {color}"></i>{escape(s.label)}</span>')
     if any(p.marked for s in chart.series if s.joined or not all(p.marked for p in s.points) for p in s.points):
         items.append(f'<span><i class="hollow"></i>{escape(chart.marked_legend or "hollow: marked")}</span>')
+    if any(s.gaps for s in chart.series):
+        items.append("<span>× on the x axis: not measured there (no number: the line breaks)</span>")
     if any(p.lo is not None for s in chart.series for p in s.points):
         items.append(f"<span>{escape(chart.bars_legend)}</span>")
     if chart.bounds:

@@ -14,14 +14,16 @@ last (usage) chunk of a streamed chat completion carries `metrics.speculative_de
 `/server_info?config_format=json` tells `vllm_config.speculative_config`. A class in `no_drafts`
 gets no draft at all (an n-gram proposer with no match): zero steps, and vLLM's `mean_acceptance_length`
 of 1.0 for it. `hold_s` keeps each answer open that long, so concurrent requests overlap;
-`max_in_flight` says how many did.
+`max_in_flight` says how many did. With `speculative=False` it is a vLLM served without
+--speculative-config: no spec_decode counters on /metrics, no `speculative_config`, no per-request
+numbers. `bodies` keeps each request body as received.
 """
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -41,20 +43,63 @@ def plan_request(n_tokens: int, per_pos: list[float]) -> dict[str, Any]:
             "per_pos": at_least[1:k + 1], "completion_tokens": 1 + steps + accepted}
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """What the small HTTP servers of the tests answer with: a body of known length, or server-sent
+    events ended by `[DONE]` on a connection then closed; no request log on stderr."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+    def reply(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def reply_events(self, events: Iterable[Mapping[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for ev in events:
+            self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """`handler` on 127.0.0.1 at a free port, in a daemon thread: the server (shut it down and close
+    it) and its URL. A backlog of 128: the default of 5 resets connections under concurrency."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+    server.request_queue_size = 128
+    server.server_bind()
+    server.server_activate()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 class SpecTruthServer:
     """In-process (a thread) truth server; use as a context manager. `classes` maps a class name to
     its per-position truth; `class_of(text)` names the class of the last user message."""
 
     def __init__(self, classes: Mapping[str, list[float]], class_of: Callable[[str], str], *,
                  method: str = "ngram", per_request: bool = True, no_drafts: set[str] | frozenset[str] = frozenset(),
-                 hold_s: float = 0.0, spec_config: Mapping[str, Any] | None = None):
+                 hold_s: float = 0.0, spec_config: Mapping[str, Any] | None = None, speculative: bool = True):
         widths = {len(p) for p in classes.values()}
         if len(widths) != 1 or any(list(p) != sorted(p, reverse=True) for p in classes.values()):
             raise ValueError("every class needs the same number of positions, non-increasing")
         self.k = widths.pop()
         self.classes, self.class_of, self.method = dict(classes), class_of, method
-        self.per_request, self.no_drafts, self.hold_s = per_request, set(no_drafts), hold_s
-        self.spec_config = dict(spec_config or {"method": method, "num_speculative_tokens": self.k})
+        self.per_request, self.no_drafts, self.hold_s = per_request and speculative, set(no_drafts), hold_s
+        self.speculative = speculative
+        self.spec_config = dict(spec_config or {"method": method, "num_speculative_tokens": self.k}) \
+            if speculative else None
+        self.bodies: list[dict[str, Any]] = []
         self.totals = {name: 0 for name in COUNTERS}
         self.per_pos = [0] * self.k
         self.requests: list[dict[str, Any]] = []
@@ -86,7 +131,7 @@ class SpecTruthServer:
         name = self.class_of(body["messages"][-1]["content"])
         n = int(body.get("max_tokens") or 16)
         plan: dict[str, Any]
-        if name in self.no_drafts:
+        if name in self.no_drafts or not self.speculative:
             plan = {"steps": 0, "histogram": [0] * (self.k + 1), "accepted": 0, "drafted": 0,
                     "per_pos": [0] * self.k, "completion_tokens": n}
         else:
@@ -121,6 +166,8 @@ class SpecTruthServer:
         lab = 'engine="0",model_name="truth"'
         lines = ["# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{lab}}} {self.in_flight}.0"]
         with self._lock:
+            if not self.speculative:      # vLLM registers the spec_decode counters only with a drafter
+                return "\n".join(lines) + "\n"
             for name in COUNTERS:
                 lines += [f"# TYPE {name[:-6]} counter", f"{name}{{{lab}}} {float(self.totals[name])}"]
             lines.append(f"# TYPE {PER_POS[:-6]} counter")
@@ -130,38 +177,28 @@ class SpecTruthServer:
     def _start(self) -> None:
         truth = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path == "/version":
-                    self._send(200, b'{"version": "0.32.0"}')
+                    self.reply(200, b'{"version": "0.32.0"}')
                 elif self.path == "/v1/models":
-                    self._send(200, b'{"object": "list", "data": [{"id": "truth", "owned_by": "vllm"}]}')
+                    self.reply(200, b'{"object": "list", "data": [{"id": "truth", "owned_by": "vllm"}]}')
                 elif self.path == "/health":
-                    self._send(200, b"")
+                    self.reply(200, b"")
                 elif self.path.startswith("/server_info"):
                     cfg = {"speculative_config": truth.spec_config, "scheduler_config": {"max_num_seqs": 256}}
-                    self._send(200, json.dumps({"vllm_config": cfg}).encode())
+                    self.reply(200, json.dumps({"vllm_config": cfg}).encode())
                 elif self.path == "/metrics":
-                    self._send(200, truth.metrics_text().encode(), "text/plain; version=0.0.4")
+                    self.reply(200, truth.metrics_text().encode(), "text/plain; version=0.0.4")
                 else:
-                    self._send(404, b'{"error": "not found"}')
+                    self.reply(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with truth._lock:
+                    truth.bodies.append(body)
                 if self.path != "/v1/chat/completions":
-                    self._send(404, b'{"error": "not found"}')
+                    self.reply(404, b'{"error": "not found"}')
                     return
                 with truth._lock:
                     truth.in_flight += 1
@@ -170,26 +207,12 @@ class SpecTruthServer:
                     events, plan = truth._answer(body)
                     time.sleep(truth.hold_s)
                     truth._count(plan)       # before the last chunk: the counters are settled when it arrives
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    for ev in events:
-                        self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
-                    self.close_connection = True
+                    self.reply_events(events)
                 finally:
                     with truth._lock:
                         truth.in_flight -= 1
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
-        self._server.request_queue_size = 128
-        self._server.server_bind()
-        self._server.server_activate()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server, self.url = serve(Handler)
 
     def close(self) -> None:
         self._server.shutdown()

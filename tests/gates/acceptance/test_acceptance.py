@@ -2,16 +2,15 @@
 
 SGLang shape (docs/engines.md section 3): streamed native /generate whose chunks carry `meta_info`
 (`completion_tokens`, `spec_verify_ct`, `spec_accept_rate`, `spec_accept_length` and accepted/drafted
-counters). vLLM shape (docs/engines.md section 4, docs/real-engine.md 2(e)): `/metrics` counters
-`vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total` with engine/model labels.
-The stub knows the fixture prompts, gives each class a configured acceptance, and fills every
-verify step with a block of 6 drafted tokens (DFlash2 block 7 minus the target's own token).
+counters): the Stub below. vLLM shape (docs/engines.md section 4, docs/real-engine.md 2(e)): `/metrics`
+counters `vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total` with engine/model labels:
+the vLLM truth server (pytest_glmf/testing/spec_truth.py) without per-request numbers. Both know the
+fixture prompts, give each class a configured acceptance, and fill every verify step with a block
+of 6 drafted tokens (DFlash2 block 7 minus the target's own token).
 """
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from pytest_glmf.gates.acceptance.probe import (
     probe,
     spec_from_meta_info,
 )
+from pytest_glmf.testing.spec_truth import COUNTERS, JsonHandler, SpecTruthServer, serve
 
 CLASSES = load_prompt_classes()
 DRAFTS_PER_STEP = 6
@@ -54,62 +54,27 @@ def plan(n_tokens: int, rate: float) -> tuple[int, int]:
 
 
 class Stub:
-    """SGLang (/generate, /get_server_info) or vLLM (/v1/chat/completions, /metrics, /version)."""
+    """SGLang: /generate with meta_info, /get_server_info (vLLM: `vllm_truth`)."""
 
-    def __init__(self, engine: str, speculative: bool = True, counters_in_meta: bool = True, streams: bool = True):
-        self.engine, self.speculative, self.counters_in_meta = engine, speculative, counters_in_meta
+    def __init__(self, speculative: bool = True, counters_in_meta: bool = True, streams: bool = True):
+        self.speculative, self.counters_in_meta = speculative, counters_in_meta
         self.streams = streams  # False: /generate ignores `stream` and answers one JSON body
-        self.zero_draft_classes: set[str] = set()  # vLLM: classes an n-gram proposer drafts nothing for
-        self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.bodies: list[dict[str, Any]] = []
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
-                if stub.engine == "sglang" and self.path == "/get_server_info":
-                    self._send(200, json.dumps({"speculative_algorithm": "DFLASH" if stub.speculative else None}).encode())
-                elif stub.engine == "vllm" and self.path == "/version":
-                    self._send(200, b'{"version": "0.32.0"}')
+                if self.path == "/get_server_info":
+                    self.reply(200, json.dumps({"speculative_algorithm": "DFLASH" if stub.speculative else None}).encode())
                 elif self.path == "/v1/models":
-                    self._send(200, b'{"data": [{"id": "stub-model"}]}')
-                elif stub.engine == "vllm" and self.path == "/metrics":
-                    lines = ["# TYPE vllm:num_requests_running gauge",
-                             'vllm:num_requests_running{engine="0",model_name="stub"} 0.0']
-                    if stub.speculative:
-                        for key, name in (("drafts", VLLM_DRAFTS), ("draft_tokens", VLLM_DRAFT_TOKENS),
-                                          ("accepted", VLLM_ACCEPTED)):
-                            lines += [f"# TYPE {name[:-6]} counter", f'{name}{{engine="0",model_name="stub"}} {float(stub.totals[key])}']
-                    self._send(200, ("\n".join(lines) + "\n").encode(), "text/plain")
+                    self.reply(200, b'{"data": [{"id": "stub-model"}]}')
                 else:
-                    self._send(404, b'{"error": "not found"}')
-
-            def _stream(self, events: list[dict[str, Any]]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for ev in events:
-                    self.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.close_connection = True
+                    self.reply(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.bodies.append(body)
-                if stub.engine == "sglang" and self.path == "/generate":
+                if self.path == "/generate":
                     n = body["sampling_params"]["max_new_tokens"]
                     steps, acc = plan(n, RATES[class_of(body["text"])])
                     events = []
@@ -125,44 +90,33 @@ class Stub:
                                     meta["spec_draft_token_num"] = steps * DRAFTS_PER_STEP
                         events.append({"text": "x" * done, "meta_info": meta})
                     if stub.streams:
-                        self._stream(events)
+                        self.reply_events(events)
                     else:
-                        self._send(200, json.dumps(events[-1]).encode())
-                elif stub.engine == "vllm" and self.path == "/v1/chat/completions":
-                    n = body["max_tokens"]
-                    cls = class_of(body["messages"][-1]["content"])
-                    if stub.speculative and cls not in stub.zero_draft_classes:
-                        steps, acc = plan(n, RATES[cls])
-                        stub.totals["drafts"] += steps
-                        stub.totals["draft_tokens"] += steps * DRAFTS_PER_STEP
-                        stub.totals["accepted"] += acc
-                    events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
-                              {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
-                              {"choices": [{"index": 0, "delta": {"content": "b" * (n - 1)}, "finish_reason": "length"}]},
-                              {"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": n}}]
-                    self._stream(events)
+                        self.reply(200, json.dumps(events[-1]).encode())
                 else:
-                    self._send(404, b'{"error": "not found"}')
+                    self.reply(404, b'{"error": "not found"}')
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
-        self.server.request_queue_size = 128  # the default backlog of 5 resets connections under concurrency
-        self.server.server_bind()
-        self.server.server_activate()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.url = serve(Handler)
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
 
+def vllm_truth(**kw: Any) -> SpecTruthServer:
+    """vLLM with only its /metrics counters (no per-request numbers): each class's configured
+    acceptance at every one of the 6 draft positions."""
+    return SpecTruthServer({name: [rate] * DRAFTS_PER_STEP for name, rate in RATES.items()}, class_of,
+                           per_request=False, **kw)
+
+
 @pytest.fixture
 def stub_factory():
-    made: list[Stub] = []
+    """`stub_factory("sglang", **Stub's)` or `stub_factory("vllm", **SpecTruthServer's)`."""
+    made: list[Stub | SpecTruthServer] = []
 
-    def make(*args: Any, **kw: Any) -> Stub:
-        made.append(Stub(*args, **kw))
+    def make(engine: str, **kw: Any) -> Any:
+        made.append(Stub(**kw) if engine == "sglang" else vllm_truth(**kw))
         return made[-1]
     yield make
     for s in made:
@@ -208,25 +162,26 @@ def test_sglang_without_streaming_falls_back_to_one_json_answer(stub_factory):
 
 
 def test_vllm_metrics_delta_gives_the_configured_acceptance_per_class(stub_factory):
-    stub = stub_factory("vllm")
-    stub.totals.update(drafts=1000, draft_tokens=6000, accepted=2000)  # earlier traffic must not count
-    with Client(stub.url) as client:
+    server = stub_factory("vllm")
+    for name, earlier in zip(COUNTERS, (1000, 6000, 2000)):   # earlier traffic must not count
+        server.totals[name] = earlier
+    with Client(server.url) as client:
         assert detect_engine(client) == "vllm"
         result = probe(client, "vllm", CLASSES, prompts_per_class=1, max_tokens_scale=0.5)
     assert result["source"] == SOURCE_VLLM
+    assert (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED) == COUNTERS    # the names the server writes
     for row in result["classes"]:
-        n = round(next(c.max_tokens for c in CLASSES if c.name == row["class"]) * 0.5)
-        steps, acc = plan(n, RATES[row["class"]])
-        assert row["accept_rate"] == pytest.approx(acc / (steps * DRAFTS_PER_STEP))
-        assert row["accept_length"] == pytest.approx(1 + acc / steps)
+        truth = server.class_truth(row["class"])
+        assert row["accept_rate"] == pytest.approx(truth["accept_rate"])
+        assert row["accept_rate"] == pytest.approx(RATES[row["class"]], abs=0.03)
+        assert row["accept_length"] == pytest.approx(truth["accept_length"])
         assert row["accept_length_basis"] == "1 + accepted / drafts"
-    assert stub.bodies[0]["model"] == "stub-model"
-    assert stub.bodies[0]["messages"][-1]["role"] == "user"
+    assert server.bodies[0]["model"] == "truth"                      # the served model's id, from /v1/models
+    assert server.bodies[0]["messages"][-1]["role"] == "user"
 
 
 def test_vllm_zero_drafts_is_speculation_without_a_rate_not_a_stop(stub_factory):
-    stub = stub_factory("vllm")
-    stub.zero_draft_classes = {"history_essay"}
+    stub = stub_factory("vllm", no_drafts={"history_essay"})
     with Client(stub.url) as client:
         result = probe(client, "vllm", CLASSES[:2], prompts_per_class=1, max_tokens_scale=0.2)
     first, second = result["classes"]
@@ -297,6 +252,15 @@ def run_suite(pytester: pytest.Pytester, lane: str, url: str, *extra: str) -> py
                               "--glmf-results", str(pytester.path / "results"), "-p", "no:cacheprovider", *extra)
 
 
+def run_with_classes(pytester: pytest.Pytester, url: str, classes: str, *extra: str,
+                     scale: float = 0.5) -> pytest.RunResult:
+    """The suite on lane daily under a thresholds file whose acceptance `classes:` is `classes` (one
+    prompt per class, answers `scale` times the class's length)."""
+    pytester.makefile(".yaml", thresholds=f"schema: 1\nlanes:\n  daily:\n    acceptance:\n      settings: "
+                                          f"{{prompts_per_class: 1, max_tokens_scale: {scale}}}\n      classes: {classes}\n")
+    return run_suite(pytester, "daily", url, "--glmf-thresholds", "thresholds.yaml", *extra)
+
+
 def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
     stub = stub_factory("sglang")
     result = run_suite(pytester, "daily", stub.url)
@@ -317,15 +281,8 @@ def test_suite_passes_and_records_the_recipe_table(pytester, stub_factory):
 
 def test_suite_gates_the_mean_over_classes(pytester, stub_factory, inline_notes):
     stub = stub_factory("sglang")
-    pytester.makefile(".yaml", thresholds="""
-schema: 1
-lanes:
-  daily:
-    acceptance:
-      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
-      classes: {mean: {accept_rate: {min: 0.5}, tok_s: {min: 1}}}
-""")
-    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "mean or is_measured")
+    result = run_with_classes(pytester, stub.url, "{mean: {accept_rate: {min: 0.5}, tok_s: {min: 1}}}",
+                              "-k", "mean or is_measured")
     result.assert_outcomes(passed=1, failed=1)
     pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).re_match_lines([
         rf".*speculative acceptance of lane 'daily', mean over {len(CLASSES)} classes: 1 threshold\(s\) missed",
@@ -335,17 +292,8 @@ lanes:
 
 def test_suite_fails_a_class_below_its_bound_with_a_table(pytester, stub_factory, inline_notes):
     stub = stub_factory("sglang")
-    pytester.makefile(".yaml", thresholds="""
-schema: 1
-lanes:
-  daily:
-    acceptance:
-      settings: {prompts_per_class: 1, max_tokens_scale: 0.5}
-      classes:
-        prose: {accept_rate: {min: 0.5}, accept_length: {min: 1.5}}
-        math: {accept_rate: {min: 0.55}}
-""")
-    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml")
+    result = run_with_classes(pytester, stub.url, "{prose: {accept_rate: {min: 0.5}, accept_length: {min: 1.5}}, "
+                                                  "math: {accept_rate: {min: 0.55}}}")
     result.assert_outcomes(passed=len(CLASSES), failed=1, skipped=1)
     pytest.LineMatcher(inline_notes(result.stdout.str()).splitlines()).re_match_lines([
         r".*speculative acceptance of lane 'daily', class 'prose': 1 threshold\(s\) missed",
@@ -356,15 +304,8 @@ lanes:
 
 def test_suite_rejects_a_threshold_class_that_does_not_exist(pytester, stub_factory):
     stub = stub_factory("sglang")
-    pytester.makefile(".yaml", thresholds="""
-schema: 1
-lanes:
-  daily:
-    acceptance:
-      settings: {prompts_per_class: 1, max_tokens_scale: 0.2}
-      classes: {poetry: {accept_rate: {min: 0.3}}}
-""")
-    result = run_suite(pytester, "daily", stub.url, "--glmf-thresholds", "thresholds.yaml", "-k", "is_measured")
+    result = run_with_classes(pytester, stub.url, "{poetry: {accept_rate: {min: 0.3}}}", "-k", "is_measured",
+                              scale=0.2)
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([r".*lanes\.daily\.acceptance\.classes names unknown prompt class\(es\) \['poetry'\]; known: \['code', .*"])
 
