@@ -12,33 +12,45 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_glmf.config.lanes import LaneConfig
-from pytest_glmf.launch.base import BOOT_LOG_MISSING, BootError, Server
+from pytest_glmf.launch.base import BOOT_LOG_MISSING, Server
 
 
 def attach_replicas(lane: LaneConfig, attach_one: Callable[[LaneConfig], Server]) -> Server:
-    """Attach every replica of the lane (each must be serving) and return the lane's Server."""
+    """Attach every replica of the lane (each must be serving) and return the lane's Server. A
+    replica whose boot log is missing is still attached (the server is up): the lane's provenance
+    names each missing file (BOOT_LOG_MISSING), so only the tests that read boot logs skip."""
     logs: list[str | None] = list(lane.boot_logs) or [None] * len(lane.urls)
     single = replace(lane, urls=[], boot_logs=[])
     if lane.urls:
         replicas = [attach_one(replace(single, url=url, boot_log=log)) for url, log in zip(lane.urls, logs)]
         first = replicas[0]
         provenance = {"launcher": "attach", "urls": list(lane.urls)}
-        if missing := [f"{log} ({url})" for url, log, r in zip(lane.urls, logs, replicas)
-                       if BOOT_LOG_MISSING in r.provenance]:   # the replicas are up: only their logs' tests skip
-            provenance[BOOT_LOG_MISSING] = (
-                f"lane {lane.name!r}: boot_logs {', '.join(missing)} not a readable file (fix boot_logs: in "
-                f"{lane.source}); the servers are up: the tests that read their boot logs skip, the others run")
+        missing = [f"{log} ({url})" for url, log, r in zip(lane.urls, logs, replicas) if BOOT_LOG_MISSING in r.provenance]
+        if missing:
+            provenance[BOOT_LOG_MISSING] = missing_boot_logs_line(lane, missing)
         return Server(base_url=first.base_url, engine=lane.engine, lane=lane, boot_log_path=first.boot_log_path,
                       provenance=provenance, launcher="attach", replicas=replicas)
     router = attach_one(single)                 # the router must answer; its replicas' logs are files
     replicas = [attach_one_log(single, router, Path(log)) for log in lane.boot_logs]
-    return replace(router, lane=lane, boot_log_path=replicas[0].boot_log_path,
-                   provenance={**router.provenance, "replica_boot_logs": list(lane.boot_logs)}, replicas=replicas)
+    provenance = {**router.provenance, "replica_boot_logs": list(lane.boot_logs)}
+    missing = [f"{log} (replica {i} behind {router.base_url})" for i, (log, r) in enumerate(zip(lane.boot_logs, replicas), 1)
+               if BOOT_LOG_MISSING in r.provenance]
+    if missing:
+        provenance[BOOT_LOG_MISSING] = missing_boot_logs_line(lane, missing)
+    return replace(router, lane=lane, boot_log_path=replicas[0].boot_log_path, provenance=provenance,
+                   replicas=replicas)
+
+
+def missing_boot_logs_line(lane: LaneConfig, missing: list[str]) -> str:
+    return (f"lane {lane.name!r}: boot_logs {', '.join(missing)} not a readable file (fix boot_logs: in "
+            f"{lane.source}); the servers are up: the tests that read their boot logs skip, the others run")
 
 
 def attach_one_log(lane: LaneConfig, router: Server, log: Path) -> Server:
-    """A replica behind the router: reached only through it, known by its boot log."""
+    """A replica behind the router: reached only through it, known by its boot log (none when the
+    file is missing: BOOT_LOG_MISSING in its provenance)."""
+    provenance = {"launcher": "attach", "behind_router": router.base_url}
     if not log.is_file():
-        raise BootError(f"lane {lane.name!r} (attach launcher): boot_logs entry {log} is not a readable file")
-    return Server(base_url=router.base_url, engine=lane.engine, lane=lane, boot_log_path=log,
-                  provenance={"launcher": "attach", "behind_router": router.base_url}, launcher="attach")
+        provenance[BOOT_LOG_MISSING] = f"boot_logs entry {log} is not a readable file"
+    return Server(base_url=router.base_url, engine=lane.engine, lane=lane,
+                  boot_log_path=log if log.is_file() else None, provenance=provenance, launcher="attach")

@@ -74,3 +74,65 @@ def test_a_replicas_missing_boot_log_is_named_with_its_url(pytester, unfold) -> 
     pytest.LineMatcher(unfold(result.stdout.str()).splitlines()).fnmatch_lines([
         f"*MISSING lane 'two': boot_logs {pytester.path / 'gone.log'} ({b.url}) not a readable file (fix boot_logs: "
         f"in {lanes}); the servers are up: the tests that read their boot logs skip, the others run"])
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory):
+    """A simulator standing in for the router: one URL; the replicas behind it known by their boot logs."""
+    import dataclasses
+
+    from pytest_glmf.config.lanes import builtin_lanes
+    from pytest_glmf.launch import launch_lane
+
+    lane = dataclasses.replace(builtin_lanes()["batch"], name="router", time_scale=0.1)
+    server = launch_lane(lane, tmp_path_factory.mktemp("router"), "router")
+    yield server
+    server.stop()
+
+
+def run_routed(pytester: pytest.Pytester, router, *extra: str) -> pytest.RunResult:
+    from importlib import resources
+
+    suite = pytester.path / "test_boot.py"
+    suite.write_text(resources.files("pytest_glmf.suites").joinpath("test_boot.py").read_text())
+    pytester.makepyfile(test_mine="""
+        def test_the_router_answers_and_both_replicas_are_known(glmf_client, glmf_server):
+            assert glmf_client.get_json("/v1/models")["data"]
+            assert len(glmf_server.replicas) == 2
+    """)
+    thresholds = pytester.makefile(".yaml", thresholds=THRESHOLDS.replace("truth", "routed"))
+    lanes = pytester.makefile(".yaml", lanes=f"lanes:\n  routed: {{launcher: attach, url: '{router.base_url}', "
+                                             f"boot_logs: ['{router.boot_log_path}', logs/gone.log]}}\n")
+    return pytester.runpytest_subprocess("--glmf-lanes", str(lanes), "--glmf-lane", "routed", "--glmf-thresholds",
+                                         str(thresholds), "--glmf-results", str(pytester.path / "r"),
+                                         "-p", "no:cacheprovider", "-rs", *extra, "test_mine.py", "test_boot.py")
+
+
+def test_a_router_lane_with_a_replicas_boot_log_missing_attaches_and_skips_the_boot_tests(
+        pytester, unfold, router) -> None:
+    result = run_routed(pytester, router, "--glmf-allow-unverified")
+    out = unfold(result.stdout.str())
+    assert "did not boot" not in out and "INCOMPLETE" not in out, out
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 1 and "error" not in outcomes and "errors" not in outcomes, out
+    line = (f"lane 'routed': boot_logs {pytester.path / 'logs' / 'gone.log'} (replica 2 behind {router.base_url}) "
+            f"not a readable file (fix boot_logs: in {pytester.path / 'lanes.yaml'}); the servers are up: the tests "
+            "that read their boot logs skip, the others run")
+    lines = out.splitlines()
+    pytest.LineMatcher(lines).fnmatch_lines([f"SKIPPED * {line}"])
+    pytest.LineMatcher(lines).fnmatch_lines([f"glmf: {line}"])
+    assert "test_mine.py::test_the_router_answers_and_both_replicas_are_known PASSED" in out or \
+        outcomes.get("passed", 0) >= 1
+    assert result.ret == 0
+
+
+def test_a_router_lane_with_a_replicas_boot_log_missing_fails_under_glmf_require_boot(
+        pytester, unfold, router) -> None:
+    result = run_routed(pytester, router, "--glmf-require", "boot")
+    out = unfold(result.stdout.str())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "did not boot" not in out
+    pytest.LineMatcher(out.splitlines()).fnmatch_lines([
+        "*lane 'routed': boot_logs *gone.log (replica 2 behind *) not a readable file (fix boot_logs: in *lanes.yaml)*"
+        "(--glmf-require boot)"])
+    assert result.parseoutcomes().get("passed", 0) >= 1

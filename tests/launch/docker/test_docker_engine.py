@@ -30,6 +30,7 @@ pytestmark = pytest.mark.docker_engine
 BUSYBOX_IMAGE = "glmf-test/busybox:1"
 PYTHON_IMAGE = "glmf-test/python:1"
 
+BUSY_MACHINE_S = 120      # a deadline, not a wait: an owner process starts and cleans up in ~2 s idle
 LaneFactory = Callable[..., LaneConfig]
 Leftovers = Callable[[], list[Any]]
 
@@ -141,8 +142,12 @@ def test_missing_image_names_the_image_and_the_failed_pull(
 
 
 OWNER_SCRIPT = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
+# Ctrl-C as a terminal delivers it, wherever this test runs: a CI job (or `cmd &` in a script)
+# may start pytest with SIGINT ignored, every child inherits that, and Python then installs no
+# KeyboardInterrupt handler: the test's SIGINT would do nothing and the test time out
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pytest_glmf.config.lanes import LaneConfig
 from pytest_glmf.launch.docker import DockerLauncher
 lane = LaneConfig(**__LANE__)
@@ -205,12 +210,12 @@ def test_ctrl_c_or_sigterm_during_boot_removes_the_container(
     try:
         # the boot log file exists once the container runs and the readiness loop has begun
         boot_log = tmp_path / f"intr-{session_id}-server.log"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + BUSY_MACHINE_S
         while not (boot_log.exists() and leftovers()):
             assert time.monotonic() < deadline and proc.poll() is None, "the container never started"
             time.sleep(0.1)
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=BUSY_MACHINE_S)
         if sig == signal.SIGINT:
             assert "KeyboardInterrupt" in out
         else:                                             # removed, then died of SIGTERM as asked
