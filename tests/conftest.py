@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+# A pytest started as a background job of a non-interactive shell (`cmd &` in a script, some CI
+# runners) inherits SIGINT ignored, and so do the processes the tests start: the tests that press
+# Ctrl-C on a run (tests/test_cli.py, tests/launch/docker, tests/reliability) then wait in vain.
+# Restore what a terminal's Ctrl-C finds; the children inherit it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # In-process pytester runs drop modules first imported inside them; a later re-import makes a
 # second copy of httpx/httpcore whose exception classes no longer match (ConnectError escapes

@@ -202,7 +202,7 @@ def test_the_room_check_names_each_import_up(tmp_path: Path) -> None:
 # so they import nothing of pytest_glmf. Each text helper has one home: it is imported from
 # pytest_glmf.text, never through a module that imported it for its own use (gates/verdict.py, which
 # held them before issue 41, renders its failure table with them).
-BOTTOM = ("text.py", "redact.py")
+BOTTOM = ("text.py", "redact.py", "cpus.py")
 
 
 def defined_names(path: Path) -> set[str]:
@@ -275,6 +275,7 @@ def test_the_bottom_check_names_each_import_up_and_each_helper_taken_from_elsewh
     for part, text in {"text.py": "from pytest_glmf.gates.verdict import Check\n\ndef fmt(x):\n    return str(x)\n"
                                   "\n\ndef fold(line):\n    return line\n",
                        "redact.py": "import re\n\ndef f():\n    from .results import recorder\n",
+                       "cpus.py": "import os\n",
                        "gates/verdict.py": "from pytest_glmf.text import fmt, fold\n\nclass Check:\n    pass\n",
                        "gates/drift/table.py": "def fmt(x):\n    return x\n",
                        "gates/drift/api.py": "from pytest_glmf.gates.drift.table import fmt\n"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_glmf.cpus import free_cores_now
 from pytest_glmf.engine.timeouts import BETWEEN_TOKENS_S, FIRST_TOKEN_S
 from pytest_glmf.load import http as load_http
 from pytest_glmf.load.endpoints import (
@@ -71,6 +72,7 @@ class ClientCost:
 
     events_per_stream_s: float | None = None
     cpu_per_event_s: float | None = None
+    busy_cores: float = 0.0       # the client's CPU s per s on that pass: its own share of the load average
 
     def update(self, out: Mapping[str, Any]) -> None:
         rates = [(len(r.chunk_times_s) - 1) / (r.t_last_token_s - r.t_first_token_s) for r in out["records"]
@@ -80,6 +82,8 @@ class ClientCost:
         if rates and events:
             self.events_per_stream_s = median(rates)
             self.cpu_per_event_s = sum(c["cpu_s"] for c in per) / events
+            wall = max(c.get("wall_s") or 0.0 for c in per)
+            self.busy_cores = sum(c["cpu_s"] for c in per) / wall if wall > 0 else 0.0
 
 
 # -- one run ---------------------------------------------------------------------------------------------
@@ -173,7 +177,9 @@ async def measure_run(target: Target | Endpoints, bodies: Sequence[dict[str, Any
 def _plan(settings: LoadSettings, users: int, cost: ClientCost) -> tuple[int, str]:
     if settings.workers is not None:
         return settings.workers, "set"
-    return auto_workers(users, cost.events_per_stream_s, cost.cpu_per_event_s)
+    free = free_cores_now(own_load=cost.busy_cores)      # the cores others leave free (pytest_glmf/cpus.py)
+    n, why = auto_workers(users, cost.events_per_stream_s, cost.cpu_per_event_s, cores=free.count)
+    return n, f"{why}; {free.why}"
 
 
 async def run_row(target: Target | Endpoints, users: int, workload: Workload, settings: LoadSettings,

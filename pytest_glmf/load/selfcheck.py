@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from pytest_glmf.cpus import load_1m
 from pytest_glmf.load.records import (
     ERROR_METRICS,
     combine_error_bounds,
@@ -96,11 +97,7 @@ def unmeasured_head(name: str, b: Mapping[str, Any], max_pct: float) -> str:
 
 def machine_load() -> tuple[float | None, int]:
     """(the 1-minute load average, the machine's cores): the machine, not this process's share of it."""
-    try:
-        load: float | None = os.getloadavg()[0]
-    except (AttributeError, OSError):     # not Unix
-        load = None
-    return load, os.cpu_count() or 1
+    return load_1m(), os.cpu_count() or 1
 
 
 def client_advice(error: Mapping[str, Any] | None, over: Sequence[str], *, workers: int = 1,

@@ -26,7 +26,6 @@ import functools
 import math
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
-import os
 import random
 import signal
 import threading
@@ -34,6 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_glmf.cpus import affinity_cores as available_cores  # the load package's name for it
 from pytest_glmf.load.settings import ARRIVALS, DEFAULTS
 from pytest_glmf.load.streams import ShardJob, ShardResult, StreamJob, event_loop_factory, stream_shard
 
@@ -50,14 +50,6 @@ class WorkerError(RuntimeError):
 
 
 # -- the plan: how many workers, which streams each, when each stream starts -----------------------
-
-def available_cores() -> int:
-    """Cores this process may run on (its affinity mask, which taskset and cgroups narrow)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        return os.cpu_count() or 1
-
 
 def auto_workers(users: int, events_per_stream_s: float | None, cpu_per_event_s: float | None,
                  cores: int | None = None, busy_frac: float = WORKER_BUSY_FRAC) -> tuple[int, str]:
