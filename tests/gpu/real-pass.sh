@@ -83,7 +83,11 @@ case "$stage" in
       glmf drift score --url "$GPU_URL" --reference "$real/reference.json" --out "$out/drift-$name.json" --label "$name"
     done
     say "drift compare"
-    glmf drift compare "$real/reference.json" "$out"/drift-*.json | tee "$out/drift-compare.txt"
+    # compare takes one or two candidates: the two of one format family side by side, the all-layer grid alone
+    { [ -f "$out/drift-fp8.json" ] && [ -f "$out/drift-nvfp4-mlp.json" ] \
+        && glmf drift compare "$real/reference.json" "$out/drift-fp8.json" "$out/drift-nvfp4-mlp.json"
+      [ -f "$out/drift-nvfp4-all.json" ] && glmf drift compare "$real/reference.json" "$out/drift-nvfp4-all.json"
+    } | tee "$out/drift-compare.txt"
     ;;
   *) echo "real-pass.sh: unknown stage '$stage' (oracle or candidates)" >&2; exit 2 ;;
 esac
