@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU stage with a real model (docs/gpu.md, "The real model: the pass"), NOT YET RUN on a GPU.
+# The GPU stage with a real model (docs/gpu.md, "The real model: the pass"; first run 2026-12-06 on an H100).
 #
 #   bash tests/gpu/real-pass.sh oracle       the oracle, SmolLM2-135M-Instruct in bf16: boot, template, tools (hermes),
 #                                            curve, capacity, the drift reference; then the same model with n-gram
