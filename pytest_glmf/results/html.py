@@ -22,7 +22,7 @@ from pytest_glmf.engine.serverconfig import ServerConfig
 from pytest_glmf.engine.surface import surface_changes
 from pytest_glmf.gates.registry import GATES
 from pytest_glmf.results import ledger
-from pytest_glmf.results.baseline import baseline_label, compare_results, machine_differences
+from pytest_glmf.results.baseline import baseline_label, compare_results, comparison_summary, machine_differences
 from pytest_glmf.results.cost import cost_lines
 from pytest_glmf.results.html_blocks import (
     definitions,
@@ -200,8 +200,7 @@ def baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> str
         cls = cells[(c.gate, c.key, c.metric)][0]
         r = c.row()
         rows.append([td(r[0]), td(r[1], "num"), td(r[2], "num"), td(r[3], f"num {cls}".strip()), td(r[4])])
-    bad = sum(1 for c in comps if c.regressed)
-    parts.append(f"<p>{bad} regression(s) in {len(comps)} compared metrics.</p>")
+    parts.append(f"<p>{escape(comparison_summary(comps))}.</p>")
     if rows:
         parts.append(table(["metric", "baseline", "now", "change", "allowed"], rows, raw=True))
     return section("baseline", "Against the baseline", "".join(parts))

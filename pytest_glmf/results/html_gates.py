@@ -39,6 +39,9 @@ def baseline_cells(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[
 
     out = {}
     for c in compare_results(doc, baseline):
+        if not c.compared:      # the new run declared it not measured: no verdict, no colour
+            out[(c.gate, c.key, c.metric)] = ("", f"not measured now ({c.unmeasured}): not compared")
+            continue
         if c.now is None:
             out[(c.gate, c.key, c.metric)] = ("worse", "missing now")
             continue

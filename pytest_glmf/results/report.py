@@ -22,6 +22,7 @@ from pytest_glmf.results.baseline import (
     BaselineError,
     baseline_label,
     compare_results,
+    comparison_summary,
     load_baseline,
     machine_differences,
     numeric_metrics,
@@ -105,7 +106,7 @@ def _baseline_section(doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> li
     comps = compare_results(doc, baseline)
     if comps:
         bad = [c for c in comps if c.regressed]
-        out.append(f"Against the baseline: {len(bad)} regression(s) in {len(comps)} compared metrics\n"
+        out.append(f"Against the baseline: {comparison_summary(comps)}\n"
                    + regression_table(bad or comps))
     return out
 
@@ -149,7 +150,7 @@ def markdown_report(doc: Mapping[str, Any], baseline: Mapping[str, Any] | None =
         comps = compare_results(doc, baseline)
         bad = [c for c in comps if c.regressed]
         if comps:
-            out.append(f"### Against the baseline: {len(bad)} regression(s) in {len(comps)} metrics\n\n"
+            out.append(f"### Against the baseline: {comparison_summary(comps)}\n\n"
                        + md_table(["metric", "baseline", "now", "change", "allowed"],
                                    [c.row() for c in (bad or comps)]))
     for gate, entries in (doc.get("gates") or {}).items():
