@@ -179,7 +179,13 @@ def comparison_markdown(docs: Sequence[Mapping[str, Any]], metric: str = "per_us
 
 def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str = "per_user_tok_s") -> Path:
     """PNG: each lane's per-user tok/s (solid; excluded rows hollow) and TTFT p95 against users."""
+    return save_png(lanes_figure(docs, metric), out)
 
+
+def lanes_figure(docs: Sequence[Mapping[str, Any]], metric: str = "per_user_tok_s") -> Any:
+    """The figure of `plot_lanes`. A lane's line joins only rows that compare: it breaks (NaN) at a
+    row excluded from the comparison (seat/KV-starved, invalid) and at a number not measured, as the
+    HTML pages' charts do; rows whose users shared one prompt have a dashed line of their own."""
     curves = [c for c in lane_curves(docs) if c.rows]
     if not curves:
         raise ValueError("none of the results has curve rows to plot")
@@ -189,10 +195,12 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
         color = f"C{i}"
         for ax, key in ((ax_tok, metric), (ax_ttft, "ttft_p95_s")):
             pts = [(r.users, r.get(key), r.excluded) for r in c.rows if r.get(key) is not None]
-            # no line joins rows of users' own prompts to rows that shared one (TTFT would "fall" there)
+            # no line joins rows of users' own prompts to rows that shared one (TTFT would "fall" there),
+            # nor runs through a row that is not a measurement or a number not measured (NaN breaks it)
             for shared in (False, True):
-                part = [p for p, r in zip(pts, c.rows) if bool(r.values.get("shared_prefix")) == shared]
-                ax.plot([p[0] for p in part], [p[1] for p in part], "--" if shared else "-", color=color, alpha=0.6)
+                part = [r for r in c.rows if bool(r.values.get("shared_prefix")) == shared]
+                ys = [float("nan") if r.get(key) is None or r.excluded else r.get(key) for r in part]
+                ax.plot([r.users for r in part], ys, "--" if shared else "-", color=color, alpha=0.6)
             good = [p for p in pts if not p[2]]
             bad = [p for p in pts if p[2]]
             ax.plot([p[0] for p in good], [p[1] for p in good], "o", color=color,
@@ -218,4 +226,4 @@ def plot_lanes(docs: Sequence[Mapping[str, Any]], out: str | Path, metric: str =
     ax_tok.legend(fontsize=8)
     for ax in (ax_tok, ax_ttft):
         ax.grid(alpha=0.3)
-    return save_png(fig, out)
+    return fig

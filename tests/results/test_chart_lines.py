@@ -151,3 +151,34 @@ def test_the_run_png_breaks_its_line_where_a_number_was_not_measured() -> None:
         assert all(y == y for y in whole.get_ydata())
     finally:
         pyplot().close(fig)
+
+
+def test_the_comparison_png_joins_only_rows_that_compare() -> None:
+    """`glmf compare --plot` (compare/report.py) as its HTML page: lane a's line breaks at its invalid
+    32-user row and its seat-starved 96-user row, lane b's TTFT line at 16 users (not measured); b's
+    96-user row, every user's prompt the same, is on a dashed line of its own. (The line ran through
+    every row, and paired the rows' points wrongly once a number was missing.)"""
+    pytest.importorskip("matplotlib")
+    from pytest_glmf.compare.report import lanes_figure
+    from pytest_glmf.results.plotting import pyplot
+
+    fig = lanes_figure([A, B])
+    try:
+        tok, ttft = fig.get_axes()
+
+        def line(ax: Any, color: str, style: str) -> tuple[list[float], list[float]]:
+            found = [ln for ln in ax.get_lines() if ln.get_color() == color and ln.get_linestyle() == style
+                     and len(ln.get_xdata())]
+            assert len(found) == 1, [(ln.get_color(), ln.get_linestyle()) for ln in ax.get_lines()]
+            return list(found[0].get_xdata()), list(found[0].get_ydata())
+
+        def broken(ys: list[float]) -> list[int]:
+            return [i for i, y in enumerate(ys) if y != y]
+
+        xs, ys = line(tok, "C0", "-")
+        assert xs == [1, 8, 16, 32, 48, 64, 96] and broken(ys) == [3, 6]
+        xs, ys = line(ttft, "C1", "-")
+        assert xs == [1, 8, 16, 32, 64] and broken(ys) == [2]
+        assert line(ttft, "C1", "--")[0] == [96]
+    finally:
+        pyplot().close(fig)
