@@ -89,3 +89,13 @@ def test_an_estimate_is_refused_only_when_clearly_over_a_count_as_soon_as_over()
     assert context_check(1700, 1900, 384, 2048) is not None       # counted: 2,084 > 2,048
     assert context_check(1600, 9999, 384, 2048) is None
     assert context_check(2400, 2554, 384, None) is None           # the context unknown: nothing refused
+
+
+def test_glmf_capacity_refuses_alike_naming_its_flags(short_sim):
+    cmd = [sys.executable, "-m", "pytest_glmf.cli", "capacity", "--url", short_sim, "--slo", "per_user_tok_s=1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("glmf capacity: a request needs ~2,"), last
+    assert "counted with /tokenize" in last and "lower --prompt-tokens/--max-tokens" in last
+    assert "capacity users=8: misses" not in done.stderr      # no probe was judged
