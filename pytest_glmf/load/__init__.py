@@ -62,13 +62,19 @@ if TYPE_CHECKING:
     from pytest_glmf.load.sockstamp import recv as recv_stamped
     from pytest_glmf.load.streams import LagProbe, ShardJob, StreamJob, event_loop_factory, stream_shard, wait_all
     from pytest_glmf.load.workers import WorkerError, WorkerPool, available_cores
-    from pytest_glmf.load.workload import count_tokens, fit_prompts, load_prompt_variants
+    from pytest_glmf.load.workload import (
+        ContextTooShort,
+        context_check,
+        count_tokens,
+        fit_prompts,
+        load_prompt_variants,
+    )
 
 __all__ = [
-    "ADVICE_FLAGS", "ClientCost", "Endpoints", "GEN_TOKENS", "LOAD_DEFAULTS", "LagProbe", "LoadSettings",
+    "ADVICE_FLAGS", "ClientCost", "ContextTooShort", "Endpoints", "GEN_TOKENS", "LOAD_DEFAULTS", "LagProbe", "LoadSettings",
     "Progress", "QUEUED", "RUNNING", "RequestRecord", "ShardJob", "StampedSender", "StreamJob", "Target",
     "WorkerError", "WorkerPool", "Workload", "advice_text", "available_cores", "build_request",
-    "client_check", "count_tokens", "decode_reads", "describe_flags", "enable_kernel_stamps",
+    "client_check", "context_check", "count_tokens", "decode_reads", "describe_flags", "enable_kernel_stamps",
     "event_loop_factory", "fit_prompts", "kernel_stamps_available", "knee", "lane_name", "load_prompt_variants",
     "measure_run", "median", "memory_check", "open_stream", "per_user_tok_s", "percentile", "record_from_lines",
     "recv_stamped", "replica_facts", "run_metrics", "run_row", "run_rows", "seat_check", "send_lateness_s",

@@ -45,7 +45,7 @@ def describe_flags(row: Mapping[str, Any], names: str = "settings", lane: Any = 
             flags.append(f"run {i}: {r['speed_unmeasured']} request(s) without a measurable speed "
                          "(all tokens in one read)")
         if r["errors"]:
-            flags.append(f"run {i}: {r['errors']} failed requests")
+            flags.append(f"run {i}: {r['errors']} failed requests" + _why(r, runs[:i - 1]))
     if "flush_endpoint" in row and row["flush_endpoint"] is None:
         # harmless for our numbers (every request starts with a unique line) but worth knowing
         flags.append("prefix cache not flushed (no /flush_cache or /reset_prefix_cache)")
@@ -53,3 +53,15 @@ def describe_flags(row: Mapping[str, Any], names: str = "settings", lane: Any = 
     if spread is not None and limit is not None and spread > limit:
         flags.append(f"spread {spread:.1f} % > {limit:g} %")
     return flags
+
+
+def _why(run: Mapping[str, Any], before: list[Mapping[str, Any]]) -> str:
+    """Why a run's requests failed: its first distinct error(s) (each record's status and body
+    excerpt, redacted: records.py), said once; a later run failing alike says which run said it."""
+    examples = list(run.get("error_examples") or [])[:2]
+    if not examples:
+        return ""
+    for k, r in enumerate(before, 1):
+        if r.get("errors") and list(r.get("error_examples") or [])[:2] == examples:
+            return f" (as run {k})"
+    return f" ({'; '.join(examples)})"

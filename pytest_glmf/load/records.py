@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_glmf.engine.client import DONE, SSEError, parse_sse_line
+from pytest_glmf.redact import Redactor
 
 COUNT_MISMATCH_MAX_FRAC = 0.005
 
@@ -126,6 +127,9 @@ def record_from_lines(user: int, t_send_s: float, status: int | None, lines: Ite
         rec.error = "stream ended without [DONE]"
     if rec.error is None and rec.t_first_token_s is None:
         rec.error = "no content chunk"
+    # the error says the body's excerpt (http.decode_reads): a server may echo a key or a token,
+    # masked like everything the plugin writes (redact.py)
+    rec.error = Redactor.from_environment().text(rec.error) if rec.error else rec.error
     return rec
 
 

@@ -60,6 +60,7 @@ from pytest_glmf.load.streams import (
     stream_shard,
 )
 from pytest_glmf.load.workers import WorkerPool, arrival_offsets, auto_workers, available_cores, deal
+from pytest_glmf.load.workload import context_check
 
 perf = time.perf_counter
 Progress = Callable[[str], None]
@@ -190,6 +191,11 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
     processes the caller owns and keeps (e.g. a search over many rows); else the row plans its
     workers (settings.workers, or auto) and closes them at its end."""
     endpoints = as_endpoints(target)
+    # a workload the server's context cannot hold is refused before a request is sent
+    refused = context_check(workload.prompt_tokens, workload.estimated_prompt_tokens(), workload.max_tokens,
+                            (facts or {}).get("context_len"))
+    if refused is not None:
+        raise refused
     say = progress or (lambda line: None)
     cost = cost if cost is not None else ClientCost()
     owned = pool is None
@@ -207,7 +213,8 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             wm = run_metrics(warm["records"])
             prompt_tokens = wm["prompt_tokens_p50"]
             say(f"curve users={users} warm pass (discarded): {perf() - t0:.1f} s, ttft p50 "
-                f"{_s(wm['ttft_p50_s'])}, {wm['errors']} errors")
+                f"{_s(wm['ttft_p50_s'])}, {wm['errors']} errors"
+                + (f" ({wm['error_examples'][0]})" if wm["error_examples"] else ""))
             cost.update(warm)
             if owned and settings.workers is None:   # auto: size the measured runs by what the warm pass cost
                 workers, plan = _plan(settings, users, cost)
@@ -240,7 +247,7 @@ async def run_row(target: Target | Endpoints, users: int, workload: Workload, se
             said = [LABELS[k] for k in c["unmeasured"] if k in GATED_ERROR_METRICS]
             say(f"curve users={users} {label}: aggregate {_n(m['aggregate_tok_s'])} tok/s, "
                 f"per-user {_n(m['per_user_tok_s'])} tok/s, ttft p50 {_s(m['ttft_p50_s'])} p95 {_s(m['ttft_p95_s'])}"
-                + (f", {m['errors']} errors" if m["errors"] else "")
+                + (f", {m['errors']} errors ({m['error_examples'][0]})" if m["errors"] else "")
                 + (", client-bound" if c["client_bound"] else "")
                 + (f", {' and '.join(said)} not measured" if said else ""))
             say(f"  client: error bound {bound_text(c['error'], SHOWN_BOUNDS)}"

@@ -78,11 +78,13 @@ class LoadSettings:
                 given[key] = float(timeouts[lane_key])   # type: ignore[index]
         return cls(users=list(users), **{**given, **overrides})
 
-    def workload(self, prompts: list[str], *, system: str | None = None, api_key: str | None = None) -> "Workload":
-        """What every user sends under these settings: the one place a Workload is made of settings."""
+    def workload(self, prompts: list[str], *, system: str | None = None, api_key: str | None = None,
+                 prompt_tokens: int | None = None) -> "Workload":
+        """What every user sends under these settings: the one place a Workload is made of settings.
+        `prompt_tokens`: the longest prompt as the server's /tokenize counted it (fit_prompts)."""
         return Workload(prompts=prompts, max_tokens=self.max_tokens, path=self.path, model=self.model,
                         continuous_usage=self.continuous_usage, shared_prefix=self.shared_prefix,
-                        system=system, api_key=api_key)
+                        system=system, api_key=api_key, prompt_tokens=prompt_tokens)
 
 
 DEFAULTS = LoadSettings()
@@ -104,6 +106,7 @@ class Workload:
     continuous_usage: bool = DEFAULTS.continuous_usage
     api_key: str | None = None
     shared_prefix: bool = DEFAULTS.shared_prefix
+    prompt_tokens: int | None = None    # the longest prompt, counted by the server's /tokenize (fitted)
 
     def body(self, tag: str, user: int, variant: int) -> dict[str, Any]:
         opts: dict[str, Any] = {"include_usage": True}

@@ -108,3 +108,48 @@ def prompts_from_text(text: str) -> list[str]:
         order = sections[shift:] + sections[:shift]
         out.append("\n\n".join([head] + [f"## {s}" for s in order] + [f"## {task}"]))
     return out
+
+
+# an estimate not fitted with /tokenize (~4 characters a token) refuses only a request this far over
+ESTIMATE_SLACK = 1.10
+LONGER_CONTEXT = "serve a longer context (vLLM --max-model-len, SGLang --context-length)"
+
+
+class ContextTooShort(ValueError):
+    """A request of the workload cannot fit the server's context: refused before anything is sent.
+    `str()` names the gate's settings as a thresholds file sets them; `text("flags")` as a shell
+    sets them (`--prompt-tokens`/`--max-tokens`). `gate`: whose settings (a gate measuring through
+    run_row names itself by setting it on the way up)."""
+
+    def __init__(self, gate: str, prompt_tokens: int, max_tokens: int, context: int, fitted: bool):
+        self.gate, self.prompt_tokens, self.max_tokens = gate, prompt_tokens, max_tokens
+        self.context, self.fitted = context, fitted
+        super().__init__(gate, prompt_tokens, max_tokens, context, fitted)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self, names: str = "settings") -> str:
+        fix = ("--prompt-tokens/--max-tokens" if names == "flags"
+               else f"{self.gate}.settings.prompt_tokens / max_tokens (thresholds.yaml)")
+        how = "counted with /tokenize" if self.fitted else "estimated at ~4 characters a token"
+        return (f"{self.gate}: a request needs ~{self.prompt_tokens + self.max_tokens:,} tokens (prompt "
+                f"~{self.prompt_tokens:,}, {how}, + max_tokens {self.max_tokens:,}) but the server's context is "
+                f"{self.context:,}: lower {fix}, or {LONGER_CONTEXT}")
+
+
+def context_check(prompt_tokens: int | None, estimated_tokens: int, max_tokens: int, context: Any,
+                  gate: str = "curve") -> ContextTooShort | None:
+    """The refusal of a workload whose requests cannot fit the server's `context` (the boot facts'
+    context_len; None: unknown, nothing refused). `prompt_tokens`: the longest prompt counted by
+    the server's /tokenize (a floor: the session line and the chat template only add), refused as
+    soon as it and max_tokens exceed the context (SGLang refuses past it; vLLM refuses a prompt
+    past it); else the estimate, refused only when over by more than ESTIMATE_SLACK."""
+    if not isinstance(context, int) or isinstance(context, bool) or context < 1:
+        return None
+    fitted = prompt_tokens is not None
+    tokens = prompt_tokens if prompt_tokens is not None else estimated_tokens
+    limit = context if fitted else context * ESTIMATE_SLACK
+    if tokens + max_tokens <= limit:
+        return None
+    return ContextTooShort(gate, tokens, max_tokens, context, fitted)

@@ -168,7 +168,8 @@ class SimApp:
         if n + max_new_tokens > ctx_len:
             raise HTTPError(400, f"Requested token count exceeds the model's maximum context length of {ctx_len} "
                                  f"tokens. You requested a total of {n + max_new_tokens} tokens: {n} tokens from the "
-                                 f"input messages and {max_new_tokens} tokens for the completion.")
+                                 f"input messages and {max_new_tokens} tokens for the completion. Please reduce the "
+                                 "number of tokens in the input messages or the completion to fit within the limit.")
         return max_new_tokens
 
     def new_request(self, prompt_ids: list[int], max_new_tokens: int, *, cls: timing.PromptClass,

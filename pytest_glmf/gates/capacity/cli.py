@@ -111,6 +111,7 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
         rate_report,
         users_key,
     )
+    from pytest_glmf.load import ContextTooShort
     from pytest_glmf.results.gatejson import command_document, write_document
 
     said: list[str] = []   # the probes' verdicts so far: what a Ctrl-C keeps of an unfinished search
@@ -158,6 +159,10 @@ def run(a: argparse.Namespace, slo: SLO, settings: CapacitySettings, contexts: l
             out["rate"] = rate.to_dict()
             entries["rate"] = rate.to_record()
             ok = ok and rate.rate_per_s is not None
+    except ContextTooShort as exc:     # the workload cannot fit the server's context
+        exc.gate = "capacity"
+        say(f"glmf {exc.text('flags')}")
+        return 2
     except ValueError as exc:      # e.g. no /tokenize for prompt_tokens
         say(f"glmf capacity: {exc}")
         return 2

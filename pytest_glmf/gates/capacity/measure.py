@@ -193,6 +193,7 @@ class _Session:
     cost: ClientCost = field(init=False, default_factory=ClientCost)   # sizes the client's worker processes
     model: str | None = field(init=False, default=None)
     prompts: dict[tuple[int, bool], list[str]] = field(init=False, default_factory=dict)
+    counted: dict[tuple[int, bool], int] = field(init=False, default_factory=dict)   # /tokenize: the longest
     tags: int = field(init=False, default=0)
     workers: int | None = field(init=False, default=None)   # raised when a probe was client-bound: kept for the rest
 
@@ -228,9 +229,11 @@ class _Session:
                                      "endpoint to fit prompts to a token count (prompt_tokens: null, or glmf "
                                      "capacity --prompt-tokens 0, sends the prompt file as it is)") from None
                 self.prompts[key] = fitted
+                self.counted[key] = max(counts)
                 self.say(f"capacity: {len(fitted)} prompt(s) of {min(counts):,}-{max(counts):,} tokens "
                          f"({time.perf_counter() - t0:.1f} s to fit them with /tokenize)")
-        return self.load_settings(settings, 0).workload(self.prompts[key], api_key=self.api_key)
+        return self.load_settings(settings, 0).workload(self.prompts[key], api_key=self.api_key,
+                                                        prompt_tokens=self.counted.get(key))
 
     def load_settings(self, settings: CapacitySettings, users: int, **kw: Any) -> LoadSettings:
         """One probe's load run, from the gate's settings (the one place they become one): the

@@ -194,7 +194,7 @@ def measure_curve(url: str | Sequence[str], users: int | Sequence[int], *, setti
     # a BootFacts, or its dict (several replicas: endpoints.replica_facts, seats summed)
     facts = boot_facts.to_dict() if hasattr(boot_facts, "to_dict") else dict(boot_facts or {})
     load = load_settings(opts, values, timeouts)
-    workload = load.workload(prompts)
+    workload = load.workload(prompts, prompt_tokens=longest)
     raw_rows = run_rows(url, workload, load, facts, progress, on_row)
     return CurveResult(rows=[_row(r, float(time_scale)) for r in raw_rows],
                        url=url if isinstance(url, str) else ", ".join(url), settings=opts,

@@ -19,7 +19,7 @@ from pytest_glmf.gates.curve.measure import curve_result, load_settings, summary
 from pytest_glmf.gates.curve.spec import CurveRowSettings
 from pytest_glmf.gates.curve.table import curve_table, knee_sentence
 from pytest_glmf.gates.flags import Alias, AliasSpec, SettingFlags
-from pytest_glmf.load import load_prompt_variants, replica_facts
+from pytest_glmf.load import ContextTooShort, load_prompt_variants, replica_facts
 from pytest_glmf.results.gatejson import command_document, write_document
 from pytest_glmf.text import fold
 
@@ -82,6 +82,9 @@ def cli(argv: list[str] | None = None) -> int:
     try:
         result = measure_curve(url, users, settings=settings, boot_facts=facts, on_row=finished.append,
                                progress=lambda line: print(fold(line), file=sys.stderr, flush=True))
+    except ContextTooShort as exc:                # the workload cannot fit the server's context
+        print(f"glmf {exc.text('flags')}", file=sys.stderr)
+        return 2
     except (ConfigError, ValueError) as exc:      # e.g. prompt_tokens and no /tokenize
         print(f"glmf curve: {exc}", file=sys.stderr)
         return 2
