@@ -35,6 +35,7 @@ from pytest_glmf.load import (
     Progress,
     Workload,
     available_cores,
+    context_check,
     event_loop_factory,
     fit_prompts,
     load_prompt_variants,
@@ -250,6 +251,11 @@ class _Session:
         client's self-check marks (the client, not the server, set its pace) is measured again, up
         to `client_retries` extra runs, and left out of the numbers."""
         self.tags += 1
+        # a workload the server's context cannot hold is refused before even the warm pass is sent
+        refused = context_check(workload.prompt_tokens, workload.estimated_prompt_tokens(), workload.max_tokens,
+                                (self.facts or {}).get("context_len"), gate="capacity")
+        if refused is not None:
+            raise refused
         warm = replace(workload, max_tokens=min(settings.warm_tokens, workload.max_tokens))
         t0 = time.perf_counter()
         await measure_run(self.target, [warm.body(f"w{self.tags}", u, u) for u in range(n)], run_settings,

@@ -99,3 +99,19 @@ def test_glmf_capacity_refuses_alike_naming_its_flags(short_sim):
     assert last.startswith("glmf capacity: a request needs ~2,"), last
     assert "counted with /tokenize" in last and "lower --prompt-tokens/--max-tokens" in last
     assert "capacity users=8: misses" not in done.stderr      # no probe was judged
+
+
+def test_measure_capacity_refuses_before_its_warm_pass_naming_capacity_settings(short_sim):
+    """As a test's fixture measures it (the API, not the CLI): the refusal names the capacity gate's
+    thresholds settings, and comes before the probe's warm pass (it named curve's, after 400s)."""
+    from pytest_glmf.gates.capacity.measure import measure_capacity
+    from pytest_glmf.gates.capacity.spec import SLO
+    from pytest_glmf.load import ContextTooShort
+
+    said: list[str] = []
+    with pytest.raises(ContextTooShort) as refused:
+        measure_capacity(short_sim, SLO(per_user_tok_s=1.0), facts={"context_len": 2048}, time_scale=0.05,
+                         progress=said.append)
+    assert str(refused.value).startswith("capacity: a request needs ~2,"), str(refused.value)
+    assert "lower capacity.settings.prompt_tokens / max_tokens (thresholds.yaml)" in str(refused.value)
+    assert not any("warm pass" in line for line in said), said
