@@ -5,10 +5,8 @@ serves a longer context: the simulator served with a 2,048-token context against
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
-import time
 from importlib import resources
 
 import httpx
@@ -38,25 +36,10 @@ def test_the_suite_refuses_a_row_whose_requests_exceed_the_context(pytester, unf
 
 
 @pytest.fixture(scope="module")
-def short_sim():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_glmf.sim", "--context-length", "2048",
-                             "--time-scale", "0.05", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+def short_sim(glmf_sim, tmp_path_factory):
+    """The simulator serving a 2,048-token context (tests/conftest.py's `glmf_sim`)."""
+    with glmf_sim(tmp_path_factory.mktemp("short"), "--context-length", "2048", "--time-scale", "0.05") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_glmf_curve_refuses_in_one_line_naming_the_flags(short_sim):
