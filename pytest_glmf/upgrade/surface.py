@@ -105,11 +105,16 @@ def declared_vllm_lines() -> dict[str, bool]:
 
 
 # `/metrics` names the gates read (load/endpoints.py, gates/acceptance/probe.py)
+METRIC_ROOMS = ("gates", "load")       # the folders whose code reads an engine's /metrics
+
+
 def metric_names(engine: str) -> list[str]:
-    """Every `ENGINE:` metric name written as a string in the project's gates."""
+    """Every `ENGINE:` metric name written as a string where the project reads metrics: the gates and
+    the load engine they measure through (pytest_glmf/load: the running/queued gauges sampled around
+    a run)."""
     prefix = f"{engine}:"
     found: set[str] = set()
-    for path in sorted((REPO_PACKAGE / "gates").rglob("*.py")):
+    for path in sorted(p for room in METRIC_ROOMS for p in (REPO_PACKAGE / room).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(prefix) \
                     and re.fullmatch(r"[a-z0-9_:]+", node.value):

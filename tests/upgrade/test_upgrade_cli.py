@@ -347,3 +347,14 @@ def test_an_image_spec_is_asked_in_its_container_and_read_as_its_version(
     assert {("--swap-space", "removed"), ("--mamba-cache-mode", "deprecated"), ("-", "source not read")} <= changes
     assert ("--max-num-seqs", "removed") not in changes
     assert out.strip().endswith("1 of 1 lane(s) would break: boxed")
+
+
+def test_the_metrics_checked_on_an_upgrade_include_the_load_engines() -> None:
+    """The running/queued gauges the load engine samples around every curve and capacity run
+    (pytest_glmf/load/endpoints.py) are judged on an upgrade like the gates' own metrics: after
+    the load engine left the gates' folder they were no longer looked for (issue 41's move)."""
+    from pytest_glmf.upgrade.surface import metric_names
+
+    assert {"vllm:num_requests_running", "vllm:num_requests_waiting",
+            "vllm:spec_decode_num_drafts_total"} <= set(metric_names("vllm"))
+    assert {"sglang:num_running_reqs", "sglang:num_queue_reqs"} <= set(metric_names("sglang"))
